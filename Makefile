@@ -1,0 +1,50 @@
+# Two commands: `make lab` (work on the course) and `make test` (everything CI runs).
+# Each creates .venv when missing and installs the pinned environment (requirements.txt)
+# plus this package, re-installing only when requirements.txt or pyproject.toml changed.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+JOBS   ?= 2
+
+.PHONY: lab test install build check solutions lint unit notebooks-test benchmark clean
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+
+test: $(STAMP)
+	$(PY) -m helpers.build --check
+	$(VENV)/bin/ruff check src tests benchmarks solutions notebooks conftest.py
+	$(PY) -m pytest -n $(JOBS) --dist loadscope --nbval solutions tests
+
+install: $(STAMP)
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): requirements.txt pyproject.toml | $(PY)
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install -r requirements.txt -e ".[torch,tensorflow,grader,dev]"
+	touch $(STAMP)
+
+build: $(STAMP)
+	$(PY) -m helpers.build
+
+check: $(STAMP)
+	$(PY) -m helpers.build --check
+
+# Maintainers: re-run every solution notebook with the pinned versions, store its
+# outputs (refused if a cell errs or writes to stderr), then regenerate the exercises.
+solutions: $(STAMP)
+	$(PY) -m helpers.execute solutions/*.ipynb
+	$(PY) -m helpers.build
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks solutions notebooks conftest.py
+
+benchmark: $(STAMP)
+	$(PY) benchmarks/suite.py
+
+clean:
+	rm -rf $(VENV) grades .pytest_cache

@@ -1,0 +1,238 @@
+"""Build the exercise notebooks from the solution notebooks.
+
+    python -m helpers.build            # regenerate notebooks/ from solutions/
+    python -m helpers.build --check    # exit 1 and name every stale notebook
+
+In a solution notebook, what the student must write sits between two marker lines in a
+code cell::
+
+    ### BEGIN SOLUTION
+    keys = x @ w_key
+    ### END SOLUTION
+
+The builder replaces each marked region by a TO-DO placeholder (indented like the
+region, so it also works inside a function body), clears outputs and execution counts,
+and records the notebook's id in its metadata so the grader recognises a renamed file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+__all__ = ["BuildError", "build_notebook", "lint", "main", "notebook_id", "solution_regions"]
+
+BEGIN = "### BEGIN SOLUTION"
+END = "### END SOLUTION"
+_MARKER = re.compile(r"^(?P<indent>[ \t]*)(?P<marker>### (?:BEGIN|END) SOLUTION)[ \t]*$")
+_LOOSE = re.compile(r"#+\s*(BEGIN|END)\s+SOLUTION", re.IGNORECASE)
+PLACEHOLDER = (
+    "{indent}# TO-DO: write your code here, then run the check below.",
+    '{indent}raise NotImplementedError("TO-DO: replace this line with your code")',
+)
+METADATA_KEY = "attention_course"
+
+
+class BuildError(ValueError):
+    """A solution notebook the builder cannot turn into an exercise (message names it)."""
+
+
+@dataclass(frozen=True)
+class Region:
+    cell: int  # index of the cell in the notebook
+    start: int  # line index of BEGIN
+    end: int  # line index of END
+    indent: str
+
+
+def notebook_id(path: Path) -> str:
+    return path.stem
+
+
+def _where(name: str, cell: int, line: int | None = None) -> str:
+    return f"{name}, cell {cell + 1}" + (f", line {line + 1}" if line is not None else "")
+
+
+def solution_regions(nb: nbformat.NotebookNode, name: str) -> list[Region]:
+    """Find every marked region; raise :class:`BuildError` on unbalanced or nested markers."""
+    regions = []
+    for ci, cell in enumerate(nb.cells):
+        lines = cell.source.split("\n")
+        open_at: tuple[int, str] | None = None
+        for li, line in enumerate(lines):
+            m = _MARKER.match(line)
+            if not m:
+                if _LOOSE.search(line):
+                    raise BuildError(
+                        f"{_where(name, ci, li)}: malformed marker {line.strip()!r}; "
+                        f"write exactly {BEGIN!r} or {END!r} on a line of its own."
+                    )
+                continue
+            if cell.cell_type != "code":
+                raise BuildError(f"{_where(name, ci, li)}: solution markers belong in code cells only.")
+            if m["marker"] == BEGIN:
+                if open_at is not None:
+                    raise BuildError(
+                        f"{_where(name, ci, li)}: nested {BEGIN!r} (the region opened on line "
+                        f"{open_at[0] + 1} is not closed yet)."
+                    )
+                open_at = (li, m["indent"])
+            else:
+                if open_at is None:
+                    raise BuildError(f"{_where(name, ci, li)}: {END!r} without a matching {BEGIN!r}.")
+                regions.append(Region(ci, open_at[0], li, open_at[1]))
+                open_at = None
+        if open_at is not None:
+            raise BuildError(f"{_where(name, ci, open_at[0])}: {BEGIN!r} is never closed by {END!r}.")
+    return regions
+
+
+def _strip_regions(source: str, regions: list[Region]) -> str:
+    lines = source.split("\n")
+    for r in sorted(regions, key=lambda r: r.start, reverse=True):
+        lines[r.start : r.end + 1] = [p.format(indent=r.indent) for p in PLACEHOLDER]
+    return "\n".join(lines)
+
+
+Transform = Callable[[nbformat.NotebookNode, str], None]
+TRANSFORMS: list[Transform] = []  # extra steps (e.g. a Colab badge) applied after the core build
+
+
+def read_notebook(path: Path) -> nbformat.NotebookNode:
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception as exc:
+        raise BuildError(f"{path.name}: not a readable notebook ({type(exc).__name__}: {exc}).") from None
+    try:
+        nbformat.validate(nb)
+    except nbformat.ValidationError as exc:
+        raise BuildError(f"{path.name}: invalid notebook ({exc.message}).") from None
+    return nb
+
+
+def build_notebook(solution: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
+    """Return the exercise version of ``solution`` (which is left unchanged)."""
+    nb = copy.deepcopy(solution)
+    regions = solution_regions(nb, name)
+    by_cell: dict[int, list[Region]] = {}
+    for r in regions:
+        by_cell.setdefault(r.cell, []).append(r)
+    for ci, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+            if ci in by_cell:
+                cell.source = _strip_regions(cell.source, by_cell[ci])
+        cell.metadata.pop("execution", None)
+    nb.metadata[METADATA_KEY] = {"notebook_id": Path(name).stem, "kind": "exercise"}
+    for transform in TRANSFORMS:
+        transform(nb, Path(name).stem)
+    return nb
+
+
+def render(nb: nbformat.NotebookNode) -> str:
+    text = nbformat.writes(nb)
+    return text if text.endswith("\n") else text + "\n"
+
+
+_CHECK_CALL = re.compile(r"""check\(\s*["']([^"']+)["']""")
+
+
+def check_calls(source: str) -> list[str]:
+    return _CHECK_CALL.findall(source)
+
+
+def lint(solution: nbformat.NotebookNode, name: str) -> list[str]:
+    """Course rules a solution notebook must keep; returns the problems found.
+
+    Every TO-DO region is followed by a ``check("…")`` before the next TO-DO; every
+    checked id exists and belongs to this notebook; every exercise of the notebook is
+    checked somewhere in it.
+    """
+    from . import spec
+
+    problems = []
+    regions = solution_regions(solution, name)
+    region_cells = sorted({r.cell for r in regions})
+    for i, ci in enumerate(region_cells):
+        stop = region_cells[i + 1] if i + 1 < len(region_cells) else len(solution.cells)
+        own = solution.cells[ci].source.split("### END SOLUTION")[-1]
+        later = [solution.cells[j].source for j in range(ci + 1, stop) if solution.cells[j].cell_type == "code"]
+        if not any(check_calls(s) for s in [own, *later]):
+            problems.append(f"{_where(name, ci)}: a TO-DO without a check(...) after it")
+    stem = Path(name).stem
+    seen = set()
+    for ci, cell in enumerate(solution.cells):
+        if cell.cell_type != "code":
+            continue
+        for ex_id in check_calls(cell.source):
+            seen.add(ex_id)
+            try:
+                ex = spec.get(ex_id)
+            except KeyError:
+                problems.append(f"{_where(name, ci)}: check({ex_id!r}) names no registered exercise")
+                continue
+            if ex.notebook != stem:
+                problems.append(f"{_where(name, ci)}: check({ex_id!r}) belongs to notebook {ex.notebook}")
+    for ex in spec.exercises_for(stem):
+        if ex.id not in seen:
+            problems.append(f"{name}: exercise {ex.id} is registered but never checked in the notebook")
+    return problems
+
+
+def plan(solutions: Path, notebooks: Path) -> dict[Path, str]:
+    """Map every exercise notebook path to the text it should have."""
+    out = {}
+    for path in sorted(solutions.glob("*.ipynb")):
+        nb = read_notebook(path)
+        out[notebooks / path.name] = render(build_notebook(nb, path.name))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m helpers.build", description=__doc__.split("\n")[0])
+    ap.add_argument("--check", action="store_true", help="do not write; exit 1 if notebooks/ is stale")
+    ap.add_argument("--solutions", type=Path, default=Path("solutions"))
+    ap.add_argument("--notebooks", type=Path, default=Path("notebooks"))
+    args = ap.parse_args(argv)
+    try:
+        wanted = plan(args.solutions, args.notebooks)
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not wanted:
+        print(f"error: no solution notebooks in {args.solutions}", file=sys.stderr)
+        return 2
+    existing = set(args.notebooks.glob("*.ipynb"))
+    if args.check:
+        stale = [p.name for p, text in wanted.items() if not p.exists() or p.read_text(encoding="utf-8") != text]
+        orphans = sorted(p.name for p in existing - set(wanted))
+        for n in stale:
+            print(f"stale: notebooks/{n} does not match solutions/{n}", file=sys.stderr)
+        for n in orphans:
+            print(f"orphan: notebooks/{n} has no solution notebook", file=sys.stderr)
+        if stale or orphans:
+            print("Run `python -m helpers.build` to regenerate notebooks/.", file=sys.stderr)
+            return 1
+        print(f"notebooks/ is up to date ({len(wanted)} notebooks).")
+        return 0
+    args.notebooks.mkdir(parents=True, exist_ok=True)
+    for path, text in wanted.items():
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote notebooks/{path.name}")
+    for p in sorted(existing - set(wanted)):
+        p.unlink()
+        print(f"removed notebooks/{p.name} (no solution notebook)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
