@@ -8,17 +8,20 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 
-.PHONY: lab test install build check solutions lint unit notebooks-test benchmark clean
+.PHONY: lab test system-deps install build check solutions lint unit notebooks-test benchmark clean
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
 
-test: $(STAMP)
+test: $(STAMP) system-deps
 	$(PY) -m helpers.build --check
 	$(VENV)/bin/ruff check src tests benchmarks solutions notebooks conftest.py
 	$(PY) -m pytest -n $(JOBS) --dist loadscope --nbval solutions tests
 
 install: $(STAMP)
+
+system-deps:
+	bash scripts/system-deps.sh
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

@@ -3,7 +3,8 @@
 A seed's numbers are facts the course reproduces. Numbers are compared by value at the
 precision the seed printed them with (the seed's `6.3379e-02` is found in an output
 `6.3379e-02`; its `0.5` in `0.5000`). A number a seed prints that cannot be reproduced
-is listed in EXCUSED with the reason, and the notebook says so too.
+is listed in its exercise module's ``SEED_EXCUSED`` with the reason (and the notebook
+says so too). Each ``helpers/exercises/nbNN.py`` names its seed in ``SEED``.
 """
 
 import math

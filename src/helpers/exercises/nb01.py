@@ -12,6 +12,7 @@ from ..reference import global_softmax, softmax, sum_normalise
 from ..spec import Exercise, register
 
 NOTEBOOK = "01_illustrated_self_attention"
+SEED = "000_6403dcf444e40cb5.txt"  # every number it prints must appear in the stored outputs
 
 X = np.array([[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]], dtype=np.float64)
 W_KEY = np.array([[0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 1, 0]], dtype=np.float64)
