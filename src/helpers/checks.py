@@ -114,7 +114,7 @@ def collect(
             if value is not Ellipsis:
                 _require_framework(ex, name, value)
                 _require_float(ex, name, value)
-            got[name] = to_array(value, name)
+            got[name] = to_array(value, name, finite=False)
         return [got], [ex.inputs()]
 
     name = ex.answers[0]
@@ -146,7 +146,7 @@ def collect(
             ) from None
         if result is Ellipsis:
             raise NotDone(f"`{name}` still returns the placeholder `...`.")
-        outs.append({name: to_array(result, f"{name}(...)")})
+        outs.append({name: to_array(result, f"{name}(...)", finite=False)})
     return outs, trials
 
 

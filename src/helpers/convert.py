@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["AnswerError", "NotDone", "framework_of", "to_array"]
+__all__ = ["AnswerError", "NotDone", "framework_of", "nonfinite_problem", "to_array"]
 
 
 class AnswerError(ValueError):
@@ -130,22 +130,32 @@ def to_array(obj: Any, name: str = "answer", *, dtype: Any = np.float64, finite:
     if arr.dtype.kind == "b":
         raise AnswerError("dtype", f"`{name}` holds True/False values, not numbers.")
     out = np.array(arr, dtype=dtype, copy=True)
-    if finite and out.dtype.kind == "f":
-        if np.isnan(out).any():
-            where = tuple(int(i) for i in np.argwhere(np.isnan(out))[0])
-            raise AnswerError(
-                "nan",
-                f"`{name}` contains NaN (first at index {where}). NaN usually comes from "
-                "exp() overflowing (inf/inf) or from 0/0: look at the step that produced it.",
-            )
-        if np.isinf(out).any():
-            where = tuple(int(i) for i in np.argwhere(np.isinf(out))[0])
-            raise AnswerError(
-                "inf",
-                f"`{name}` contains inf (first at index {where}). Did exp() overflow? "
-                "Subtract the row maximum before exponentiating.",
-            )
+    if finite:
+        problem = nonfinite_problem(out, name)
+        if problem:
+            raise problem
     return out
+
+
+def nonfinite_problem(arr: np.ndarray, name: str) -> AnswerError | None:
+    """An :class:`AnswerError` describing the first NaN or inf in ``arr``, or None."""
+    if arr.dtype.kind != "f":
+        return None
+    if np.isnan(arr).any():
+        where = tuple(int(i) for i in np.argwhere(np.isnan(arr))[0])
+        return AnswerError(
+            "nan",
+            f"`{name}` contains NaN (first at index {where}). NaN usually comes from "
+            "exp() overflowing (inf/inf) or from 0/0: look at the step that produced it.",
+        )
+    if np.isinf(arr).any():
+        where = tuple(int(i) for i in np.argwhere(np.isinf(arr))[0])
+        return AnswerError(
+            "inf",
+            f"`{name}` contains inf (first at index {where}). Did exp() overflow? "
+            "Subtract the row maximum before exponentiating.",
+        )
+    return None
 
 
 def _from_nested(obj: list | tuple, name: str) -> np.ndarray:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .convert import AnswerError
+from .convert import AnswerError, nonfinite_problem
 from .mistakes import MISTAKES
 
 __all__ = ["Exercise", "Outcome", "REGISTRY", "evaluate", "exercises_for", "get", "register"]
@@ -162,10 +162,11 @@ def _first_difference(got: np.ndarray, want: np.ndarray, rtol: float, atol: floa
 
 
 def _close(a: Arrays, b: Arrays, names: tuple[str, ...], rtol: float, atol: float) -> bool:
+    """Same shapes and values; NaN matches NaN and inf matches an inf of the same sign."""
     for n in names:
         if n not in a or n not in b or a[n].shape != b[n].shape:
             return False
-        if not np.allclose(a[n], b[n], rtol=rtol, atol=atol):
+        if not np.allclose(a[n], b[n], rtol=rtol, atol=atol, equal_nan=True):
             return False
     return True
 
@@ -205,11 +206,15 @@ def evaluate(ex: Exercise, got_by_trial: list[Arrays], inputs_by_trial: list[Map
         want = ex.expected(inputs)
         for name in ex.answers:
             g, w = got[name], want[name]
+            label = f"`{name}`" if ex.kind == "value" else f"`{name}(...)`"
+            problem = nonfinite_problem(g, label.strip("`"))
+            if problem and not (g.shape == w.shape and np.array_equal(g, w, equal_nan=True)):  # a known mistake (e.g. an overflowing softmax) may explain it below
+                fail_msg = problem.message
+                break
             if g.shape != w.shape:
                 fail_msg = _shape_message(ex, name, g, w, inputs)
                 break
-            if not np.allclose(g, w, rtol=ex.rtol, atol=ex.atol):
-                label = f"`{name}`" if ex.kind == "value" else f"`{name}(...)`"
+            if not np.allclose(g, w, rtol=ex.rtol, atol=ex.atol, equal_nan=True):
                 trial = "" if ex.kind == "value" or inputs is inputs_by_trial[0] else " on random inputs"
                 fail_msg = f"{label}{trial} " + _first_difference(g, w, ex.rtol, ex.atol)
                 break
