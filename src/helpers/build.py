@@ -21,11 +21,12 @@ import argparse
 import copy
 import re
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+
+from . import colab
 
 __all__ = ["BuildError", "build_notebook", "lint", "main", "notebook_id", "solution_regions"]
 
@@ -101,10 +102,6 @@ def _strip_regions(source: str, regions: list[Region]) -> str:
     return "\n".join(lines)
 
 
-Transform = Callable[[nbformat.NotebookNode, str], None]
-TRANSFORMS: list[Transform] = []  # extra steps (e.g. a Colab badge) applied after the core build
-
-
 def read_notebook(path: Path) -> nbformat.NotebookNode:
     try:
         nb = nbformat.read(path, as_version=4)
@@ -117,8 +114,13 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
     return nb
 
 
-def build_notebook(solution: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
-    """Return the exercise version of ``solution`` (which is left unchanged)."""
+def build_notebook(
+    solution: nbformat.NotebookNode, name: str, repo: colab.Repository | None = None
+) -> nbformat.NotebookNode:
+    """Return the exercise version of ``solution`` (which is left unchanged).
+
+    With ``repo``, an "Open in Colab" badge and Colab's set-up cell come first.
+    """
     nb = copy.deepcopy(solution)
     regions = solution_regions(nb, name)
     by_cell: dict[int, list[Region]] = {}
@@ -132,8 +134,8 @@ def build_notebook(solution: nbformat.NotebookNode, name: str) -> nbformat.Noteb
                 cell.source = _strip_regions(cell.source, by_cell[ci])
         cell.metadata.pop("execution", None)
     nb.metadata[METADATA_KEY] = {"notebook_id": Path(name).stem, "kind": "exercise"}
-    for transform in TRANSFORMS:
-        transform(nb, Path(name).stem)
+    if repo is not None:
+        nb.cells[:0] = [colab.badge_cell(repo, Path(name).stem), colab.setup_cell(repo)]
     return nb
 
 
@@ -188,11 +190,28 @@ def lint(solution: nbformat.NotebookNode, name: str) -> list[str]:
 
 
 def plan(solutions: Path, notebooks: Path) -> dict[Path, str]:
-    """Map every exercise notebook path to the text it should have."""
+    """Map every generated file to the text it should have: the exercise notebooks and,
+    when the project has a ``pyproject.toml`` with ``[tool.attention-course]``, the badge
+    block of its README.md."""
+    project = solutions.parent
+    repo = None
+    if (project / "pyproject.toml").exists():
+        try:
+            repo = colab.Repository.from_pyproject(project / "pyproject.toml")
+        except ValueError as exc:
+            raise BuildError(str(exc)) from None
     out = {}
-    for path in sorted(solutions.glob("*.ipynb")):
+    paths = sorted(solutions.glob("*.ipynb"))
+    for path in paths:
         nb = read_notebook(path)
-        out[notebooks / path.name] = render(build_notebook(nb, path.name))
+        out[notebooks / path.name] = render(build_notebook(nb, path.name, repo))
+    readme = project / "README.md"
+    if repo is not None and readme.exists():
+        block = colab.readme_block(repo, [p.stem for p in paths])
+        try:
+            out[readme] = colab.replace_readme_block(readme.read_text(encoding="utf-8"), block)
+        except ValueError as exc:
+            raise BuildError(str(exc)) from None
     return out
 
 
@@ -215,19 +234,20 @@ def main(argv: list[str] | None = None) -> int:
         stale = [p.name for p, text in wanted.items() if not p.exists() or p.read_text(encoding="utf-8") != text]
         orphans = sorted(p.name for p in existing - set(wanted))
         for n in stale:
-            print(f"stale: notebooks/{n} does not match solutions/{n}", file=sys.stderr)
+            what = "its badge block is out of date" if n == "README.md" else f"does not match solutions/{n}"
+            print(f"stale: {'' if n == 'README.md' else 'notebooks/'}{n} {what}", file=sys.stderr)
         for n in orphans:
             print(f"orphan: notebooks/{n} has no solution notebook", file=sys.stderr)
         if stale or orphans:
             print("Run `python -m helpers.build` to regenerate notebooks/.", file=sys.stderr)
             return 1
-        print(f"notebooks/ is up to date ({len(wanted)} notebooks).")
+        print(f"notebooks/ is up to date ({len([p for p in wanted if p.suffix == '.ipynb'])} notebooks).")
         return 0
     args.notebooks.mkdir(parents=True, exist_ok=True)
     for path, text in wanted.items():
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             path.write_text(text, encoding="utf-8")
-            print(f"wrote notebooks/{path.name}")
+            print(f"wrote {path.relative_to(args.solutions.parent) if path.name == 'README.md' else path}")
     for p in sorted(existing - set(wanted)):
         p.unlink()
         print(f"removed notebooks/{p.name} (no solution notebook)")
