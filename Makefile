@@ -11,7 +11,7 @@ JOBS   ?= 2
 .PHONY: lab test system-deps install build check solutions lint unit notebooks-test benchmark clean
 
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 test: $(STAMP) system-deps
 	$(PY) -m helpers.build --check

@@ -1,8 +1,8 @@
 """The pinned environment lives in requirements.txt; environment.yml must agree with it."""
 
 import re
-
 import tomllib
+
 import yaml
 
 from paths import ROOT

@@ -208,7 +208,9 @@ def evaluate(ex: Exercise, got_by_trial: list[Arrays], inputs_by_trial: list[Map
             g, w = got[name], want[name]
             label = f"`{name}`" if ex.kind == "value" else f"`{name}(...)`"
             problem = nonfinite_problem(g, label.strip("`"))
-            if problem and not (g.shape == w.shape and np.array_equal(g, w, equal_nan=True)):  # a known mistake (e.g. an overflowing softmax) may explain it below
+            # NaN/inf where the reference has none: a known mistake (e.g. an overflowing
+            # softmax) may still explain it below
+            if problem and not (g.shape == w.shape and np.array_equal(g, w, equal_nan=True)):
                 fail_msg = problem.message
                 break
             if g.shape != w.shape:
