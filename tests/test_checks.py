@@ -8,39 +8,21 @@ import numpy as np
 import pytest
 
 from helpers import spec
-from helpers.checks import check, format_outcome, judge, to_framework
+from helpers.checks import check, format_outcome, judge
 from helpers.convert import to_array
+from helpers.samples import answer_namespace, in_framework
 
 spec._load_all()
 EXERCISES = sorted(spec.REGISTRY.values(), key=lambda e: e.id)
 PAIRS = [(ex, code) for ex in EXERCISES for code in ex.mistakes]
 
 
-def _answer_namespace(ex, compute, framework):
-    """A namespace holding what `compute` (reference or a variant) gives, in `framework`."""
-    if ex.kind == "value":
-        out = ex.expected(ex.inputs()) if compute is None else ex.variant(compute, ex.inputs())
-        return {name: _in(out[name], framework) for name in ex.answers}
-    keys = list(ex.inputs(None))
-
-    def student(*args):
-        plain = {k: (to_array(a, k, finite=False) if _is_tensor(a) else a) for k, a in zip(keys, args)}
-        plain = {k: (v.astype(bool) if isinstance(v, np.ndarray) and isinstance(o, np.ndarray) and o.dtype == bool
-                     else v) for (k, v), o in zip(plain.items(), ex.inputs(None).values())}
-        res = ex.expected(plain) if compute is None else ex.variant(compute, plain)
-        return _in(res[ex.answers[0]], framework)
-
-    return {ex.answers[0]: student}
-
-
-def _is_tensor(a):
-    return hasattr(a, "shape") and not isinstance(a, (int, float))
+def _answer_namespace(ex, code, framework):
+    return answer_namespace(ex, code, framework)
 
 
 def _in(arr, framework):
-    if framework == "list":
-        return np.asarray(arr).tolist()
-    return to_framework(np.asarray(arr), framework or "numpy")
+    return in_framework(arr, framework)
 
 
 def _frameworks(ex):

@@ -24,7 +24,8 @@ def test_badge_and_setup_cell_point_at_the_configured_repository(path):
     assert f"/blob/{REPO.branch}/notebooks/{path.name})" in badge.source
     image = badge.source.split("](")[1].split(")")[0]
     assert image.startswith("data:image/svg+xml"), "the badge image must be embedded, not loaded from the network"
-    assert setup.cell_type == "code" and REPO.pip_spec() in setup.source
+    assert setup.cell_type == "code" and setup.source == colab.setup_cell(REPO).source
+    assert f'REPOSITORY, BRANCH = "{REPO.url}", "{REPO.branch}"' in setup.source
     first_other_code = next(c for c in nb.cells[2:] if c.cell_type == "code")
     assert "from helpers import" in first_other_code.source or "import helpers" in first_other_code.source
 
@@ -76,7 +77,7 @@ def test_changing_the_repository_once_updates_every_link(tmp_path):
     every = (tmp_path / "README.md").read_text() + "".join(p.read_text() for p in (tmp_path / "nb").glob("*.ipynb"))
     assert REPO.slug not in every
     assert every.count("someone/fork/blob/dev/notebooks/") >= 2 * len(EXERCISES)
-    assert "git+https://github.com/someone/fork.git@dev" in every
+    assert 'REPOSITORY, BRANCH = "https://github.com/someone/fork", "dev"' in every.replace('\\"', '"')
 
 
 def test_bad_repository_setting_is_refused(tmp_path):

@@ -83,12 +83,14 @@ import importlib.util
 import subprocess
 import sys
 
+REPOSITORY, BRANCH = "{url}", "{branch}"
 if "google.colab" in sys.modules and importlib.util.find_spec("helpers") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "{spec}"], check=True)'''
+    package = f"{package} @ git+{{REPOSITORY}}.git@{{BRANCH}}"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)'''
 
 
 def setup_cell(repo: Repository):
-    cell = new_code_cell(SETUP_TEMPLATE.format(spec=repo.pip_spec()))
+    cell = new_code_cell(SETUP_TEMPLATE.format(url=repo.url.rstrip("/"), branch=repo.branch, package=PACKAGE))
     cell.id = "colab-setup"
     cell.metadata["tags"] = ["colab-setup"]
     return cell
