@@ -7,18 +7,22 @@ is listed in its exercise module's ``SEED_EXCUSED`` with the reason (and the not
 says so too). Each ``helpers/exercises/nbNN.py`` names its seed in ``SEED``.
 """
 
+import importlib
 import math
+import pkgutil
 import re
 
 import nbformat
 import pytest
 
+import helpers.exercises
 from paths import SEEDS, SOLUTIONS
 
-NOTEBOOK_OF_SEED = {
-    "000_6403dcf444e40cb5.txt": "01_illustrated_self_attention",
-}
-EXCUSED: dict[str, dict[str, str]] = {}
+_MODULES = [
+    importlib.import_module(f"helpers.exercises.{m.name}") for m in pkgutil.iter_modules(helpers.exercises.__path__)
+]
+NOTEBOOK_OF_SEED = {m.SEED: m.NOTEBOOK for m in _MODULES if getattr(m, "SEED", None)}
+EXCUSED = {m.SEED: getattr(m, "SEED_EXCUSED", {}) for m in _MODULES if getattr(m, "SEED", None)}
 
 NUMBER = re.compile(r"(?<![\w.])-?\d+\.\d+(?:e[-+]?\d+)?(?![\w.])", re.IGNORECASE)
 

@@ -47,6 +47,10 @@ _ROWS = [
     ("swapped_projections", "projection matrices mixed up",
      "Two of your projections use each other's weights. Keys come from w_key, queries from "
      "w_query, values from w_value."),
+    ("broadcast_wrong_axis", "weights broadcast along the wrong axis",
+     "Your weights were lined up with the features of the values instead of with the values "
+     "themselves. Weight (i, j) must scale the whole of value j: give the weights a new last "
+     "axis (weights.unsqueeze(-1), or [:, :, None]) before multiplying."),
     ("sum_wrong_axis", "summed over the wrong axis",
      "You summed over the wrong axis. Sum over the inputs (the axis of the keys/values, axis=1 "
      "here) so each query keeps its own output."),
