@@ -1,0 +1,308 @@
+"""Notebook 05 — a NumPy ``self_attention`` and the bug in it (seed 004).
+
+The seed normalises ``exp(scores)`` by ONE sum over the whole score matrix instead of
+one sum per row, skips the 1/√d_k scaling, and draws its queries, keys and values at
+random instead of projecting token embeddings. The exercises find the bug on the seed's
+own matrices, fix it there, write a stable row-wise softmax, and then a correct
+``self_attention(x, w_q, w_k, w_v)`` on seeded token embeddings.
+
+The seed's matrices come from an unseeded generator and are printed to 8 decimals only.
+Recomputing from those 8-decimal values moves the 8th decimal of some results, so the
+matrices below carry three more digits: they round to exactly the seed's printed
+matrices and reproduce every score, weight and output it printed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..reference import global_softmax, softmax, unstable_softmax
+from ..spec import Exercise, register
+
+NOTEBOOK = "05_numpy_self_attention_bug"
+SEED = "004_0a3221decd775555.txt"  # every number it prints must appear in the stored outputs
+
+_UNSEEDED = "drawn by the seed from NumPy's unseeded global generator, so no one can draw it again"
+_HOW_ARE_YOU = (
+    "output of the seed's self_attention('How are you'), which draws fresh random matrices inside "
+    "the function and never prints them, so it cannot be recomputed"
+)
+# fmt: off
+SEED_EXCUSED = {
+    **{t: _UNSEEDED for t in (
+        "0.24595806", "0.80297821", "0.91356724", "0.3644435", "0.85240105",
+        "0.06672613", "0.12761768", "0.4752835", "0.84502346", "0.26101756",
+    )},
+    **{t: _HOW_ARE_YOU for t in (
+        "0.03466487", "0.16967173", "0.02008044", "0.0387055", "0.07074764", "0.03003003",
+        "0.12138279", "0.0065977", "0.5081193",
+        "-0.07045921", "0.30256486", "0.02967586", "-0.04790429", "0.19714705", "0.02780509",
+        "-0.43380583", "0.22494098", "-0.06037294",
+    )},
+}
+
+# The seed's matrices for "how are you doing" (rounded to 8 decimals, they are exactly what it printed).
+QUERY = np.array([
+    [0.17893869346, -0.84604280093, 0.45129721702, -0.41137148007],
+    [1.14494046216, 0.53410844201, -0.23760124068, -1.08492736654],
+    [-0.12321855702, 0.87362528963, -0.40952102956, -0.42694097654],
+    [-0.54553616158, 0.60786712346, -0.84776331654, 1.20422583346],
+])
+KEYS = np.array([
+    [2.43169512654, -0.30909618346, 1.25203020654, -0.92018300346],
+    [-1.84807596346, 1.18086691654, -0.53522638346, 1.48934727157],
+    [-0.72982072018, -0.44740646346, -1.32930931744, -0.39467154346],
+    [0.10700545654, 0.45875576749, 2.53498868654, 1.12647361831],
+])
+VALUES = np.array([
+    [0.57437671, 0.9038271865, 0.36601465757, -1.0168540935],
+    [-0.76705726155, -1.04074081286, -0.56039835727, -0.28129068134],
+    [-0.80001236, 0.6158418465, 0.4593210135, -0.6520006535],
+    [0.93936566, -0.5717334035, -0.2347110965, 0.1864032465],
+])
+# fmt: on
+
+TOKENS = ["how", "are", "you", "doing"]
+D_MODEL, D_K = 8, 3
+
+
+def embedding_example() -> dict:
+    """The notebook's token embeddings and projections, drawn exactly as the notebook draws them."""
+    rng = np.random.default_rng(0)
+    vocab = sorted(set(TOKENS))
+    table = rng.standard_normal((len(vocab), D_MODEL))
+    w_q = rng.standard_normal((D_MODEL, D_K)) / np.sqrt(D_MODEL)
+    w_k = rng.standard_normal((D_MODEL, D_K)) / np.sqrt(D_MODEL)
+    w_v = rng.standard_normal((D_MODEL, D_K)) / np.sqrt(D_MODEL)
+    x = table[[vocab.index(t) for t in TOKENS]]
+    return {"x": x, "w_q": w_q, "w_k": w_k, "w_v": w_v}
+
+
+# --- part 2: the bug, found and fixed on the seed's matrices ---------------------------
+
+
+def _seed_inputs() -> dict:
+    return {"query": QUERY, "keys": KEYS, "values": VALUES}
+
+
+def _seed_scores(query, keys, **_):
+    return query @ keys.T
+
+
+def ref_row_sums(**inp):
+    return {"row_sums": global_softmax(_seed_scores(**inp)).sum(axis=1)}
+
+
+def _fixed(normalise, divisor=None, **inp):
+    """Normalised seed scores, divided by √d_k = 2 unless another divisor is given."""
+    if divisor is None:
+        divisor = np.sqrt(inp["keys"].shape[-1])
+    return normalise(_seed_scores(**inp) / divisor)
+
+
+def ref_fixed_weights(**inp):
+    return {"fixed_weights": _fixed(softmax, **inp)}
+
+
+FIXED_WEIGHTS_MISTAKES = {
+    "global_softmax": lambda **i: {"fixed_weights": _fixed(global_softmax, **i)},
+    "softmax_wrong_axis": lambda **i: {"fixed_weights": _fixed(lambda s: softmax(s, axis=0), **i)},
+    "no_softmax": lambda **i: {"fixed_weights": _fixed(lambda s: s, **i)},
+    "missing_scale": lambda **i: {"fixed_weights": _fixed(softmax, divisor=1.0, **i)},
+    "scale_by_d": lambda **i: {"fixed_weights": _fixed(softmax, divisor=4.0, **i)},
+}
+
+
+def ref_fixed_value(values, **inp):
+    return {"fixed_value": _fixed(softmax, **inp) @ values}
+
+
+FIXED_VALUE_MISTAKES = {
+    # the original's own attention_value: its globally normalised, unscaled weights @ values
+    "global_softmax": lambda values, **i: {"fixed_value": _fixed(global_softmax, divisor=1.0, **i) @ values},
+    "missing_scale": lambda values, **i: {"fixed_value": _fixed(softmax, divisor=1.0, **i) @ values},
+    "elementwise_product": lambda values, **i: {"fixed_value": _fixed(softmax, **i) * values},
+}
+
+# --- part 4: a stable, row-wise softmax -----------------------------------------------
+
+
+def softmax_inputs(rng: np.random.Generator | None = None) -> dict:
+    """The seed's scores (rng=None), or random scores with one row of very negative scores.
+
+    Around -742, exp() returns subnormal numbers with only a few correct digits, so a
+    softmax that does not subtract the row maximum comes out finite but visibly wrong
+    (0/0 = NaN below about -745; overflow to inf above about +709 would give NaN too,
+    which the checks cannot diagnose yet).
+    """
+    if rng is None:
+        return {"scores": QUERY @ KEYS.T}
+    n, m = int(rng.integers(3, 7)), int(rng.integers(3, 7))
+    scores = rng.normal(scale=3.0, size=(n, m))
+    scores[int(rng.integers(n))] = -742.0 + rng.uniform(-1.5, 1.5, size=m)
+    return {"scores": scores}
+
+
+def ref_softmax(scores):
+    return softmax(scores, axis=-1)
+
+
+SOFTMAX_MISTAKES = {
+    "global_softmax": global_softmax,
+    "softmax_wrong_axis": lambda scores: softmax(scores, axis=0),
+    "unstable_softmax": lambda scores: unstable_softmax(scores, axis=-1),
+}
+
+# --- part 5: a correct self_attention on token embeddings -----------------------------
+
+
+def attention_inputs(rng: np.random.Generator | None = None) -> dict:
+    """The notebook's embeddings (rng=None) or random ones; d_k = d_v so every variant is defined."""
+    if rng is None:
+        return embedding_example()
+    n, d_model, d_k = int(rng.integers(2, 7)), int(rng.integers(3, 9)), int(rng.integers(2, 6))
+    return {
+        "x": rng.standard_normal((n, d_model)),
+        "w_q": rng.standard_normal((d_model, d_k)) / np.sqrt(d_model),
+        "w_k": rng.standard_normal((d_model, d_k)) / np.sqrt(d_model),
+        "w_v": rng.standard_normal((d_model, d_k)) / np.sqrt(d_model),
+    }
+
+
+def _attention_weights(x, w_q, w_k, w_v, *, scale="sqrt", normalise=softmax, transpose=False, swap_kv=False):
+    q, k = x @ w_q, x @ (w_v if swap_kv else w_k)
+    scores = k @ q.T if transpose else q @ k.T
+    d_k = k.shape[-1]
+    divisor = {"sqrt": np.sqrt(d_k), "none": 1.0, "d": float(d_k)}[scale]
+    return normalise(scores / divisor)
+
+
+def _attention(x, w_q, w_k, w_v, swap_kv=False, **how):
+    weights = _attention_weights(x, w_q, w_k, w_v, swap_kv=swap_kv, **how)
+    return weights @ (x @ (w_k if swap_kv else w_v))
+
+
+def ref_weights(**inp):
+    return {"attn_weights": _attention_weights(**inp)}
+
+
+WEIGHTS_MISTAKES = {
+    "missing_scale": lambda **i: {"attn_weights": _attention_weights(**i, scale="none")},
+    "scale_by_d": lambda **i: {"attn_weights": _attention_weights(**i, scale="d")},
+    "transposed_scores": lambda **i: {"attn_weights": _attention_weights(**i, transpose=True)},
+    "softmax_wrong_axis": lambda **i: {"attn_weights": _attention_weights(**i, normalise=lambda s: softmax(s, 0))},
+    "global_softmax": lambda **i: {"attn_weights": _attention_weights(**i, normalise=global_softmax)},
+}
+
+
+def ref_self_attention(x, w_q, w_k, w_v):
+    return _attention(x, w_q, w_k, w_v)
+
+
+ATTENTION_MISTAKES = {
+    "global_softmax": lambda **i: _attention(**i, normalise=global_softmax),
+    "missing_scale": lambda **i: _attention(**i, scale="none"),
+    "scale_by_d": lambda **i: _attention(**i, scale="d"),
+    "transposed_scores": lambda **i: _attention(**i, transpose=True),
+    "softmax_wrong_axis": lambda **i: _attention(**i, normalise=lambda s: softmax(s, axis=0)),
+    "swapped_projections": lambda **i: _attention(**i, swap_kv=True),
+}
+
+_TRANSPOSED = (
+    "Your scores are transposed: row i must belong to query i, i.e. q @ k.T with q = x @ w_q and "
+    "k = x @ w_k. (k @ q.T, or queries made with w_k and keys with w_q, give this same wrong answer.)"
+)
+
+register(
+    Exercise(
+        "05.row_sums",
+        notebook=NOTEBOOK,
+        title="Row sums of the original's weights",
+        answers=("row_sums",),
+        inputs=_seed_inputs,
+        reference=ref_row_sums,
+        mistakes={"sum_wrong_axis": lambda **i: {"row_sums": global_softmax(_seed_scores(**i)).sum(axis=0)}},
+        hints={
+            "sum_wrong_axis": "You summed each column (axis=0). One query's weights are one row: "
+            "sum over axis=1 (or axis=-1)."
+        },
+    ),
+    Exercise(
+        "05.fixed_weights",
+        notebook=NOTEBOOK,
+        title="The fixed weights: scaled scores, softmax per row",
+        answers=("fixed_weights",),
+        inputs=_seed_inputs,
+        reference=ref_fixed_weights,
+        mistakes=FIXED_WEIGHTS_MISTAKES,
+        hints={
+            "global_softmax": "That is the original's bug again: you divided by one sum over the whole "
+            "matrix. Sum each row on its own: np.sum(..., axis=1, keepdims=True).",
+            "missing_scale": "Each row sums to 1 now, but the scores were not scaled. Divide `scores` by "
+            "√d_k = √4 = 2 before the softmax, like the original forgot to.",
+        },
+    ),
+    Exercise(
+        "05.fixed_value",
+        notebook=NOTEBOOK,
+        title="The fixed attention value",
+        answers=("fixed_value",),
+        inputs=_seed_inputs,
+        reference=ref_fixed_value,
+        mistakes=FIXED_VALUE_MISTAKES,
+        depends_on=("05.fixed_weights",),
+        hints={
+            "global_softmax": "That is the original's attention_value: it comes from the original's "
+            "weights. Use your `fixed_weights` (each row sums to 1): fixed_weights @ values."
+        },
+    ),
+    Exercise(
+        "05.softmax",
+        notebook=NOTEBOOK,
+        title="softmax(scores): row-wise and stable",
+        answers=("softmax",),
+        kind="function",
+        framework="numpy",
+        inputs=softmax_inputs,
+        reference=ref_softmax,
+        mistakes=SOFTMAX_MISTAKES,
+        points=2,
+        hints={
+            "softmax_wrong_axis": "Your softmax normalised each column. Each row must sum to 1: take the "
+            "max and the sum over axis=-1 with keepdims=True.",
+            "unstable_softmax": "Your softmax does not subtract each row's maximum, and it shows: the "
+            "check's random scores contain a row near -742, where exp() keeps only a few correct digits "
+            "(and very large scores would overflow to inf). Subtract the row maximum "
+            "(np.max(scores, axis=-1, keepdims=True)) before np.exp.",
+        },
+    ),
+    Exercise(
+        "05.weights",
+        notebook=NOTEBOOK,
+        title="Attention weights of 'how are you doing'",
+        answers=("attn_weights",),
+        inputs=embedding_example,
+        reference=ref_weights,
+        mistakes=WEIGHTS_MISTAKES,
+        depends_on=("05.softmax",),
+        hints={"transposed_scores": _TRANSPOSED},
+    ),
+    Exercise(
+        "05.self_attention",
+        notebook=NOTEBOOK,
+        title="self_attention(x, w_q, w_k, w_v)",
+        answers=("self_attention",),
+        kind="function",
+        framework="numpy",
+        inputs=attention_inputs,
+        reference=ref_self_attention,
+        mistakes=ATTENTION_MISTAKES,
+        points=2,
+        depends_on=("05.softmax",),
+        hints={
+            "transposed_scores": _TRANSPOSED,
+            "swapped_projections": "Your keys and values use each other's weights. Keys are x @ w_k, "
+            "values are x @ w_v.",
+        },
+    ),
+)
