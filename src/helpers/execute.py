@@ -60,6 +60,19 @@ def drop_framework_noise(nb: nbformat.NotebookNode) -> None:
             ]
 
 
+def merge_streams(outputs: list) -> list:
+    """Join consecutive stream outputs of the same stream, so stored JSON does not depend on
+    how the kernel happened to flush (nbval compares them joined anyway)."""
+    merged: list = []
+    for out in outputs:
+        prev = merged[-1] if merged else None
+        if prev is not None and out.output_type == prev.output_type == "stream" and out.name == prev.name:
+            prev.text += out.text
+        else:
+            merged.append(out)
+    return merged
+
+
 def problems(nb: nbformat.NotebookNode) -> list[str]:
     found = []
     for i, cell in enumerate(nb.cells):
@@ -93,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         for cell in nb.cells:
             cell.metadata.pop("execution", None)
+            if cell.cell_type == "code":
+                cell.outputs = merge_streams(cell.outputs)
         path.write_text(render(nb), encoding="utf-8")
         print(f"stored outputs of {path}")
     return status
