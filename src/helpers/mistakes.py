@@ -57,6 +57,10 @@ _ROWS = [
     ("unstable_softmax", "softmax without subtracting the maximum",
      "exp() overflowed for large scores. Subtract each row's maximum before exponentiating; "
      "it does not change the result but keeps it finite."),
+    ("missing_rescale", "running sums not rescaled when the maximum grows",
+     "When a new score (or block) raises the running maximum m, what you summed so far was measured "
+     "against the old maximum: multiply the running sum (and the running output) by exp(m_old − m_new) "
+     "before adding the new terms."),
     ("mask_after_softmax", "mask applied after the softmax",
      "You masked after the softmax, so the rows no longer sum to 1. Set masked scores to −∞ "
      "before the softmax (or renormalise each row)."),
