@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,7 @@ from . import spec
 from .convert import AnswerError, NotDone, framework_of, to_array
 from .spec import Exercise, Outcome
 
-__all__ = ["check", "collect", "judge", "to_framework"]
+__all__ = ["call_function", "check", "collect", "collect_values", "judge", "seeded_trials", "to_framework"]
 
 _SYMBOL = {"pass": "✅", "fail": "❌", "not_done": "⏳"}
 _FRAMEWORK_NAMES = {"torch": "a PyTorch tensor", "tensorflow": "a TensorFlow tensor", "numpy": "a NumPy array"}
@@ -98,33 +98,45 @@ def _require_float(ex: Exercise, name: str, value: Any) -> None:
         )
 
 
-def collect(
-    ex: Exercise, namespace: Mapping[str, Any], rng: np.random.Generator | None = None
-) -> tuple[list[dict[str, np.ndarray]], list[dict[str, Any]]]:
-    """Gather the student's answer as plain arrays, one dict per trial.
+def collect_values(ex: Exercise, namespace: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """A value exercise's answers as ``{name: float64 array}``; raises :class:`AnswerError`."""
+    got = {}
+    for name in ex.answers:
+        value = _lookup(namespace, name)
+        if value is not Ellipsis:
+            _require_framework(ex, name, value)
+            _require_float(ex, name, value)
+        got[name] = to_array(value, name, finite=False)
+    return got
 
-    Value exercises have one trial (the notebook's inputs). Function exercises are
-    called on the notebook's example and on ``ex.random_trials`` fresh random inputs.
-    Raises :class:`AnswerError` (or :class:`NotDone`) with a student-facing message.
+
+def seeded_trials(ex: Exercise, seeds: Sequence[int]) -> list[dict[str, Any]]:
+    """A function exercise's inputs: the notebook's example, then one random draw per seed.
+
+    The grader sends the seeds into the sandbox and rebuilds the same inputs outside it.
     """
-    if ex.kind == "value":
-        got = {}
-        for name in ex.answers:
-            value = _lookup(namespace, name)
-            if value is not Ellipsis:
-                _require_framework(ex, name, value)
-                _require_float(ex, name, value)
-            got[name] = to_array(value, name, finite=False)
-        return [got], [ex.inputs()]
+    return [ex.inputs(None)] + [ex.inputs(np.random.default_rng(int(s))) for s in seeds]
 
+
+def _student_function(ex: Exercise, namespace: Mapping[str, Any]) -> Callable[..., Any]:
     name = ex.answers[0]
     fn = _lookup(namespace, name)
     if fn is Ellipsis:
         raise NotDone(f"`{name}` is still the placeholder `...`.")
     if not callable(fn):
         raise AnswerError("not_callable", f"`{name}` should be a function, but it is a {type(fn).__name__}.")
-    rng = rng if rng is not None else np.random.default_rng()
-    trials = [ex.inputs(None)] + [ex.inputs(rng) for _ in range(ex.random_trials)]
+    return fn
+
+
+def call_function(
+    ex: Exercise, namespace: Mapping[str, Any], trials: Sequence[Mapping[str, Any]]
+) -> list[dict[str, np.ndarray]]:
+    """Call the student's function on each trial's inputs (the first is the notebook's example).
+
+    Returns one ``{name: float64 array}`` per trial; raises :class:`AnswerError`.
+    """
+    name = ex.answers[0]
+    fn = _student_function(ex, namespace)
     outs = []
     for i, inputs in enumerate(trials):
         args = [to_framework(v, ex.framework) for v in inputs.values()]
@@ -147,7 +159,24 @@ def collect(
         if result is Ellipsis:
             raise NotDone(f"`{name}` still returns the placeholder `...`.")
         outs.append({name: to_array(result, f"{name}(...)", finite=False)})
-    return outs, trials
+    return outs
+
+
+def collect(
+    ex: Exercise, namespace: Mapping[str, Any], rng: np.random.Generator | None = None
+) -> tuple[list[dict[str, np.ndarray]], list[dict[str, Any]]]:
+    """Gather the student's answer as plain arrays, one dict per trial.
+
+    Value exercises have one trial (the notebook's inputs). Function exercises are
+    called on the notebook's example and on ``ex.random_trials`` fresh random inputs.
+    Raises :class:`AnswerError` (or :class:`NotDone`) with a student-facing message.
+    """
+    if ex.kind == "value":
+        return [collect_values(ex, namespace)], [ex.inputs()]
+    _student_function(ex, namespace)  # a missing or placeholder function is reported before any input is drawn
+    rng = rng if rng is not None else np.random.default_rng()
+    trials = [ex.inputs(None)] + [ex.inputs(rng) for _ in range(ex.random_trials)]
+    return call_function(ex, namespace, trials), trials
 
 
 def judge(ex: Exercise, namespace: Mapping[str, Any], rng: np.random.Generator | None = None) -> Outcome:

@@ -1,0 +1,434 @@
+"""The grader's command: outputs, statuses, resume after a kill, the trust boundary's parsing.
+
+The attacks on the sandbox are in test_grade_attacks.py. Here: files that are not notebooks
+(no sandbox needed: they get their row straight away), the journal and its recovery, hostile
+records fed straight to the verdict, resuming (changed files, --force, SIGKILL mid-batch),
+--no-sandbox and the refusal without bubblewrap.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from grading_fixtures import (
+    MAX_SCORE,
+    NB_ID,
+    PYTHON,
+    SOLUTION,
+    TORCH_ANSWERS,
+    TORCH_IDS,
+    good_minimal,
+    interleaved,
+    minimal,
+    outcome,
+    place,
+    read_rows,
+    rows_by_student,
+    run_grader,
+)
+
+from helpers import grade, spec
+from helpers.grading import report
+from helpers.grading.protocol import ProtocolError, decode_array, encode_array, frame, split_frames
+from helpers.grading.sandbox import probe_bwrap, uid_base_for
+from helpers.grading.verdict import Cell, decide
+from paths import ROOT
+
+_NO_SANDBOX = probe_bwrap()
+needs_bwrap = pytest.mark.skipif(_NO_SANDBOX is not None, reason=f"no sandbox here: {_NO_SANDBOX}")
+
+
+# ----------------------------------------------------------------------------- files that are not notebooks
+
+
+def test_unreadable_files_get_a_row_each_and_no_sandbox(tmp_path, capsys):
+    root, out = tmp_path / "subs", tmp_path / "grades"
+    files = {
+        "empty": b"",
+        "blank": b"  \n\t ",
+        "malformed": b'{"cells": [ {"cell_type": "code", ',
+        "png": b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4,
+        "json_list": b"[1, 2, 3]",
+        "not_a_notebook": b'{"hello": "world"}',
+        "cells_not_a_list": json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": 7}).encode(),
+        "deep": b"[" * 200_000 + b"]" * 200_000,
+        "latin1": "caf\xe9".encode("latin-1"),
+    }
+    for student, data in files.items():
+        (root / student).mkdir(parents=True)
+        (root / student / f"{NB_ID}.ipynb").write_bytes(data)
+    (root / "dup" / "v2").mkdir(parents=True)  # two files for one notebook: the newest is graded
+    (root / "dup" / f"{NB_ID}.ipynb").write_bytes(b"")
+    (root / "dup" / "v2" / f"{NB_ID}.ipynb").write_bytes(b"{not json")
+    os.utime(root / "dup" / f"{NB_ID}.ipynb", (1, 1))
+    place(root, "stranger", minimal("x = 1", notebook_id="99_not_in_this_course"), name="my_project.ipynb")
+    place(root, "<b>eve", minimal("x = 1", notebook_id=None), name="<i>whatever.ipynb")
+
+    code = grade.main([str(root), "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "dup handed in two files" in err
+    rows = rows_by_student(out)
+    assert set(rows) == set(files) | {"stranger", "<b>eve", "dup"}
+    assert len(read_rows(out)) == len(rows)
+    assert "Not a readable notebook" in rows["dup"]["error"]
+    for student in files:
+        row = rows[student]
+        assert row["status"] == "invalid" and row["score"] == 0 and row["error"], row
+        assert row["notebook"] == NB_ID and row["max_score"] == MAX_SCORE  # known from the file name
+    assert "empty" in rows["empty"]["error"] and "nested too deeply" in rows["deep"]["error"]
+    assert "UTF-8" in rows["latin1"]["error"]
+    assert rows["stranger"]["status"] == "unknown_notebook" and rows["stranger"]["notebook"] == "99_not_in_this_course"
+    assert rows["<b>eve"]["status"] == "unknown_notebook"
+
+    csv_lines = (out / "grades.csv").read_text().splitlines()
+    assert csv_lines[0] == "student,notebook,score,max_score,status"
+    assert f"empty,{NB_ID},0,{MAX_SCORE},invalid" in csv_lines
+    page = (out / "feedback" / "<b>eve" / "<i>whatever.html").read_text(encoding="utf-8")
+    assert "&lt;b&gt;eve" in page and "<b>eve" not in page and "<i>whatever" not in page
+
+
+def test_single_file_submission_uses_the_file_stem_as_student(tmp_path):
+    nb = tmp_path / "carol.ipynb"
+    nb.write_text("not json")
+    assert grade.main([str(nb), "--out", str(tmp_path / "g"), "--quiet"]) == 0
+    (row,) = read_rows(tmp_path / "g")
+    assert (row["student"], row["status"]) == ("carol", "invalid")
+
+
+def test_discover_and_identify(tmp_path):
+    root = tmp_path / "subs"
+    place(root, "ann", minimal(), name="01_illustrated_self_attention.ipynb")
+    place(root, "ann", minimal(), name=".ipynb_checkpoints/01_illustrated_self_attention-checkpoint.ipynb")
+    (root / "nobody").mkdir()
+    place(root, "bo", minimal(notebook_id=None), name="Copy of 01_illustrated_self_attention (3).ipynb")
+    pairs, warnings = grade.discover(root)
+    assert [(s, p.name) for s, p in pairs] == [
+        ("ann", "01_illustrated_self_attention.ipynb"), ("bo", "Copy of 01_illustrated_self_attention (3).ipynb")]
+    assert any("nobody" in w for w in warnings)
+    known = grade.known_notebooks()
+    sub = grade.prepare("bo", pairs[1][1], known)
+    assert (sub.status, sub.notebook) == (None, NB_ID)
+
+
+def test_refuses_without_bubblewrap_unless_told(tmp_path, monkeypatch, capsys):
+    place(tmp_path / "subs", "ann", good_minimal())
+    monkeypatch.setattr(grade, "find_bwrap", lambda: None)
+    assert grade.main([str(tmp_path / "subs"), "--out", str(tmp_path / "g"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "bubblewrap" in err and "--no-sandbox" in err
+    monkeypatch.setattr(grade, "find_bwrap", lambda: "/usr/bin/bwrap")
+    monkeypatch.setattr(grade, "probe_bwrap", lambda: "bwrap cannot create a sandbox here: no namespaces")
+    assert grade.main([str(tmp_path / "subs"), "--out", str(tmp_path / "g"), "--quiet"]) == 2
+    assert "cannot create a sandbox" in capsys.readouterr().err
+    assert not (tmp_path / "g" / "results.jsonl").exists()
+
+
+def test_output_folder_inside_submissions_is_refused(tmp_path, capsys):
+    place(tmp_path / "subs", "ann", good_minimal())
+    assert grade.main([str(tmp_path / "subs"), "--out", str(tmp_path / "subs" / "grades"), "--quiet"]) == 2
+
+
+# ----------------------------------------------------------------------------- journal and outputs
+
+
+def _row(student, score, status="graded", sha="a"):
+    return {"student": student, "notebook": NB_ID, "submission_sha256": sha, "status": status, "score": score,
+            "max_score": MAX_SCORE, "exercises": [], "error": None}
+
+
+def test_journal_drops_a_partial_last_line_and_newest_row_counts(tmp_path):
+    path = tmp_path / "results.jsonl"
+    j = report.Journal(path)
+    j.append(_row("ann", 3, sha="1"))
+    j.append(_row("bob", 5))
+    j.append(_row("ann", 9, sha="2"))
+    with open(path, "ab") as f:  # what a kill in the middle of a write could leave
+        f.write(b'{"student": "cid", "notebook": "01_illus')
+    j2 = report.Journal(path)
+    assert j2.dropped_partial > 0 and path.read_bytes().endswith(b"\n")
+    assert [r["student"] for r in j2.rows] == ["ann", "bob", "ann"]
+    assert ("ann", NB_ID, "1") in j2.seen() and ("ann", NB_ID, "2") in j2.seen()
+    report.write_grades(tmp_path, j2.latest())
+    assert (tmp_path / "grades.csv").read_text().splitlines()[1:] == [
+        f"ann,{NB_ID},9,{MAX_SCORE},graded", f"bob,{NB_ID},5,{MAX_SCORE},graded"]
+    with open(path, "ab") as f:
+        f.write(b"garbage that is a whole line\n")
+    assert report.Journal(path).bad_lines == 1
+
+
+def test_feedback_escapes_everything():
+    row = {**_row("<script>alert(1)</script>", 1), "file": "<img src=x onerror=alert(1)>.ipynb",
+           "error": "<b>boom</b>", "notes": ["cell 3 raised ValueError: <svg onload=alert(1)>"],
+           "exercises": [{"id": "01.x", "points": 0, "max_points": 1, "passed": False, "status": "fail",
+                          "diagnosis": "no_softmax", "message": "`x` is <script>bad()</script>"}]}
+    page = report.render_feedback(row, {"01.x": "The <inputs>"}, {"no_softmax": "softmax left out"})
+    assert "<script" not in page and "<img" not in page and "<svg" not in page and "<b>boom" not in page
+    assert "&lt;script&gt;" in page and "❌" in page and "no_softmax" in page and "softmax left out" in page
+
+
+# ----------------------------------------------------------------------------- the trust boundary
+
+
+def _blob(*messages) -> bytes:
+    return b"".join(frame(json.dumps(m).encode()) for m in messages)
+
+
+EXS = [ex for ex in spec.exercises_for(NB_ID)]
+CELLS = [Cell(1, "x = torch.tensor(x_list)")]
+DONE = {"state": "exited", "exit_code": 0, "signal": None, "seconds": 1.0}
+
+
+def _rec(ex_id, **payload):
+    return {"t": "rec", "id": ex_id, "at": "check", "cell": 0, **payload}
+
+
+def test_hostile_records_are_judged_never_trusted():
+    x = np.array([[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]], float)
+    bad_b64 = {"shape": [3, 4], "f8": "!!!!" * 32}
+    lying_shape = {"shape": [100000, 100000], "f8": encode_array(x)["f8"]}
+    blob = _blob(
+        {"t": "cell", "i": 0},
+        _rec("01.x", value={"x": encode_array(x)}),
+        _rec("01.weights", value={"w_key": bad_b64, "w_query": bad_b64, "w_value": bad_b64}),
+        _rec("01.qkv", value={"keys": lying_shape}),
+        _rec("01.scores", value={"attn_scores": {"shape": [3, 3], "f8": encode_array(np.full((3, 3), np.nan))["f8"]}}),
+        _rec("01.softmax", error={"kind": "not_done", "message": "`attn_weights` is not defined yet."}),
+        _rec("01.outputs", passed=True, points=99),
+        _rec(["unhashable"], value={}),
+        {"t": "rec", "id": "01.tf_x", "value": "x" * 10},
+        "not even an object",
+        {"t": "done"},
+    )
+    result = decide(EXS, {}, DONE, blob, CELLS, 60)
+    by_id = {o.exercise: o for o in result.outcomes}
+    assert result.status == "graded"
+    assert by_id["01.x"].status == "pass"
+    assert by_id["01.weights"].status == "fail" and "could not read" in by_id["01.weights"].message
+    assert by_id["01.qkv"].status == "fail" and "could not read" in by_id["01.qkv"].message
+    assert by_id["01.scores"].status == "fail" and "NaN" in by_id["01.scores"].message
+    assert by_id["01.softmax"].status == "not_done"
+    assert by_id["01.outputs"].status == "fail" and by_id["01.outputs"].points == 0
+    assert by_id["01.tf_x"].status == "fail"
+    assert sum(o.points for o in result.outcomes) == 1
+
+
+def test_truncated_or_garbled_streams_keep_what_came_before():
+    x = np.array([[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]], float)
+    good = _blob({"t": "cell", "i": 0}, _rec("01.x", value={"x": encode_array(x)}))
+    for tail in (b"\x00\x00\x00\xff{", b"\xff\xff\xff\xff", b"\x00\x00\x00\x03abc", b"\x00"):
+        result = decide(EXS, {}, DONE, good + tail, CELLS, 60)
+        assert result.status == "crashed" and "could not read" in result.error
+        assert result.outcomes[0].status == "pass"
+    frames, problem = split_frames(frame(b"[" * 100_000))
+    assert frames == [] and problem
+
+
+def test_unfinished_runs_keep_earlier_checks_and_say_why():
+    x = np.array([[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]], float)
+    blob = _blob({"t": "cell", "i": 0}, _rec("01.x", value={"x": encode_array(x)}))
+    for header, status, words in [
+        ({"state": "timeout"}, "timeout", "still running after 60 s"),
+        ({"state": "exited", "exit_code": None, "signal": signal.SIGSEGV}, "crashed", "SIGSEGV"),
+        ({"state": "exited", "exit_code": 0, "signal": None}, "crashed", "exited early"),
+        ({"state": "overflow"}, "crashed", "too much data"),
+        ({"state": "sandbox_died", "message": "gone"}, "crashed", "gone"),
+    ]:
+        result = decide(EXS, {}, header, blob, CELLS, 60)
+        assert result.status == status and words in result.error and "cell 2" in result.error, result.error
+        assert [o.status for o in result.outcomes[:2]] == ["pass", "not_done"]
+        assert "Not reached" in result.outcomes[1].message
+
+
+@pytest.mark.parametrize("bad", [
+    None, [], {"shape": [2], "f8": "AAAA"}, {"shape": [-1], "f8": ""}, {"shape": [1] * 9, "f8": "A" * 12},
+    {"shape": [True], "f8": ""}, {"shape": [2**40, 2**40], "f8": ""}, {"shape": [1], "f8": 5},
+    {"shape": [1], "f8": "AAAAAAAAAA=="}, {"shape": [1], "f8": "AAAAAAAAAAA=", "extra": 1},
+])
+def test_decode_array_rejects_malformed_arrays(bad):
+    with pytest.raises(ProtocolError):
+        decode_array(bad)
+
+
+def test_arrays_travel_exactly_with_nan_and_inf():
+    for a in (np.array([[1.5, -np.inf], [np.nan, 1e-300]]), np.array(3.25), np.arange(24.0).reshape(2, 3, 4).T):
+        b = decode_array(json.loads(json.dumps(encode_array(a))))
+        assert b.shape == a.shape and np.array_equal(a, b, equal_nan=True)
+    assert base64.b64decode(encode_array(np.zeros(0))["f8"]) == b""
+
+
+# ----------------------------------------------------------------------------- resuming, in the sandbox
+
+
+@needs_bwrap
+def test_resume_skips_graded_files_regrades_changed_ones_and_force(tmp_path):
+    root, out = tmp_path / "subs", tmp_path / "grades"
+    same = good_minimal()
+    place(root, "ann", same)
+    place(root, "bob", same)  # identical files, two students: two submissions
+    place(root, "cid", minimal(*TORCH_ANSWERS[:2]))
+    args = [root, "--out", out, "--jobs", "2", "--timeout", "60", "--memory", "1024", "--quiet"]
+
+    first = run_grader(*args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    rows = rows_by_student(out)
+    assert {s: (r["status"], r["score"]) for s, r in rows.items()} == {
+        "ann": ("graded", 7), "bob": ("graded", 7), "cid": ("graded", 2)}
+    assert rows["ann"]["submission_sha256"] == rows["bob"]["submission_sha256"]
+    assert outcome(rows["cid"], "01.qkv")["status"] == "not_done"
+
+    second = run_grader(*args)
+    assert second.returncode == 0 and len(read_rows(out)) == 3
+    assert "3 already in the journal" in second.stderr
+
+    place(root, "cid", good_minimal())  # cid hands in a better version
+    (out / "grades.csv").unlink()
+    third = run_grader(*args)
+    assert third.returncode == 0 and len(read_rows(out)) == 4
+    assert f"cid,{NB_ID},7,{MAX_SCORE},graded" in (out / "grades.csv").read_text()
+    assert "7 / 14" in (out / "feedback" / "cid" / f"{NB_ID}.html").read_text(encoding="utf-8")
+
+    forced = run_grader(*args, "--force")
+    assert forced.returncode == 0 and len(read_rows(out)) == 7
+
+
+def _zygotes_of(uid_base: int) -> list[int]:
+    """Processes still running the zygote of a grader whose sandbox uid base is known."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if b"helpers.grading.zygote" in cmd and f'"uid": {uid_base}'.encode() in cmd:
+            found.append(int(pid))
+    return found
+
+
+@needs_bwrap
+def test_sigkill_mid_batch_loses_nothing_and_grades_nothing_twice(tmp_path):
+    root, out = tmp_path / "subs", tmp_path / "grades"
+    slow = minimal("import time\ntime.sleep(0.7)", *interleaved())
+    students = [f"s{i}" for i in range(6)]
+    for s in students:
+        place(root, s, slow)
+    args = ["-m", "helpers.grade", str(root), "--out", str(out), "--jobs", "1", "--timeout", "60", "--quiet"]
+    proc = subprocess.Popen([PYTHON, *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    journal = out / "results.jsonl"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        if journal.exists() and journal.read_bytes().count(b"\n") >= 2:
+            break
+        if proc.poll() is not None:
+            pytest.fail(f"the grader finished before it could be killed: {proc.stderr.read()[-2000:]}")
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    proc.stderr.close()
+    uid_base = uid_base_for(proc.pid)
+    for _ in range(100):  # the sandbox dies with the grader (bwrap --die-with-parent)
+        if not _zygotes_of(uid_base):
+            break
+        time.sleep(0.1)
+    assert _zygotes_of(uid_base) == []
+
+    before = [json.loads(line) for line in journal.read_bytes().split(b"\n")[:-1]]  # complete lines only
+    assert 2 <= len(before) < len(students)
+    rerun = run_grader(*args[2:])
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    after = read_rows(out)
+    assert sorted(r["student"] for r in after) == students  # each exactly once
+    assert after[: len(before)] == before
+    assert all((r["status"], r["score"]) == ("graded", 7) for r in after)
+    assert len((out / "grades.csv").read_text().splitlines()) == 1 + len(students)
+
+
+# ----------------------------------------------------------------------------- --no-sandbox
+
+
+def test_no_sandbox_warns_loudly_and_still_kills_what_a_submission_leaves(tmp_path):
+    root, out = tmp_path / "subs", tmp_path / "grades"
+    marker = tmp_path / "daemon_was_here"
+    place(root, "ann", good_minimal())
+    place(root, "dan", minimal(f"""
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(2)
+        open({str(marker)!r}, "w").write("still alive")
+    os._exit(0)
+"""))
+    result = run_grader(root, "--out", out, "--no-sandbox", "--jobs", "1", "--timeout", "60", "--quiet")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "WITHOUT the bubblewrap sandbox" in result.stderr
+    rows = rows_by_student(out)
+    assert (rows["ann"]["status"], rows["ann"]["score"], rows["ann"]["sandboxed"]) == ("graded", 7, False)
+    time.sleep(3)
+    assert not marker.exists()  # the zygote, their subreaper, killed what the notebook left running
+
+
+def test_solution_notebook_is_recognised_without_running(tmp_path):
+    sub = grade.prepare("x", SOLUTION, grade.known_notebooks())
+    assert (sub.status, sub.notebook) == (None, NB_ID) and len(sub.cells) > 10
+    assert all(isinstance(c.source, str) for c in sub.cells)
+    assert TORCH_IDS[0] in {ex.id for ex in spec.exercises_for(sub.notebook)}
+
+
+def test_frames_are_length_prefixed():
+    assert frame(b"abc") == struct.pack(">I", 3) + b"abc"
+
+
+SCAN = """
+import ctypes
+pattern = bytes.fromhex({hex!r})
+found = 0
+for line in open("/proc/self/maps").read().splitlines():
+    addr, perms = line.split()[:2]
+    lo, hi = (int(a, 16) for a in addr.split("-"))
+    if "r" in perms and "w" in perms and hi - lo < 2**31:
+        found += ctypes.string_at(lo, hi - lo).count(pattern)
+if found == 1:  # only the pattern object above: nothing of the previous submission is in memory
+    x = torch.tensor(x_list, dtype=torch.float32)
+"""
+
+
+@needs_bwrap
+def test_one_worker_leaves_no_trace_and_a_dead_sandbox_is_restarted(tmp_path):
+    import threading
+
+    from helpers.grading.sandbox import Settings, Worker
+
+    secret = "QWZX-" + "the code of student A-" + str(os.getpid())
+    ann = place(tmp_path, "ann", minimal("\n".join(f"# {secret} {i}" for i in range(1000)), *interleaved()))
+    eve = place(tmp_path, "eve", minimal(SCAN.format(hex=secret.encode().hex()), 'check("01.x")'))
+    slow = place(tmp_path, "bob", minimal("import time\ntime.sleep(30)", *interleaved()))
+    known = grade.known_notebooks()
+    settings = Settings(timeout=60, memory_mb=1024, frameworks=("torch",), nproc=64)
+    worker = Worker(0, settings)
+    try:
+        row = grade.grade_one(worker, grade.prepare("ann", ann, known), settings)
+        assert (row["status"], row["score"]) == ("graded", 7)
+        # the next submission in the same sandbox searches its (forked) memory for ann's code
+        row = grade.grade_one(worker, grade.prepare("eve", eve, known), settings)
+        assert (row["status"], row["score"]) == ("graded", 1), row
+
+        first = worker.proc.pid
+        # the whole sandbox dies in the middle of a submission (as if the machine's OOM killer hit it)
+        threading.Timer(2.0, lambda: os.killpg(first, signal.SIGKILL)).start()
+        row = grade.grade_one(worker, grade.prepare("bob", slow, known), settings)
+        assert row["status"] == "crashed" and "sandbox stopped" in row["error"], row
+        row = grade.grade_one(worker, grade.prepare("ann", ann, known), settings)
+        assert (row["status"], row["score"], worker.restarts) == ("graded", 7, 1)
+        assert worker.proc.pid != first
+    finally:
+        worker.close()
