@@ -133,3 +133,16 @@ def test_every_exercise_belongs_to_a_solution_notebook():
 
     stems = {p.stem for p in SOLUTIONS.glob("*.ipynb")}
     assert {ex.notebook for ex in EXERCISES} <= stems
+
+
+def test_error_inside_a_framework_points_at_the_students_line_and_keeps_one_line():
+    torch = pytest.importorskip("torch")
+    ex = spec.get("02.self_attention")
+    layer = torch.nn.Linear(5, 2)
+
+    def self_attention(x, w_query, w_key, w_value):
+        return layer(x)  # x has 3 features, the layer wants 5: raised inside torch.nn
+
+    msg = judge(ex, {"self_attention": self_attention}).message
+    assert "raised RuntimeError" in msg and "(line " in msg and "`return layer(x)" in msg
+    assert "module.py" not in msg and "\n" not in msg

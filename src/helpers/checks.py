@@ -8,6 +8,7 @@ traceback from inside ``helpers``.
 
 from __future__ import annotations
 
+import re
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -22,8 +23,10 @@ from .spec import Exercise, Outcome
 __all__ = ["call_function", "check", "collect", "collect_values", "judge", "seeded_trials", "to_framework"]
 
 _SYMBOL = {"pass": "✅", "fail": "❌", "not_done": "⏳"}
+_OPS = {"torch": "torch", "tensorflow": "tf", "numpy": "NumPy"}
 _FRAMEWORK_NAMES = {"torch": "a PyTorch tensor", "tensorflow": "a TensorFlow tensor", "numpy": "a NumPy array"}
 _HELPERS_DIR = __file__.rsplit("/", 1)[0]
+_INSTALLED = re.compile(r"[/\\](site|dist)-packages[/\\]|[/\\]lib[/\\]python3\.\d+[/\\]")
 
 
 def to_framework(value: Any, framework: str | None) -> Any:
@@ -49,14 +52,24 @@ def to_framework(value: Any, framework: str | None) -> Any:
     raise ValueError(f"unknown framework {framework!r}")
 
 
+def _first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (TensorFlow's run to dozens of lines)."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else "(no message)"
+
+
 def _student_frame_line(exc: BaseException) -> str:
-    """Where in the student's own code an exception came from, without helpers' frames."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(_HELPERS_DIR)]
+    """Where in the student's own code an exception came from: not helpers' frames, and not
+    the frames inside torch / TensorFlow / NumPy (installed packages) it passed through."""
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith(_HELPERS_DIR) and not _INSTALLED.search(f.filename)
+    ]
     if not frames:
         return ""
     f = frames[-1]
-    code = f" `{f.line.strip()}`" if f.line else ""
-    return f" (line {f.lineno}:{code})"
+    return f" (line {f.lineno}: `{f.line.strip()}`)" if f.line else f" (line {f.lineno})"
 
 
 def _lookup(namespace: Mapping[str, Any], name: str) -> Any:
@@ -73,7 +86,7 @@ def _require_framework(ex: Exercise, name: str, value: Any) -> None:
             raise AnswerError(
                 "framework",
                 f"`{name}` is {got}; this step is about {_FRAMEWORK_NAMES[ex.framework]}. "
-                f"Build it with {'torch' if ex.framework == 'torch' else 'tf'} operations.",
+                f"Build it with {_OPS[ex.framework]} operations.",
             )
 
 
@@ -153,7 +166,7 @@ def call_function(
             which = "the notebook's example" if i == 0 else "random inputs"
             raise AnswerError(
                 "raised",
-                f"`{name}` raised {type(exc).__name__}: {exc}{_student_frame_line(exc)} "
+                f"`{name}` raised {type(exc).__name__}: {_first_line(exc)}{_student_frame_line(exc)} "
                 f"when called on {which} ({shapes}).",
             ) from None
         if result is Ellipsis:
