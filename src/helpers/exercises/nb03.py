@@ -15,31 +15,28 @@ import numpy as np
 
 from ..reference import global_softmax, softmax, sum_normalise
 from ..spec import Exercise, register
+from .nb01 import (  # noqa: F401  (X and the weights are this notebook's data too)
+    ROUNDED_WEIGHTS,
+    W_KEY,
+    W_QUERY,
+    W_VALUE,
+    X,
+    _inputs,
+    _qkv,
+    _scores,
+    ref_qkv,
+    ref_weights,
+    ref_x,
+    swapped_qkv,
+)
 
 NOTEBOOK = "03_hands_on_steps"
 SEED = "002_b79901dd11caa054.txt"  # every number it prints must appear in the stored outputs
 
-X = np.array([[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]], dtype=np.float64)
-W_KEY = np.array([[0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 1, 0]], dtype=np.float64)
-W_QUERY = np.array([[1, 0, 1], [1, 0, 0], [0, 0, 1], [0, 1, 1]], dtype=np.float64)
-W_VALUE = np.array([[0, 2, 0], [0, 3, 0], [1, 0, 3], [1, 1, 0]], dtype=np.float64)
-# The seed's diagrams round the softmax: query 1's row becomes 0.0 / 0.5 / 0.5 (steps 5–6).
-# Rows 2 and 3 are rounded the same way in the walk-through it comes from (notebook 01).
-ROUNDED_1 = np.array([0.0, 0.5, 0.5])
-ROUNDED_WEIGHTS = np.array([ROUNDED_1, [0.0, 1.0, 0.0], [0.0, 0.9, 0.1]])
-
-
-def _inputs() -> dict:
-    return {"x": X, "w_key": W_KEY, "w_query": W_QUERY, "w_value": W_VALUE}
-
-
-def _qkv(x, w_key, w_query, w_value):
-    return x @ w_key, x @ w_query, x @ w_value
-
-
-def _scores(**inp):
-    k, q, _ = _qkv(**inp)
-    return q @ k.T
+# The seed uses the same inputs and weights as notebook 01's seed: share them, and the
+# step references that are the same.
+# Its diagrams round the softmax: query 1's row becomes 0.0 / 0.5 / 0.5 (steps 5–6).
+ROUNDED_1 = ROUNDED_WEIGHTS[0]
 
 
 def _values(**inp):
@@ -52,24 +49,6 @@ def _weighted(weights, values):
 
 
 # --- references, one per step -------------------------------------------------------
-
-
-def ref_x(x, **_):
-    return {"x": x}
-
-
-def ref_weights(w_key, w_query, w_value, **_):
-    return {"w_key": w_key, "w_query": w_query, "w_value": w_value}
-
-
-def ref_qkv(**inp):
-    k, q, v = _qkv(**inp)
-    return {"keys": k, "queries": q, "values": v}
-
-
-def swapped_qkv(**inp):
-    k, q, v = _qkv(**inp)
-    return {"keys": q, "queries": k, "values": v}
 
 
 def ref_scores_1(**inp):
