@@ -8,7 +8,7 @@ untouched exercise notebooks — run exactly as `make test` runs it
 
 Floor: what no runner can avoid. For every notebook that part executes (each solution and
 each exercise notebook), start a kernel and import the frameworks that notebook imports
-(torch, tensorflow, numpy, matplotlib, helpers), measured in the same run; summed and divided
+(torch, tensorflow, keras, numpy, matplotlib, helpers), measured in the same run; summed and divided
 by the number of workers.
 
 Prints both and their ratio (the target is ≤ 1.3).
@@ -35,6 +35,7 @@ from helpers.execute import QUIET_ENV  # noqa: E402
 IMPORTS = {
     "torch": "import torch",
     "tensorflow": "import tensorflow",
+    "keras": "import keras",
     "numpy": "import numpy",
     "matplotlib": "import matplotlib.pyplot",
     "helpers": "import helpers",
