@@ -1,6 +1,7 @@
 """The builder: placeholders, cleared outputs, notebook id, --check, marker errors, course rules."""
 
 import json
+import re
 import shutil
 
 import nbformat
@@ -165,3 +166,16 @@ def test_lint_catches_a_todo_without_check():
     problems = build.lint(nb, "01_illustrated_self_attention.ipynb")
     assert any("without a check" in p for p in problems)
     assert any("never checked" in p for p in problems)
+
+
+_REMOTE_IMAGE = re.compile(r"!\[[^\]]*\]\(\s*(https?:)?//|<img[^>]+src=[\"']?(https?:)?//", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("path", sorted(SOLUTIONS.glob("*.ipynb")) + sorted(NOTEBOOKS.glob("*.ipynb")),
+                         ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_no_notebook_loads_an_image_from_the_network(path):
+    nb = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        assert not _REMOTE_IMAGE.search(cell.source), f"cell {i + 1} loads an image from the network"
+        if cell.cell_type == "code":
+            assert "urlopen" not in cell.source and "requests.get" not in cell.source, f"cell {i + 1} downloads"

@@ -146,3 +146,10 @@ def test_error_inside_a_framework_points_at_the_students_line_and_keeps_one_line
     msg = judge(ex, {"self_attention": self_attention}).message
     assert "raised RuntimeError" in msg and "(line " in msg and "`return layer(x)" in msg
     assert "module.py" not in msg and "\n" not in msg
+
+
+def test_every_catalogued_mistake_is_diagnosed_somewhere():
+    from helpers.mistakes import MISTAKES
+
+    used = {code for ex in EXERCISES for code in ex.mistakes}
+    assert set(MISTAKES) - used == set(), "catalogued but never diagnosed by any exercise"
