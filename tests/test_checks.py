@@ -17,14 +17,6 @@ EXERCISES = sorted(spec.REGISTRY.values(), key=lambda e: e.id)
 PAIRS = [(ex, code) for ex in EXERCISES for code in ex.mistakes]
 
 
-def _answer_namespace(ex, code, framework):
-    return answer_namespace(ex, code, framework)
-
-
-def _in(arr, framework):
-    return in_framework(arr, framework)
-
-
 def _frameworks(ex):
     return [ex.framework] if ex.framework else ["numpy", "torch", "tensorflow", "list"]
 
@@ -32,7 +24,7 @@ def _frameworks(ex):
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
 def test_reference_answer_passes_in_every_allowed_framework(ex):
     for fw in _frameworks(ex):
-        outcome = judge(ex, _answer_namespace(ex, None, fw))
+        outcome = judge(ex, answer_namespace(ex, None, fw))
         assert outcome.status == "pass", (fw, outcome.message)
         assert outcome.points == ex.points
 
@@ -40,7 +32,7 @@ def test_reference_answer_passes_in_every_allowed_framework(ex):
 @pytest.mark.parametrize("ex, code", PAIRS, ids=[f"{e.id}:{c}" for e, c in PAIRS])
 def test_each_mistake_is_diagnosed_with_exactly_its_code(ex, code):
     fw = ex.framework or "numpy"
-    outcome = judge(ex, _answer_namespace(ex, code, fw), rng=np.random.default_rng(0))
+    outcome = judge(ex, answer_namespace(ex, code, fw), rng=np.random.default_rng(0))
     assert outcome.status == "fail"
     assert outcome.diagnosis == code, outcome.message
     assert outcome.message == ex.hint(code)
@@ -51,13 +43,13 @@ def test_random_wrong_answers_get_no_diagnosis(ex):
     rng = np.random.default_rng(42)
     if ex.kind == "value":
         want = ex.expected(ex.inputs())
-        ns = {n: _in(want[n] + rng.normal(0.3, 0.1, size=want[n].shape), ex.framework) for n in ex.answers}
+        ns = {n: in_framework(want[n] + rng.normal(0.3, 0.1, size=want[n].shape), ex.framework) for n in ex.answers}
     else:
-        ref = _answer_namespace(ex, None, ex.framework)[ex.answers[0]]
+        ref = answer_namespace(ex, None, ex.framework)[ex.answers[0]]
 
         def noisy(*args):
             out = to_array(ref(*args))
-            return _in(out + rng.normal(0.3, 0.1, size=out.shape), ex.framework)
+            return in_framework(out + rng.normal(0.3, 0.1, size=out.shape), ex.framework)
 
         ns = {ex.answers[0]: noisy}
     outcome = judge(ex, ns)
@@ -75,9 +67,9 @@ def test_missing_answer_is_not_done(ex, capsys):
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
 def test_wrong_shape_is_named(ex):
     if ex.kind == "value":
-        ns = {n: _in(np.zeros((7, 1)), ex.framework) for n in ex.answers}
+        ns = {n: in_framework(np.zeros((7, 1)), ex.framework) for n in ex.answers}
     else:
-        ns = {ex.answers[0]: lambda *a: _in(np.zeros((7, 1)), ex.framework)}
+        ns = {ex.answers[0]: lambda *a: in_framework(np.zeros((7, 1)), ex.framework)}
     outcome = judge(ex, ns)
     assert outcome.status == "fail" and "has shape (7, 1), expected" in outcome.message
 

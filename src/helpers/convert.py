@@ -141,20 +141,15 @@ def nonfinite_problem(arr: np.ndarray, name: str) -> AnswerError | None:
     """An :class:`AnswerError` describing the first NaN or inf in ``arr``, or None."""
     if arr.dtype.kind != "f":
         return None
-    if np.isnan(arr).any():
-        where = tuple(int(i) for i in np.argwhere(np.isnan(arr))[0])
-        return AnswerError(
-            "nan",
-            f"`{name}` contains NaN (first at index {where}). NaN usually comes from "
-            "exp() overflowing (inf/inf) or from 0/0: look at the step that produced it.",
-        )
-    if np.isinf(arr).any():
-        where = tuple(int(i) for i in np.argwhere(np.isinf(arr))[0])
-        return AnswerError(
-            "inf",
-            f"`{name}` contains inf (first at index {where}). Did exp() overflow? "
-            "Subtract the row maximum before exponentiating.",
-        )
+    for found, kind, advice in (
+        (np.isnan(arr), "nan", "NaN usually comes from exp() overflowing (inf/inf) or from 0/0: "
+         "look at the step that produced it."),
+        (np.isinf(arr), "inf", "Did exp() overflow? Subtract the row maximum before exponentiating."),
+    ):
+        if found.any():
+            where = tuple(int(i) for i in np.argwhere(found)[0])
+            return AnswerError(kind, f"`{name}` contains {'NaN' if kind == 'nan' else 'inf'} "
+                               f"(first at index {where}). {advice}")
     return None
 
 

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from .convert import to_array
+from .reference import softmax
 
 __all__ = [
     "ROLE_COLOURS",
@@ -260,8 +261,7 @@ def attention_numbers(x: Any, w_key: Any, w_query: Any, w_value: Any, *, scale: 
     scores = queries @ keys.T
     if scale:
         scores = scores / math.sqrt(keys.shape[1])
-    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    weights = e / e.sum(axis=-1, keepdims=True)
+    weights = softmax(scores)
     return {"x": x, "keys": keys, "queries": queries, "values": values, "scores": scores,
             "weights": weights, "outputs": weights @ values}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["global_softmax", "softmax", "sum_normalise", "unstable_softmax"]
+__all__ = ["global_softmax", "self_attention", "softmax", "sum_normalise", "unstable_softmax"]
 
 
 def softmax(scores: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -32,3 +32,30 @@ def sum_normalise(scores: np.ndarray, axis: int = -1) -> np.ndarray:
     """Divide by the plain sum (seed 001's first normalisation)."""
     s = np.asarray(scores, dtype=np.float64)
     return s / np.sum(s, axis=axis, keepdims=True)
+
+
+def self_attention(
+    x: np.ndarray,
+    w_query: np.ndarray,
+    w_key: np.ndarray,
+    w_value: np.ndarray,
+    *,
+    scale: float | str | None = None,
+    normalise=softmax,
+    transpose: bool = False,
+    swap_kv: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Projected self-attention, ``(weights, outputs)``, with switches for catalogued mistakes.
+
+    ``scale``: None or ``"sqrt"`` divides the scores by √d_k (the reference), ``"none"`` by 1,
+    ``"d"`` by d_k, a number by that number. ``normalise`` turns scores into weights;
+    ``transpose`` computes K·Qᵀ; ``swap_kv`` takes the keys from w_value and the values from w_key.
+    """
+    if swap_kv:
+        w_key, w_value = w_value, w_key
+    q, k, v = x @ w_query, x @ w_key, x @ w_value
+    scores = k @ q.T if transpose else q @ k.T
+    d_k = k.shape[-1]
+    divisor = {None: np.sqrt(d_k), "sqrt": np.sqrt(d_k), "none": 1.0, "d": float(d_k)}.get(scale, scale)
+    weights = normalise(scores / divisor)
+    return weights, weights @ v

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..reference import global_softmax, softmax, sum_normalise
+from ..reference import global_softmax, self_attention, softmax, sum_normalise
 from ..spec import Exercise, register
 
 NOTEBOOK = "02_dot_products_to_trainable_weights"
@@ -65,17 +65,12 @@ def _scores(x, **_):
 
 
 def attention(x, w_query, w_key, w_value, *, scale=None, transpose=False, axis=-1, swap_kv=False):
-    """Context vectors softmax(Q·Kᵀ / scale)·V with switches for the catalogued mistakes.
-
-    ``scale=None`` divides by √d_k (the reference); ``transpose`` computes K·Qᵀ;
-    ``axis`` is the softmax axis; ``swap_kv`` takes keys from w_value and values from w_key.
-    """
-    if swap_kv:
-        w_key, w_value = w_value, w_key
-    q, k, v = x @ w_query, x @ w_key, x @ w_value
-    scores = k @ q.T if transpose else q @ k.T
-    d_k = k.shape[-1]
-    return softmax(scores / (np.sqrt(d_k) if scale is None else scale), axis=axis) @ v
+    """Context vectors softmax(Q·Kᵀ / scale)·V with switches for the catalogued mistakes
+    (``scale=None`` divides by √d_k; see :func:`helpers.reference.self_attention`)."""
+    return self_attention(
+        x, w_query, w_key, w_value, scale=scale, transpose=transpose, swap_kv=swap_kv,
+        normalise=lambda s: softmax(s, axis=axis),
+    )[1]
 
 
 def _qk_scores_2(x, w_query, w_key, **_):

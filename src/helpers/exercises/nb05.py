@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..reference import global_softmax, softmax, unstable_softmax
+from ..reference import global_softmax, self_attention, softmax, unstable_softmax
 from ..spec import Exercise, register
 
 NOTEBOOK = "05_numpy_self_attention_bug"
@@ -169,17 +169,12 @@ def attention_inputs(rng: np.random.Generator | None = None) -> dict:
     }
 
 
-def _attention_weights(x, w_q, w_k, w_v, *, scale="sqrt", normalise=softmax, transpose=False, swap_kv=False):
-    q, k = x @ w_q, x @ (w_v if swap_kv else w_k)
-    scores = k @ q.T if transpose else q @ k.T
-    d_k = k.shape[-1]
-    divisor = {"sqrt": np.sqrt(d_k), "none": 1.0, "d": float(d_k)}[scale]
-    return normalise(scores / divisor)
+def _attention_weights(x, w_q, w_k, w_v, **how):
+    return self_attention(x, w_q, w_k, w_v, **how)[0]
 
 
-def _attention(x, w_q, w_k, w_v, swap_kv=False, **how):
-    weights = _attention_weights(x, w_q, w_k, w_v, swap_kv=swap_kv, **how)
-    return weights @ (x @ (w_k if swap_kv else w_v))
+def _attention(x, w_q, w_k, w_v, **how):
+    return self_attention(x, w_q, w_k, w_v, **how)[1]
 
 
 def ref_weights(**inp):
