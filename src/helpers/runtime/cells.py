@@ -1,0 +1,100 @@
+"""Which names a cell of code assigns, and which cell defined an answer.
+
+Static analysis of source text only (``ast``): nothing is executed. IPython's ``%magic`` and
+``!shell`` lines are blanked before parsing, so a cell that uses them is still understood.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable, Sequence
+
+__all__ = ["assigned_names", "defining_cell", "first_code_line"]
+
+_MAGIC = re.compile(r"^(\s*)([%!].*)$", re.M)
+
+
+def _parse(source: str) -> ast.AST | None:
+    text = _MAGIC.sub(lambda m: m.group(1) + "pass", source)
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _targets(node: ast.AST) -> Iterable[str]:
+    if isinstance(node, ast.Name):
+        yield node.id
+    elif isinstance(node, (ast.Tuple, ast.List)):
+        for elt in node.elts:
+            yield from _targets(elt)
+    elif isinstance(node, ast.Starred):
+        yield from _targets(node.value)
+
+
+def assigned_names(source: str) -> set[str]:
+    """Module-level names a cell binds: assignments (also augmented, annotated, walrus, tuple
+    unpacking), ``for``/``with`` targets, ``def``/``class`` names and imports.
+
+    Names bound inside a function or class body are not the cell's: they are skipped.
+    A cell that does not parse binds nothing that can be told.
+    """
+    tree = _parse(source)
+    if tree is None:
+        return set()
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+            for deco in node.decorator_list:
+                visit(deco)
+            return  # its body binds local names
+        if isinstance(node, ast.Lambda):
+            return
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                found.update(_targets(t))
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            found.update(_targets(node.target))
+        elif isinstance(node, ast.NamedExpr):
+            found.update(_targets(node.target))
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            found.update(_targets(node.target))
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if item.optional_vars is not None:
+                    found.update(_targets(item.optional_vars))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name != "*":
+                    found.add((alias.asname or alias.name).split(".")[0])
+        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            # comprehension variables are local to the comprehension, but a walrus inside binds outside
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.NamedExpr):
+                    found.update(_targets(sub.target))
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def defining_cell(sources: Sequence[str], names: Iterable[str], before: int | None = None) -> int | None:
+    """Index of the last cell (before index ``before``, or in all) that binds one of ``names``."""
+    wanted = set(names)
+    stop = len(sources) if before is None else min(before, len(sources))
+    for i in range(stop - 1, -1, -1):
+        if assigned_names(sources[i]) & wanted:
+            return i
+    return None
+
+
+def first_code_line(source: str, limit: int = 60) -> str:
+    """The first line of a cell that is not blank or a comment (shortened), for messages."""
+    lines = [ln.strip() for ln in source.splitlines() if ln.strip()]
+    first = next((ln for ln in lines if not ln.startswith("#")), lines[0] if lines else "")
+    return first if len(first) <= limit else first[: limit - 1] + "…"
