@@ -42,7 +42,7 @@ x_list = [[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]]
 w_key_list = [[0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 1, 0]]
 w_query_list = [[1, 0, 1], [1, 0, 0], [0, 0, 1], [0, 1, 1]]
 w_value_list = [[0, 2, 0], [0, 3, 0], [1, 0, 3], [1, 1, 0]]
-rounded_list = [[0.0, 0.5, 0.5], [0.0, 1.0, 0.0], [0.0, 0.9, 0.1]]
+rounded_weights = torch.tensor([[0.0, 0.5, 0.5], [0.0, 1.0, 0.0], [0.0, 0.9, 0.1]])
 """
 
 TORCH_ANSWERS = [
@@ -54,7 +54,7 @@ TORCH_ANSWERS = [
     "attn_scores = queries @ keys.T",
     "attn_weights = torch.softmax(attn_scores, dim=-1)",
     "outputs = attn_weights @ values",
-    "outputs_rounded = torch.tensor(rounded_list) @ values",
+    "outputs_rounded = rounded_weights @ values",
 ]
 TORCH_CHECKS = [f'check("{i}")' for i in TORCH_IDS]
 

@@ -36,7 +36,8 @@ from grading_fixtures import (
     run_grader,
 )
 
-from helpers import grade, spec
+from helpers import grade
+from helpers.course import spec
 from helpers.grading import report
 from helpers.grading.protocol import ProtocolError, decode_array, encode_array, frame, split_frames
 from helpers.grading.sandbox import probe_bwrap, uid_base_for
@@ -184,49 +185,73 @@ def _blob(*messages) -> bytes:
 
 
 EXS = [ex for ex in spec.exercises_for(NB_ID)]
+PLANS = {ex.id: spec.make_plan(ex, seeds=list(range(spec.seeds_needed(ex)))) for ex in EXS}
 CELLS = [Cell(1, "x = torch.tensor(x_list)")]
 DONE = {"state": "exited", "exit_code": 0, "signal": None, "seconds": 1.0}
 
 
-def _rec(ex_id, **payload):
-    return {"t": "rec", "id": ex_id, "at": "check", "cell": 0, **payload}
+def _rec(ex_id, **record):
+    return {"t": "rec", "id": ex_id, "at": "check", "cell": 0, "record": record}
+
+
+def _answers(ex_id, first):
+    """A value step's answers as the sandbox sends them: the notebook's, then one per replay (right)."""
+    ex, plan = spec.get(ex_id), PLANS[ex_id]
+    replays = [{n: encode_array(a) for n, a in ex.expected(world).items()} for world in plan.inputs[1:]]
+    return [first, *replays]
+
+
+def _x_record():
+    x = np.array([[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]], float)
+    return {"answers": _answers("01.x", {"x": encode_array(x)}), "replay": {"available": True, "error": None},
+            "facts": {"framework": {"x": "torch"}, "dtype": {"x": "float32"}}}
 
 
 def test_hostile_records_are_judged_never_trusted():
     x = np.array([[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]], float)
     bad_b64 = {"shape": [3, 4], "f8": "!!!!" * 32}
     lying_shape = {"shape": [100000, 100000], "f8": encode_array(x)["f8"]}
+    nan = {"shape": [3, 3], "f8": encode_array(np.full((3, 3), np.nan))["f8"]}
+    right_tf_x = {**_x_record(), "facts": {"framework": {"x": "tensorflow"}, "dtype": {"x": "float32"}}}
     blob = _blob(
         {"t": "cell", "i": 0},
-        _rec("01.x", value={"x": encode_array(x)}),
-        _rec("01.weights", value={"w_key": bad_b64, "w_query": bad_b64, "w_value": bad_b64}),
-        _rec("01.qkv", value={"keys": lying_shape}),
-        _rec("01.scores", value={"attn_scores": {"shape": [3, 3], "f8": encode_array(np.full((3, 3), np.nan))["f8"]}}),
+        _rec("01.x", **_x_record()),
+        _rec("01.weights", answers=[{"w_key": bad_b64, "w_query": bad_b64, "w_value": bad_b64}]),
+        _rec("01.qkv", answers=[{"keys": lying_shape}]),
+        _rec("01.scores", answers=[{"attn_scores": nan}]),
         _rec("01.softmax", error={"kind": "not_done", "message": "`attn_weights` is not defined yet."}),
-        _rec("01.outputs", passed=True, points=99),
-        _rec(["unhashable"], value={}),
-        {"t": "rec", "id": "01.tf_x", "value": "x" * 10},
+        {"t": "rec", "id": "01.outputs", "passed": True, "points": 99},
+        _rec(["unhashable"], answers=[]),
+        {"t": "rec", "id": "01.tf_x", "record": "x" * 10},
+        # the right numbers, but no replay on the fresh inputs (a patched recorder): not credited
+        _rec("01.tf_weights", answers=[{n: encode_array(a) for n, a in spec.get("01.tf_weights").expected(
+            PLANS["01.tf_weights"].inputs[0]).items()}], replay={"available": False}),
+        # and a claim that the answer is right: ignored, the grader computes
+        _rec("01.tf_qkv", answers=[{"keys": encode_array(x)}], status="pass", passed=True),
         "not even an object",
         {"t": "done"},
     )
-    result = decide(EXS, {}, DONE, blob, CELLS, 60)
+    result = decide(EXS, PLANS, DONE, blob, CELLS, 60)
     by_id = {o.exercise: o for o in result.outcomes}
     assert result.status == "graded"
-    assert by_id["01.x"].status == "pass"
+    assert by_id["01.x"].status == "pass", by_id["01.x"].message
     assert by_id["01.weights"].status == "fail" and "could not read" in by_id["01.weights"].message
     assert by_id["01.qkv"].status == "fail" and "could not read" in by_id["01.qkv"].message
     assert by_id["01.scores"].status == "fail" and "NaN" in by_id["01.scores"].message
     assert by_id["01.softmax"].status == "not_done"
     assert by_id["01.outputs"].status == "fail" and by_id["01.outputs"].points == 0
     assert by_id["01.tf_x"].status == "fail"
+    assert by_id["01.tf_weights"].status == "fail" and "other inputs" in by_id["01.tf_weights"].message
+    assert by_id["01.tf_qkv"].status == "fail"
     assert sum(o.points for o in result.outcomes) == 1
+    decided_tf_x = decide(EXS, PLANS, DONE, _blob(_rec("01.tf_x", **right_tf_x), {"t": "done"}), CELLS, 60)
+    assert decided_tf_x.outcomes[7].exercise == "01.tf_x" and decided_tf_x.outcomes[7].status == "pass"
 
 
 def test_truncated_or_garbled_streams_keep_what_came_before():
-    x = np.array([[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]], float)
-    good = _blob({"t": "cell", "i": 0}, _rec("01.x", value={"x": encode_array(x)}))
+    good = _blob({"t": "cell", "i": 0}, _rec("01.x", **_x_record()))
     for tail in (b"\x00\x00\x00\xff{", b"\xff\xff\xff\xff", b"\x00\x00\x00\x03abc", b"\x00"):
-        result = decide(EXS, {}, DONE, good + tail, CELLS, 60)
+        result = decide(EXS, PLANS, DONE, good + tail, CELLS, 60)
         assert result.status == "crashed" and "could not read" in result.error
         assert result.outcomes[0].status == "pass"
     frames, problem = split_frames(frame(b"[" * 100_000))
@@ -234,8 +259,7 @@ def test_truncated_or_garbled_streams_keep_what_came_before():
 
 
 def test_unfinished_runs_keep_earlier_checks_and_say_why():
-    x = np.array([[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]], float)
-    blob = _blob({"t": "cell", "i": 0}, _rec("01.x", value={"x": encode_array(x)}))
+    blob = _blob({"t": "cell", "i": 0}, _rec("01.x", **_x_record()))
     for header, status, words in [
         ({"state": "timeout"}, "timeout", "still running after 60 s"),
         ({"state": "exited", "exit_code": None, "signal": signal.SIGSEGV}, "crashed", "SIGSEGV"),
@@ -243,7 +267,7 @@ def test_unfinished_runs_keep_earlier_checks_and_say_why():
         ({"state": "overflow"}, "crashed", "too much data"),
         ({"state": "sandbox_died", "message": "gone"}, "crashed", "gone"),
     ]:
-        result = decide(EXS, {}, header, blob, CELLS, 60)
+        result = decide(EXS, PLANS, header, blob, CELLS, 60)
         assert result.status == status and words in result.error and "cell 2" in result.error, result.error
         assert [o.status for o in result.outcomes[:2]] == ["pass", "not_done"]
         assert "Not reached" in result.outcomes[1].message
@@ -397,8 +421,7 @@ for line in open("/proc/self/maps").read().splitlines():
     lo, hi = (int(a, 16) for a in addr.split("-"))
     if "r" in perms and "w" in perms and hi - lo < 2**31:
         found += ctypes.string_at(lo, hi - lo).count(pattern)
-if found == 1:  # only the pattern object above: nothing of the previous submission is in memory
-    x = torch.tensor(x_list, dtype=torch.float32)
+clean = found == 1  # only the pattern object above: nothing of the previous submission is in memory
 """
 
 
@@ -410,7 +433,9 @@ def test_one_worker_leaves_no_trace_and_a_dead_sandbox_is_restarted(tmp_path):
 
     secret = "QWZX-" + "the code of student A-" + str(os.getpid())
     ann = place(tmp_path, "ann", minimal("\n".join(f"# {secret} {i}" for i in range(1000)), *interleaved()))
-    eve = place(tmp_path, "eve", minimal(SCAN.format(hex=secret.encode().hex()), 'check("01.x")'))
+    eve = place(tmp_path, "eve", minimal(SCAN.format(hex=secret.encode().hex()),
+                                         "if clean:\n    x = torch.tensor(x_list, dtype=torch.float32)",
+                                         'check("01.x")'))
     slow = place(tmp_path, "bob", minimal("import time\ntime.sleep(30)", *interleaved()))
     known = grade.known_notebooks()
     settings = Settings(timeout=60, memory_mb=1024, frameworks=("torch",), nproc=64)

@@ -1,18 +1,28 @@
-"""Property-based tests (Hypothesis) of conversion and diagnosis."""
+"""Property-based tests (Hypothesis and many seeds) of conversion and diagnosis.
+
+Diagnosis must not depend on the random draw: every catalogued mistake of every exercise is
+named on every draw of fresh inputs, the way the student's check draws them (one generator)
+and the way the grader does (one seed per trial).
+"""
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from helpers import spec
 from helpers.checks import judge
 from helpers.convert import to_array
-from helpers.samples import answer_namespace, in_framework
+from helpers.course import spec
+from helpers.course.samples import answer_namespace, in_framework, student_cell
+from helpers.runtime.collect import collect
 
 spec._load_all()
-VALUE_EXERCISES = sorted((e for e in spec.REGISTRY.values() if e.kind == "value"), key=lambda e: e.id)
+EXERCISES = sorted(spec.REGISTRY.values(), key=lambda e: e.id)
+VALUE_EXERCISES = [e for e in EXERCISES if e.kind == "value"]
+PAIRS = [(ex, code) for ex in EXERCISES for code in ex.mistakes]
 finite = st.floats(-1e6, 1e6, allow_nan=False, width=32)
+DRAWS = 4  # fresh draws per (exercise, mistake) pair, each way (benchmarks/checks.py --draws runs many more)
 
 
 @given(hnp.arrays(np.float64, hnp.array_shapes(max_dims=3, max_side=5), elements=finite))
@@ -42,5 +52,45 @@ def test_a_random_wrong_entry_is_never_diagnosed_as_a_mistake(ex, data):
 @given(st.sampled_from(VALUE_EXERCISES), st.floats(1e-9, 1e-7))
 def test_float32_rounding_is_accepted(ex, eps):
     right = ex.expected(ex.inputs())
-    ns = {n: in_framework((right[n] * (1 + eps)).astype(np.float32), ex.framework) for n in ex.answers}
-    assert judge(ex, ns).status == "pass"
+    ns = answer_namespace(ex, None)
+    ns.update({n: in_framework((right[n] * (1 + eps)).astype(np.float32), ex.framework) for n in ex.answers})
+    assert judge(ex, ns, cell=student_cell(ex, None)).status == "pass"
+
+
+def _record(ex, code, plan):
+    fw = ex.framework or "numpy"
+    cell = student_cell(ex, code, fw) if ex.kind == "value" else None
+    return collect(plan.data, answer_namespace(ex, code, fw), cell=cell)
+
+
+@pytest.mark.parametrize("ex, code", PAIRS, ids=[f"{e.id}:{c}" for e, c in PAIRS])
+def test_every_mistake_is_named_on_every_draw(ex, code):
+    """The student's way (one generator for all trials) and the grader's (a seed per trial). A step
+    without fresh inputs (seeded draws) is judged on the notebook's numbers alone: once is every draw."""
+    missed = []
+    for draw in range(DRAWS if spec.seeds_needed(ex) else 1):
+        plans = [spec.make_plan(ex, np.random.default_rng(1000 + draw)),
+                 spec.make_plan(ex, seeds=[7919 * draw + t for t in range(spec.seeds_needed(ex))])]
+        for plan in plans:
+            outcome = spec.evaluate(ex, plan, _record(ex, code, plan))
+            if outcome.diagnosis != code:
+                missed.append((draw, outcome.diagnosis, outcome.message[:200]))
+    assert not missed, missed
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
+def test_the_reference_passes_on_every_draw(ex):
+    for draw in range(DRAWS):
+        plan = spec.make_plan(ex, seeds=[31 * draw + t for t in range(spec.seeds_needed(ex))])
+        outcome = spec.evaluate(ex, plan, _record(ex, None, plan))
+        assert outcome.status == "pass", (draw, outcome.message)
+
+
+def test_the_same_seeds_draw_the_same_inputs():
+    for ex in EXERCISES:
+        seeds = list(range(spec.seeds_needed(ex)))
+        a, b = spec.make_plan(ex, seeds=seeds), spec.make_plan(ex, seeds=seeds)
+        for x, y in zip(a.inputs, b.inputs):
+            assert x.keys() == y.keys()
+            for k in x:
+                assert np.array_equal(np.asarray(x[k], dtype=float), np.asarray(y[k], dtype=float)), (ex.id, k)

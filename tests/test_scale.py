@@ -9,7 +9,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from helpers.exercises import nb07
+from helpers.course.exercises import nb07
 from helpers.scale import (
     Allocation,
     fmt_bytes,
@@ -140,10 +140,18 @@ def test_blockwise_reference_inputs_have_a_shorter_last_block():
         assert np.allclose(_blockwise(q, k, v, block), nb07.attention(q, k, v))
 
 
-def test_random_streams_overflow_the_plain_sum_but_no_single_exp():
+def test_random_streams_jump_far_and_stay_below_zero():
+    """Fresh streams for the one-pass normaliser: all scores negative (a maximum started at 0 never
+    moves), the first about 500 below the rest (a maximum frozen at the first score is far off)."""
     rng = np.random.default_rng(5)
     for _ in range(50):
-        s = nb07.online_softmax_inputs(rng)["scores"]
-        with np.errstate(over="ignore"):
-            assert np.all(np.isfinite(np.exp(s))) and np.isinf(np.sum(np.exp(s)))
-        assert np.allclose(nb07.unstable_softmax(s), 0.0)
+        s = nb07.online_inputs(rng)["scores"]
+        assert s.max() < 0 and s[1:].min() - s[0] > 400
+
+
+def test_the_long_stream_overflows_the_plain_sum_but_no_single_exp():
+    s = nb07.long_stream(np.random.default_rng(5))["scores"]
+    with np.errstate(over="ignore"):
+        assert np.all(np.isfinite(np.exp(s))) and np.isinf(np.sum(np.exp(s)))
+    m, total = nb07._running(s)
+    assert np.isclose(m, s.max()) and np.isfinite(total)

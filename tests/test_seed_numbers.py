@@ -4,7 +4,7 @@ A seed's numbers are facts the course reproduces. Numbers are compared by value 
 precision the seed printed them with (the seed's `6.3379e-02` is found in an output
 `6.3379e-02`; its `0.5` in `0.5000`). A number a seed prints that cannot be reproduced
 is listed in its exercise module's ``SEED_EXCUSED`` with the reason (and the notebook
-says so too). Each ``helpers/exercises/nbNN.py`` names its seed in ``SEED``.
+says so too). Each ``helpers/course/exercises/nbNN.py`` names its seed in ``SEED``.
 """
 
 import importlib
@@ -15,11 +15,12 @@ import re
 import nbformat
 import pytest
 
-import helpers.exercises
+import helpers.course.exercises
 from paths import SEEDS, SOLUTIONS
 
 _MODULES = [
-    importlib.import_module(f"helpers.exercises.{m.name}") for m in pkgutil.iter_modules(helpers.exercises.__path__)
+    importlib.import_module(f"helpers.course.exercises.{m.name}")
+    for m in pkgutil.iter_modules(helpers.course.exercises.__path__)
 ]
 NOTEBOOK_OF_SEED = {m.SEED: m.NOTEBOOK for m in _MODULES if getattr(m, "SEED", None)}
 EXCUSED = {m.SEED: getattr(m, "SEED_EXCUSED", {}) for m in _MODULES if getattr(m, "SEED", None)}

@@ -158,7 +158,7 @@ def lint(solution: nbformat.NotebookNode, name: str) -> list[str]:
     checked id exists and belongs to this notebook; every exercise of the notebook is
     checked somewhere in it.
     """
-    from . import spec
+    from .course import spec
 
     problems = []
     regions = solution_regions(solution, name)

@@ -37,11 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import spec
+from .course import spec
+from .course.mistakes import MISTAKES
 from .grading import report
+from .grading.protocol import encode_value
 from .grading.sandbox import SandboxError, Settings, Worker, find_bwrap, probe_bwrap
 from .grading.verdict import Cell, as_number, decide, total_points
-from .mistakes import MISTAKES
 
 __all__ = ["Submission", "discover", "main", "prepare"]
 
@@ -237,11 +238,11 @@ def row_without_running(sub: Submission, sandboxed: bool) -> dict[str, Any]:
 
 def grade_one(worker: Worker, sub: Submission, settings: Settings) -> dict[str, Any]:
     exercises = spec.exercises_for(sub.notebook)
-    seeds = {ex.id: [secrets.randbits(62) for _ in range(ex.random_trials)]
-             for ex in exercises if ex.kind == "function"}
+    # Fresh inputs only this process knows until now: drawn here, from seeds chosen here.
+    plans = {ex.id: spec.make_plan(ex, seeds=[secrets.randbits(62) for _ in range(spec.seeds_needed(ex))])
+             for ex in exercises}
     job = {
-        "exercises": [ex.id for ex in exercises],
-        "seeds": seeds,
+        "plans": {ex_id: encode_value(plan.data) for ex_id, plan in plans.items()},
         "timeout": settings.timeout,
         "memory_mb": settings.memory_mb,
         "file_mb": settings.file_mb,
@@ -250,7 +251,7 @@ def grade_one(worker: Worker, sub: Submission, settings: Settings) -> dict[str, 
         "threads": settings.threads,
     }
     header, blob = worker.run(job, [c.source for c in sub.cells])
-    result = decide(exercises, seeds, header, blob, sub.cells, settings.timeout)
+    result = decide(exercises, plans, header, blob, sub.cells, settings.timeout, settings.carry_forward)
     outs = [{**o.as_dict(), "points": as_number(o.points), "max_points": as_number(o.max_points),
              "status": o.status} for o in result.outcomes]
     score = sum(o.points for o in result.outcomes)
@@ -377,6 +378,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--memory", type=int, default=4096,
                     help="MB a submission may allocate on top of the preloaded libraries (default 4096)")
     ap.add_argument("--force", action="store_true", help="regrade submissions already in the journal")
+    ap.add_argument("--no-carry-forward", action="store_true",
+                    help="give no points to a step that is right only from the student's own wrong earlier answer")
     ap.add_argument("--no-sandbox", action="store_true",
                     help="run student code without bubblewrap (DANGEROUS: see the warning it prints)")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -434,6 +437,7 @@ def main(argv: list[str] | None = None) -> int:
         threads=(threads := max(1, (os.cpu_count() or 1) // args.jobs)),
         nproc=48 + 4 * threads,  # processes + threads of one submission (notebook 01 uses 4 with 1 thread)
         hide=hide,
+        carry_forward=not args.no_carry_forward,
     )
     known = known_notebooks()
     t0 = time.monotonic()

@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 
 from .convert import to_array
-from .reference import softmax
 
 __all__ = [
     "ROLE_COLOURS",
@@ -261,7 +260,8 @@ def attention_numbers(x: Any, w_key: Any, w_query: Any, w_value: Any, *, scale: 
     scores = queries @ keys.T
     if scale:
         scores = scores / math.sqrt(keys.shape[1])
-    weights = softmax(scores)
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))  # the row-wise softmax the figures show
+    weights = e / e.sum(axis=-1, keepdims=True)
     return {"x": x, "keys": keys, "queries": queries, "values": values, "scores": scores,
             "weights": weights, "outputs": weights @ values}
 

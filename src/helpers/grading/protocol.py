@@ -20,6 +20,23 @@ import numpy as np
 
 MAX_ELEMENTS = 1 << 22  # per answer array (4 Mi float64 = 32 MiB): attention answers are far smaller
 MAX_NDIM = 8
+MAX_TEXT = 2000  # characters of any string inside a record
+MAX_DEPTH = 12
+
+# What the grader's sandbox may see of the `helpers` package: the runtime that runs and measures the
+# student's code, the modules the notebooks import, and the sandbox's own recorder. NOT the registry
+# (`course/`: references, wrong variants, solutions), the checks built on it, or the grader.
+SANDBOX_VIEW = (
+    "__init__.py",
+    "convert.py",
+    "plotting.py",
+    "scale.py",
+    "quiet.py",
+    "runtime",
+    "grading/__init__.py",
+    "grading/protocol.py",
+    "grading/zygote.py",
+)
 
 
 class ProtocolError(ValueError):
@@ -121,3 +138,60 @@ def recv_message(fd: int, limit: int = 1 << 30) -> Any:
     if n > limit:
         raise ProtocolError(f"message of {n} bytes is too large")
     return json.loads(read_exact(fd, n).decode("utf-8"))
+
+
+# --------------------------------------------------------------------------- plans and records
+
+
+_DTYPES = {"f8": np.float64, "i8": np.int64, "b1": np.bool_}
+
+
+def encode_value(value: Any) -> Any:
+    """Plain data for JSON, arrays (float, int or bool) tagged with their kind. For plans, which the
+    trusted grader sends into the sandbox."""
+    if isinstance(value, np.ndarray):
+        kind = {"b": "b1", "i": "i8", "u": "i8"}.get(value.dtype.kind, "f8")
+        a = np.asarray(value, dtype=np.dtype(_DTYPES[kind]).newbyteorder("<"))
+        return {"__array__": kind, "shape": list(a.shape), "data": base64.b64encode(a.tobytes(order="C")).decode()}
+    if isinstance(value, dict):
+        return {str(k): encode_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [encode_value(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def decode_value(obj: Any) -> Any:
+    """The inverse of :func:`encode_value` (inside the sandbox, on what the grader sent)."""
+    if isinstance(obj, dict):
+        if "__array__" in obj:
+            dtype = np.dtype(_DTYPES[obj["__array__"]]).newbyteorder("<")
+            return np.frombuffer(base64.b64decode(obj["data"]), dtype=dtype).astype(dtype.newbyteorder("=")) \
+                .reshape(obj["shape"])
+        return {k: decode_value(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [decode_value(v) for v in obj]
+    return obj
+
+
+def encode_record(value: Any, depth: int = 0) -> Any:
+    """A record (see :mod:`helpers.runtime.collect`) as JSON-safe data: float64 arrays as
+    :func:`encode_array`, strings capped, NaN/inf numbers as strings (JSON has none)."""
+    if depth > MAX_DEPTH:
+        return None
+    if isinstance(value, np.ndarray):
+        return encode_array(value)
+    if isinstance(value, dict):
+        return {str(k)[:200]: encode_record(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [encode_record(v, depth + 1) for v in value]
+    if isinstance(value, str):
+        return value[:MAX_TEXT]
+    if isinstance(value, (bool, int)) or value is None:
+        return value
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else str(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    return str(value)[:MAX_TEXT]

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .protocol import ProtocolError, dumps, frame
+from .protocol import SANDBOX_VIEW, ProtocolError, dumps, frame
 
 STARTUP_TIMEOUT = 300.0  # importing torch + TensorFlow on a busy machine
 GRACE = 30.0  # beyond the zygote's own deadline before the grader kills the whole sandbox
@@ -89,6 +89,7 @@ class Settings:
     tmp_mb: int = 512
     hide: list[Path] = field(default_factory=list)  # host paths that must never be visible inside
     frameworks: tuple[str, ...] = ("torch", "tensorflow")  # preloaded in the zygote
+    carry_forward: bool = True  # a step right on top of a wrong earlier answer gets its points
     uid_base: int = field(default_factory=lambda: uid_base_for(os.getpid()))
 
 
@@ -172,6 +173,7 @@ def bwrap_command(bwrap: str, settings: Settings, config: dict[str, Any]) -> lis
             made.add(p)
         cmd += ["--ro-bind", root, root]
         made.add(root)
+    cmd += helpers_view()
     for hidden in settings.hide:  # only matters if it lies inside a folder the sandbox needs
         h = os.path.realpath(hidden)
         if _inside(h, ["/usr", "/etc", *roots]) and os.path.exists(h):
@@ -198,6 +200,28 @@ def bwrap_command(bwrap: str, settings: Settings, config: dict[str, Any]) -> lis
         cmd += ["--setenv", key, value]
     cmd += ["--chdir", "/tmp", "--", sys.executable, "-I", "-c", ZYGOTE, json.dumps(config)]
     return cmd
+
+
+def helpers_view() -> list[str]:
+    """bwrap arguments that replace the ``helpers`` package, wherever it is installed, by its
+    sandbox view: an empty folder holding only the entries of ``SANDBOX_VIEW``. The registry
+    (``course/``: references, wrong variants, solutions), the student-side checks built on it and
+    the grader itself are not in the sandbox at all."""
+    import helpers
+
+    root = os.path.dirname(os.path.realpath(helpers.__file__))
+    args = ["--perms", "0755", "--tmpfs", root]
+    made: set[str] = set()
+    for entry in SANDBOX_VIEW:
+        source = os.path.join(root, entry)
+        if not os.path.exists(source):
+            continue
+        parent = os.path.dirname(entry)
+        if parent and parent not in made:
+            args += ["--perms", "0755", "--dir", os.path.join(root, parent)]
+            made.add(parent)
+        args += ["--ro-bind", source, source]
+    return args
 
 
 class Worker:

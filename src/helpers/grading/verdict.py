@@ -2,8 +2,9 @@
 
 Everything in the child's records is treated as hostile: frames are length-checked JSON,
 arrays are rebuilt from raw float64 bytes after their shape and size are validated, strings
-are capped. Only the registry's exercises of the recognised notebook are looked at, and
-:func:`helpers.spec.evaluate` (pure NumPy, from this process's own imports) decides.
+are capped, every field is checked against the plan the grader sent. Only the registry's
+exercises of the recognised notebook are looked at, and :func:`helpers.course.spec.evaluate`
+(pure NumPy, from this process's own imports) decides, on inputs this process drew itself.
 
 A run that did not finish (timeout, crash) keeps the answers recorded before it stopped: each
 was produced by the student's code at its ``check(...)`` and is judged like any other. Steps
@@ -19,10 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import spec
-from ..checks import seeded_trials
-from ..convert import AnswerError, NotDone
-from ..spec import Exercise, Outcome
+from ..course import spec
+from ..course.spec import Exercise, Outcome, Plan
 from .protocol import ProtocolError, decode_array, split_frames
 
 MAX_TEXT = 2000
@@ -73,30 +72,85 @@ _SIGNAL_HINTS = {
 }
 
 
-def _outcome_from_record(ex: Exercise, rec: Mapping[str, Any], seeds: Sequence[int]) -> Outcome:
-    if "error" in rec:
-        err = rec["error"]
-        if not isinstance(err, dict):
+def _names(value: Any, allowed: set[str], what: str) -> list[str]:
+    if not isinstance(value, list) or len(value) > 50 or not all(isinstance(v, str) for v in value):
+        raise ProtocolError(f"{what} is not a list of names")
+    return [v[:100] for v in value if v in allowed or not allowed]
+
+
+def _text_map(value: Any, allowed: set[str], what: str) -> dict[str, str | None]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not set(value) <= allowed:
+        raise ProtocolError(f"{what} does not name the exercise's variables")
+    return {k: (v[:40] if isinstance(v, str) else None) for k, v in value.items()}
+
+
+def _arrays(value: Any, allowed: set[str], what: str) -> dict[str, np.ndarray]:
+    if not isinstance(value, dict) or not set(value) <= allowed:
+        raise ProtocolError(f"{what} does not name the exercise's variables")
+    return {k: decode_array(v) for k, v in value.items()}
+
+
+def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
+    """Rebuild a record from the sandbox, keeping only what the plan asked for, in checked types."""
+    if not isinstance(raw, dict):
+        raise ProtocolError("a record is not an object")
+    error = raw.get("error")
+    if error is not None:
+        if not isinstance(error, dict):
             raise ProtocolError("an error record is not an object")
-        kind, message = _text(err.get("kind"), 40), _text(err.get("message"))
-        return spec.outcome_for_error(ex, NotDone(message) if kind == "not_done" else AnswerError(kind, message))
-    if ex.kind == "value":
-        value = rec.get("value")
-        if not isinstance(value, dict) or set(value) != set(ex.answers):
-            raise ProtocolError("the recorded answer does not name the exercise's variables")
-        got = {name: decode_array(value[name]) for name in ex.answers}
-        return spec.evaluate(ex, [got], [ex.inputs()])
-    outputs = rec.get("outputs")
-    if not isinstance(outputs, list) or len(outputs) != 1 + len(seeds):
-        raise ProtocolError("the recorded function outputs do not match the trials")
-    name = ex.answers[0]
-    got_by_trial = [{name: decode_array(o)} for o in outputs]
-    return spec.evaluate(ex, got_by_trial, seeded_trials(ex, seeds))
+        return {"error": {"kind": _text(error.get("kind"), 40), "message": _text(error.get("message"))},
+                "globals_read": _names(raw.get("globals_read") or [], set(), "the globals read")}
+    answers_names = set(ex.answers)
+    answers = raw.get("answers")
+    if not isinstance(answers, list) or not answers or len(answers) > len(plan.inputs):
+        raise ProtocolError("the recorded answers do not match the trials")
+    record: dict[str, Any] = {"answers": [_arrays(a, answers_names, "an answer") for a in answers]}
+    facts = raw.get("facts") or {}
+    if not isinstance(facts, dict):
+        raise ProtocolError("the facts are not an object")
+    record["facts"] = {"framework": _text_map(facts.get("framework"), answers_names, "the frameworks"),
+                       "dtype": _text_map(facts.get("dtype"), answers_names, "the dtypes")}
+    if raw.get("upstream") is not None:
+        record["upstream"] = _arrays(raw["upstream"], set(ex.reads), "the upstream values")
+    replay = raw.get("replay")
+    if isinstance(replay, dict):
+        err = replay.get("error")
+        record["replay"] = {
+            "available": replay.get("available") is True,
+            "error": {"message": _text((err or {}).get("message"), 500)} if isinstance(err, dict) else None,
+        }
+    record["mutated"] = _names(raw.get("mutated") or [], set(), "the changed inputs")
+    record["globals_read"] = _names(raw.get("globals_read") or [], set(), "the globals read")
+    module = raw.get("module")
+    if isinstance(module, dict):
+        params = module.get("params")
+        if not isinstance(params, list) or len(params) > 1000:
+            raise ProtocolError("the module's parameters are not a list")
+        record["module"] = {
+            "params": [[_text(p[0], 100), [], p[2] is True] for p in params if isinstance(p, list) and len(p) == 3],
+            "plain_tensors": _names(module.get("plain_tensors") or [], set(), "the plain tensors"),
+        }
+    probes = raw.get("probes")
+    if isinstance(probes, dict):
+        record["probes"] = {}
+        for probe in ex.probes:
+            entry = probes.get(probe.kind)
+            if not isinstance(entry, dict):
+                continue
+            peak, reads = entry.get("peak_bytes"), entry.get("reads", 1)
+            record["probes"][probe.kind] = {
+                "peak_bytes": float(peak) if isinstance(peak, (int, float)) and not isinstance(peak, bool) else 1e30,
+                "reads": int(reads) if type(reads) is int else 2,
+                "answer": decode_array(entry["answer"]) if entry.get("answer") is not None else None,
+            }
+    return record
 
 
-def judge_record(ex: Exercise, rec: Mapping[str, Any], seeds: Sequence[int]) -> Outcome:
+def judge_record(ex: Exercise, raw: Any, plan: Plan) -> Outcome:
     try:
-        return _outcome_from_record(ex, rec, seeds)
+        return spec.evaluate(ex, plan, decode_record(raw, ex, plan))
     except ProtocolError as exc:
         return Outcome(ex.id, "fail", 0, ex.points, f"The grader could not read this answer ({exc}).")
     except Exception as exc:  # an answer that makes a reference computation fail
@@ -106,11 +160,12 @@ def judge_record(ex: Exercise, rec: Mapping[str, Any], seeds: Sequence[int]) -> 
 
 def decide(
     exercises: Sequence[Exercise],
-    seeds: Mapping[str, Sequence[int]],
+    plans: Mapping[str, Plan],
     header: Mapping[str, Any],
     blob: bytes,
     cells: Sequence[Cell],
     timeout: float,
+    carry_forward: bool = True,
 ) -> RunResult:
     """Turn the zygote's header and the child's raw records into a status and outcomes."""
     frames, problem = split_frames(blob)
@@ -170,7 +225,11 @@ def decide(
     for ex in exercises:
         rec = records.get(ex.id)
         if rec is not None:
-            outcomes.append(judge_record(ex, rec, seeds.get(ex.id, [])))
+            outcome = judge_record(ex, rec.get("record"), plans[ex.id])
+            if outcome.status == "carried" and not carry_forward:
+                outcome.points = 0
+                outcome.message += " (Carried-forward credit is not given for this assignment.)"
+            outcomes.append(outcome)
         elif finished:
             outcomes.append(Outcome(ex.id, "not_done", 0, ex.points, "No answer was recorded for this step."))
         else:
@@ -184,13 +243,12 @@ def decide(
 def _add_dependency_notes(exercises: Sequence[Exercise], outcomes: list[Outcome]) -> None:
     by_id = {o.exercise: o for o in outcomes}
     for ex, outcome in zip(exercises, outcomes):
-        if outcome.status != "fail" or not ex.depends_on:
+        if outcome.status != "fail" or not ex.depends_on or ex.kind != "function":
             continue
         behind = [d for d in ex.depends_on if d in by_id and by_id[d].status == "fail"]
         if behind:
             outcome.message += (
-                f" Note: {', '.join(behind)} is not passing yet, so this step starts from wrong inputs; "
-                "fix that one first."
+                f" Note: {', '.join(behind)} is not passing yet, and this function uses it; fix that one first."
             )
 
 

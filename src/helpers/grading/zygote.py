@@ -1,7 +1,8 @@
 """The sandbox side of a grading worker: a warm "zygote" that forks one child per submission.
 
 Started by :mod:`helpers.grading.sandbox` (inside bubblewrap, as the PID namespace's
-init), it imports NumPy, PyTorch, TensorFlow, matplotlib, IPython and ``helpers`` ONCE,
+init), it imports NumPy, PyTorch, TensorFlow, matplotlib, IPython and the sandbox's view of
+``helpers`` (its runtime and plotting — never the registry, which is not there) ONCE,
 without running a single framework operation (TensorFlow starts its thread pools on the
 first op; a fork after that could hang). Then, for each job read from stdin, it forks a
 child that
@@ -15,9 +16,12 @@ child that
 3. executes the notebook's code cells in order in an IPython shell (errors are recorded,
    the next cell runs — as with "Run all" that does not stop on errors; ``%`` and ``!``
    lines work; matplotlib uses Agg; Python-level output is swallowed);
-4. records every exercise's answer at the moment its ``check(...)`` is called (through
-   :data:`helpers.checks._observer`), and at the end, from the final namespace, every
-   exercise that was never checked. Answers leave as plain float64 arrays (JSON).
+4. records every exercise at the moment its ``check(...)`` is called (``helpers.check`` is the
+   :class:`Recorder` here), and at the end, from the final namespace, every exercise that was
+   never checked: the answer, the student's cell replayed and the student's function called on
+   the fresh inputs the grader chose, and the facts the TO-DO asks about
+   (:mod:`helpers.runtime.collect`). Records leave as plain data (JSON, float64 arrays); the
+   verdict is computed by the grader.
 
 The zygote enforces the wall-clock limit, caps the bytes it accepts from the child, and after
 every submission kills every other process in the sandbox (``kill(-1, SIGKILL)`` from the
@@ -33,7 +37,6 @@ import importlib
 import io
 import json
 import os
-import pkgutil
 import resource
 import select
 import shutil
@@ -44,14 +47,22 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .protocol import MAX_ELEMENTS, encode_array, frame, read_exact, recv_message, send_message, write_all
+from .protocol import (
+    SANDBOX_VIEW,
+    decode_value,
+    encode_record,
+    frame,
+    read_exact,
+    recv_message,
+    send_message,
+    write_all,
+)
 
 FRAMEWORKS = ("torch", "tensorflow")
 PRELOAD = (
     "numpy", "torch", "tensorflow", "matplotlib.pyplot", "matplotlib.animation", "PIL.Image", "IPython",
     "IPython.display",
 )
-_NOT_PRELOADED = {"grade", "grading", "build", "execute", "colab"}  # tools, not what notebooks use
 RESULT_FD = 3
 MAX_CELL_ERRORS = 100
 PR_SET_PDEATHSIG = 1
@@ -67,6 +78,25 @@ def _prctl(option: int, arg: int) -> bool:
 
 
 # ----------------------------------------------------------------------------- preloading
+
+
+def sandbox_modules() -> list[str]:
+    """The importable modules of the sandbox's view of ``helpers`` (see ``SANDBOX_VIEW``)."""
+    import helpers
+
+    root = os.path.dirname(helpers.__file__)
+    modules = []
+    for entry in SANDBOX_VIEW:
+        path = os.path.join(root, entry)
+        if entry.endswith(".py"):
+            if os.path.exists(path):
+                name = entry[:-3].replace("/", ".")
+                modules.append("helpers" if name == "__init__" else f"helpers.{name.removesuffix('.__init__')}")
+        elif os.path.isdir(path):
+            modules.append(f"helpers.{entry}")
+            modules.extend(f"helpers.{entry}.{f[:-3]}" for f in sorted(os.listdir(path))
+                           if f.endswith(".py") and f != "__init__.py")
+    return modules
 
 
 def preload(threads: int, frameworks: Sequence[str] = FRAMEWORKS) -> dict[str, Any]:
@@ -95,17 +125,13 @@ def preload(threads: int, frameworks: Sequence[str] = FRAMEWORKS) -> dict[str, A
     if "matplotlib.pyplot" in info["modules"]:
         _warm_matplotlib()
 
-    import helpers
-
-    from .. import spec
-
-    for mod in pkgutil.iter_modules(helpers.__path__):  # the course's own modules (plotting, …)
-        if mod.name not in _NOT_PRELOADED:
-            try:
-                importlib.import_module(f"helpers.{mod.name}")
-            except Exception as exc:
-                info["failed"][f"helpers.{mod.name}"] = f"{type(exc).__name__}: {exc}"
-    spec._load_all()
+    # The course's own modules the notebooks import, and the runtime: exactly the sandbox's view of
+    # the package (the registry is not in the sandbox, so it cannot be imported here by accident).
+    for module in sandbox_modules():
+        try:
+            importlib.import_module(module)
+        except Exception as exc:
+            info["failed"][module] = f"{type(exc).__name__}: {exc}"
     info["seconds"] = round(time.monotonic() - t0, 3)
     return info
 
@@ -196,51 +222,37 @@ class _Swallow(io.TextIOBase):
 
 
 class Recorder:
-    """Sends the child's records to the zygote as 4-byte framed JSON."""
+    """The sandbox's ``check``: gathers each exercise's record and sends it to the zygote (4-byte
+    framed JSON). It knows no right answer: the plans it works from (which names, which fresh
+    inputs, which measurements) come from the grader, which alone holds the registry and decides."""
 
-    def __init__(self, job: dict[str, Any]):
-        from .. import checks, spec
-        from ..convert import AnswerError
+    def __init__(self, job: dict[str, Any], shell: Any):
+        from ..runtime import collect, history
 
-        self._checks, self._spec, self._AnswerError = checks, spec, AnswerError
-        self._encode, self._dumps = encode_array, json.dumps
-        self.wanted = {ex_id: spec.get(ex_id) for ex_id in job["exercises"]}
-        self.seeds = {k: [int(s) for s in v] for k, v in job.get("seeds", {}).items()}
+        self._collect = collect.collect
+        self.shell = shell
+        self.history = history.install(shell)
+        self.plans = {str(k): decode_value(v) for k, v in job.get("plans", {}).items()}
         self.recorded: set[str] = set()
         self.cell = -1
         self.errors = 0
 
     def send(self, obj: dict[str, Any]) -> None:
-        write_all(RESULT_FD, frame(self._dumps(obj, separators=(",", ":")).encode("utf-8")))
+        write_all(RESULT_FD, frame(json.dumps(obj, separators=(",", ":"), allow_nan=False).encode("utf-8")))
 
-    def observe(self, ex: Any, namespace: Any) -> None:
-        """helpers.checks._observer: record the answer as it is when check() is called."""
-        ex_id = getattr(ex, "id", None)
-        if ex_id in self.wanted:
-            self.record(self.wanted[ex_id], namespace, "check")
+    def check(self, exercise_id: Any, namespace: Any) -> None:
+        """helpers.check inside the sandbox: record the answer as it is now (the last check counts)."""
+        if isinstance(exercise_id, str) and exercise_id in self.plans:
+            self.record(exercise_id, namespace, "check")
 
-    def record(self, ex: Any, namespace: Any, at: str) -> None:
-        payload: dict[str, Any]
+    def record(self, ex_id: str, namespace: Any, at: str) -> None:
         try:
-            if ex.kind == "value":
-                got = self._checks.collect_values(ex, namespace)
-                payload = {"value": {name: self._array(arr, name) for name, arr in got.items()}}
-            else:
-                trials = self._checks.seeded_trials(ex, self.seeds.get(ex.id, []))
-                outs = self._checks.call_function(ex, namespace, trials)
-                name = ex.answers[0]
-                payload = {"outputs": [self._array(o[name], f"{name}(...)") for o in outs]}
-        except self._AnswerError as err:
-            payload = {"error": {"kind": str(err.kind), "message": str(err.message)[:2000]}}
+            record = self._collect(self.plans[ex_id], namespace, self.history, shell=self.shell)
         except BaseException as exc:  # SystemExit, KeyboardInterrupt … from the student's code
-            payload = {"error": {"kind": "raised", "message": _describe(exc, ex)}}
-        self.recorded.add(ex.id)
-        self.send({"t": "rec", "id": ex.id, "at": at, "cell": self.cell, **payload})
-
-    def _array(self, arr: Any, name: str) -> dict[str, Any]:
-        if arr.size > MAX_ELEMENTS:
-            raise self._AnswerError("too_large", f"`{name}` has {arr.size} entries: far more than this step needs.")
-        return self._encode(arr)
+            record = {"error": {"kind": "raised", "message": f"Reading the answer raised {type(exc).__name__} "
+                                                            f"({str(exc)[:200]})."}}
+        self.recorded.add(ex_id)
+        self.send({"t": "rec", "id": ex_id, "at": at, "cell": self.cell, "record": encode_record(record)})
 
     def on_error(self, etype: Any, value: Any, tb: Any) -> None:
         self.errors += 1
@@ -248,7 +260,7 @@ class Recorder:
             return
         line = None
         while tb is not None:
-            if tb.tb_frame.f_code.co_filename.startswith("<ipython-input-"):
+            if tb.tb_frame.f_code.co_name == "<module>":
                 line = tb.tb_lineno
             tb = tb.tb_next
         if isinstance(value, SyntaxError) and line is None:
@@ -258,11 +270,6 @@ class Recorder:
         except BaseException:
             text = getattr(etype, "__name__", "Error")
         self.send({"t": "err", "i": self.cell, "line": line if isinstance(line, int) else None, "text": text[:500]})
-
-
-def _describe(exc: BaseException, ex: Any) -> str:
-    what = f"`{ex.answers[0]}`" if ex.kind == "function" else "Reading the answer"
-    return f"{what} raised {type(exc).__name__} ({str(exc)[:200]})."
 
 
 def _set_limits(job: dict[str, Any]) -> None:
@@ -331,10 +338,10 @@ def child_main(job: dict[str, Any], result_fd: int, workdir: str, shell: Any) ->
 
     tempfile.tempdir = workdir  # the zygote's cached /tmp is not writable for the child
 
-    recorder = Recorder(job)
-    from .. import checks
+    recorder = Recorder(job, shell)
+    import helpers
 
-    checks._observer = recorder.observe
+    helpers._check_hook = recorder.check
     shell.on_error = recorder.on_error
     sys.stdout = _Swallow(1)
     sys.stderr = _Swallow(2)
@@ -344,9 +351,9 @@ def child_main(job: dict[str, Any], result_fd: int, workdir: str, shell: Any) ->
         shell.run_cell(source, store_history=True)
     recorder.cell = -1
     namespace = shell.user_ns
-    for ex_id, ex in recorder.wanted.items():
+    for ex_id in recorder.plans:
         if ex_id not in recorder.recorded:
-            recorder.record(ex, namespace, "end")
+            recorder.record(ex_id, namespace, "end")
     recorder.send({"t": "done"})
 
 

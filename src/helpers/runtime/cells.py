@@ -10,7 +10,7 @@ import ast
 import re
 from collections.abc import Iterable, Sequence
 
-__all__ = ["assigned_names", "defining_cell", "first_code_line"]
+__all__ = ["assigned_names", "defining_cell", "first_code_line", "mentioned_names"]
 
 _MAGIC = re.compile(r"^(\s*)([%!].*)$", re.M)
 
@@ -81,6 +81,14 @@ def assigned_names(source: str) -> set[str]:
 
     visit(tree)
     return found
+
+
+def mentioned_names(source: str) -> set[str]:
+    """Every name a cell reads or binds anywhere in it (``print(x)`` mentions ``x``)."""
+    tree = _parse(source)
+    if tree is None:
+        return set()
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
 
 
 def defining_cell(sources: Sequence[str], names: Iterable[str], before: int | None = None) -> int | None:

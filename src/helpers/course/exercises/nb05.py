@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..reference import global_softmax, self_attention, softmax, unstable_softmax
-from ..spec import Exercise, register
+from ..spec import Exercise, register, upstream_of
 
 NOTEBOOK = "05_numpy_self_attention_bug"
 SEED = "004_0a3221decd775555.txt"  # every number it prints must appear in the stored outputs
@@ -78,50 +78,67 @@ def embedding_example() -> dict:
     return {"x": x, "w_q": w_q, "w_k": w_k, "w_v": w_v}
 
 
+def world(rng: np.random.Generator | None = None) -> dict:
+    """The notebook's arrays, in order (``rng=None``: the seed's matrices and the seeded embeddings).
+
+    Fresh worlds draw 4 × 4 queries, keys and values, and new embeddings and projections of the
+    notebook's shapes (d_model = 8, d_k = 3).
+    """
+    if rng is None:
+        query, keys, values = QUERY, KEYS, VALUES
+        emb = embedding_example()
+    else:
+        query, keys, values = (rng.normal(size=(4, 4)) for _ in range(3))
+        emb = {"x": rng.standard_normal((4, D_MODEL)),
+               **{w: rng.standard_normal((D_MODEL, D_K)) / np.sqrt(D_MODEL) for w in ("w_q", "w_k", "w_v")}}
+    scores = query @ keys.T
+    original = global_softmax(scores)
+    fixed = softmax(scores / np.sqrt(keys.shape[-1]))
+    q, k = emb["x"] @ emb["w_q"], emb["x"] @ emb["w_k"]
+    return {
+        "query": query, "keys": keys, "values": values,
+        "scores": scores,
+        "attention_weights": original,
+        "attention_value": original @ values,
+        "row_sums": original.sum(axis=1),
+        "fixed_weights": fixed,
+        "fixed_value": fixed @ values,
+        "w_q": emb["w_q"], "w_k": emb["w_k"], "w_v": emb["w_v"], "x": emb["x"],
+        "q": q, "k": k,
+        "attn_weights": softmax(q @ k.T / np.sqrt(D_K)),
+    }
+
+
 # --- part 2: the bug, found and fixed on the seed's matrices ---------------------------
 
 
-def _seed_inputs() -> dict:
-    return {"query": QUERY, "keys": KEYS, "values": VALUES}
-
-
-def _seed_scores(query, keys, **_):
-    return query @ keys.T
-
-
-def ref_row_sums(**inp):
-    return {"row_sums": global_softmax(_seed_scores(**inp)).sum(axis=1)}
-
-
-def _fixed(normalise, divisor=None, **inp):
-    """Normalised seed scores, divided by √d_k = 2 unless another divisor is given."""
+def _fixed(scores, keys, normalise=softmax, divisor=None, **_):
+    """Normalised scores, divided by √d_k unless another divisor is given."""
     if divisor is None:
-        divisor = np.sqrt(inp["keys"].shape[-1])
-    return normalise(_seed_scores(**inp) / divisor)
+        divisor = np.sqrt(keys.shape[-1])
+    return normalise(scores / divisor)
 
 
-def ref_fixed_weights(**inp):
-    return {"fixed_weights": _fixed(softmax, **inp)}
+def _no_keepdim(s):
+    with np.errstate(all="ignore"):
+        e = np.exp(s - s.max())
+        return e / e.sum(axis=-1)
 
 
 FIXED_WEIGHTS_MISTAKES = {
-    "global_softmax": lambda **i: {"fixed_weights": _fixed(global_softmax, **i)},
-    "softmax_wrong_axis": lambda **i: {"fixed_weights": _fixed(lambda s: softmax(s, axis=0), **i)},
-    "no_softmax": lambda **i: {"fixed_weights": _fixed(lambda s: s, **i)},
-    "missing_scale": lambda **i: {"fixed_weights": _fixed(softmax, divisor=1.0, **i)},
-    "scale_by_d": lambda **i: {"fixed_weights": _fixed(softmax, divisor=4.0, **i)},
+    "global_softmax": lambda **i: {"fixed_weights": _fixed(**i, normalise=global_softmax)},
+    "softmax_wrong_axis": lambda **i: {"fixed_weights": _fixed(**i, normalise=lambda s: softmax(s, axis=0))},
+    "missing_keepdim": lambda **i: {"fixed_weights": _fixed(**i, normalise=_no_keepdim)},
+    "no_softmax": lambda **i: {"fixed_weights": _fixed(**i, normalise=lambda s: s)},
+    "missing_scale": lambda **i: {"fixed_weights": _fixed(**i, divisor=1.0)},
+    "scale_by_d": lambda **i: {"fixed_weights": _fixed(**i, divisor=float(i["keys"].shape[-1]))},
 }
-
-
-def ref_fixed_value(values, **inp):
-    return {"fixed_value": _fixed(softmax, **inp) @ values}
-
 
 FIXED_VALUE_MISTAKES = {
     # the original's own attention_value: its globally normalised, unscaled weights @ values
-    "global_softmax": lambda values, **i: {"fixed_value": _fixed(global_softmax, divisor=1.0, **i) @ values},
-    "missing_scale": lambda values, **i: {"fixed_value": _fixed(softmax, divisor=1.0, **i) @ values},
-    "elementwise_product": lambda values, **i: {"fixed_value": _fixed(softmax, **i) * values},
+    "global_softmax": lambda attention_weights, values, **_: {"fixed_value": attention_weights @ values},
+    "elementwise_product": lambda fixed_weights, values, **_: {"fixed_value": fixed_weights * values},
+    "transposed_scores": lambda fixed_weights, values, **_: {"fixed_value": fixed_weights.T @ values},
 }
 
 # --- part 4: a stable, row-wise softmax -----------------------------------------------
@@ -132,14 +149,14 @@ def softmax_inputs(rng: np.random.Generator | None = None) -> dict:
 
     Around -742, exp() returns subnormal numbers with only a few correct digits, so a
     softmax that does not subtract the row maximum comes out finite but visibly wrong
-    (0/0 = NaN below about -745; overflow to inf above about +709 would give NaN too,
-    which the checks cannot diagnose yet).
+    (0/0 = NaN below about -745). The other rows stay moderate but far apart, so one
+    maximum for the whole matrix underflows there too.
     """
     if rng is None:
         return {"scores": QUERY @ KEYS.T}
-    n, m = int(rng.integers(3, 7)), int(rng.integers(3, 7))
-    scores = rng.normal(scale=3.0, size=(n, m))
-    scores[int(rng.integers(n))] = -742.0 + rng.uniform(-1.5, 1.5, size=m)
+    n = int(rng.integers(3, 7))  # square, as the scores of self-attention are
+    scores = rng.normal(scale=3.0, size=(n, n))
+    scores[int(rng.integers(n))] = -742.0 + rng.uniform(-1.5, 1.5, size=n)
     return {"scores": scores}
 
 
@@ -147,10 +164,18 @@ def ref_softmax(scores):
     return softmax(scores, axis=-1)
 
 
+def _global_max(scores):
+    with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
+        e = np.exp(scores - scores.max())
+        return e / e.sum(axis=-1, keepdims=True)
+
+
 SOFTMAX_MISTAKES = {
     "global_softmax": global_softmax,
     "softmax_wrong_axis": lambda scores: softmax(scores, axis=0),
     "unstable_softmax": lambda scores: unstable_softmax(scores, axis=-1),
+    "missing_keepdim": lambda scores: _no_keepdim(scores),
+    "global_max_subtraction": _global_max,
 }
 
 # --- part 5: a correct self_attention on token embeddings -----------------------------
@@ -169,25 +194,30 @@ def attention_inputs(rng: np.random.Generator | None = None) -> dict:
     }
 
 
-def _attention_weights(x, w_q, w_k, w_v, **how):
-    return self_attention(x, w_q, w_k, w_v, **how)[0]
+def _attention_weights(x, w_q, w_k, w_v=None, **how):
+    return self_attention(x, w_q, w_k, w_k if w_v is None else w_v, **how)[0]
 
 
 def _attention(x, w_q, w_k, w_v, **how):
     return self_attention(x, w_q, w_k, w_v, **how)[1]
 
 
-def ref_weights(**inp):
-    return {"attn_weights": _attention_weights(**inp)}
+def _weights_from(x, w_q, w_k, **how):
+    return {"attn_weights": _attention_weights(x, w_q, w_k, **how)}
 
 
 WEIGHTS_MISTAKES = {
-    "missing_scale": lambda **i: {"attn_weights": _attention_weights(**i, scale="none")},
-    "scale_by_d": lambda **i: {"attn_weights": _attention_weights(**i, scale="d")},
-    "transposed_scores": lambda **i: {"attn_weights": _attention_weights(**i, transpose=True)},
-    "softmax_wrong_axis": lambda **i: {"attn_weights": _attention_weights(**i, normalise=lambda s: softmax(s, 0))},
-    "global_softmax": lambda **i: {"attn_weights": _attention_weights(**i, normalise=global_softmax)},
+    "missing_scale": lambda x, w_q, w_k, **_: _weights_from(x, w_q, w_k, scale="none"),
+    "scale_by_d": lambda x, w_q, w_k, **_: _weights_from(x, w_q, w_k, scale="d"),
+    "scale_by_d_model": lambda x, w_q, w_k, **_: _weights_from(x, w_q, w_k, scale=float(np.sqrt(x.shape[-1]))),
+    "transposed_scores": lambda x, w_q, w_k, **_: _weights_from(x, w_q, w_k, transpose=True),
+    "softmax_wrong_axis": lambda x, w_q, w_k, **_: _weights_from(x, w_q, w_k, normalise=lambda s: softmax(s, 0)),
+    "global_softmax": lambda x, w_q, w_k, **_: _weights_from(x, w_q, w_k, normalise=global_softmax),
 }
+
+
+def ref_weights(x, w_q, w_k, **_):
+    return _weights_from(x, w_q, w_k)
 
 
 def ref_self_attention(x, w_q, w_k, w_v):
@@ -198,6 +228,7 @@ ATTENTION_MISTAKES = {
     "global_softmax": lambda **i: _attention(**i, normalise=global_softmax),
     "missing_scale": lambda **i: _attention(**i, scale="none"),
     "scale_by_d": lambda **i: _attention(**i, scale="d"),
+    "scale_by_d_model": lambda **i: _attention(**i, scale=float(np.sqrt(i["x"].shape[-1]))),
     "transposed_scores": lambda **i: _attention(**i, transpose=True),
     "softmax_wrong_axis": lambda **i: _attention(**i, normalise=lambda s: softmax(s, axis=0)),
     "swapped_projections": lambda **i: _attention(**i, swap_kv=True),
@@ -208,49 +239,35 @@ _TRANSPOSED = (
     "k = x @ w_k. (k @ q.T, or queries made with w_k and keys with w_q, give this same wrong answer.)"
 )
 
+
+def _value(ex_id, title, answers, reference, **kw):
+    return Exercise(ex_id, notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
+                    inputs=upstream_of(world, answers[0]), framework="numpy", **kw)
+
+
 register(
-    Exercise(
-        "05.row_sums",
-        notebook=NOTEBOOK,
-        title="Row sums of the original's weights",
-        answers=("row_sums",),
-        inputs=_seed_inputs,
-        reference=ref_row_sums,
-        mistakes={"sum_wrong_axis": lambda **i: {"row_sums": global_softmax(_seed_scores(**i)).sum(axis=0)}},
-        hints={
-            "sum_wrong_axis": "You summed each column (axis=0). One query's weights are one row: "
-            "sum over axis=1 (or axis=-1)."
-        },
-    ),
-    Exercise(
-        "05.fixed_weights",
-        notebook=NOTEBOOK,
-        title="The fixed weights: scaled scores, softmax per row",
-        answers=("fixed_weights",),
-        inputs=_seed_inputs,
-        reference=ref_fixed_weights,
-        mistakes=FIXED_WEIGHTS_MISTAKES,
-        hints={
-            "global_softmax": "That is the original's bug again: you divided by one sum over the whole "
-            "matrix. Sum each row on its own: np.sum(..., axis=1, keepdims=True).",
-            "missing_scale": "Each row sums to 1 now, but the scores were not scaled. Divide `scores` by "
-            "√d_k = √4 = 2 before the softmax, like the original forgot to.",
-        },
-    ),
-    Exercise(
-        "05.fixed_value",
-        notebook=NOTEBOOK,
-        title="The fixed attention value",
-        answers=("fixed_value",),
-        inputs=_seed_inputs,
-        reference=ref_fixed_value,
-        mistakes=FIXED_VALUE_MISTAKES,
-        depends_on=("05.fixed_weights",),
-        hints={
-            "global_softmax": "That is the original's attention_value: it comes from the original's "
-            "weights. Use your `fixed_weights` (each row sums to 1): fixed_weights @ values."
-        },
-    ),
+    _value("05.row_sums", "Row sums of the original's weights", ("row_sums",),
+           lambda attention_weights, **_: {"row_sums": attention_weights.sum(axis=1)}, reads=("attention_weights",),
+           mistakes={"sum_wrong_axis": lambda attention_weights, **_: {"row_sums": attention_weights.sum(axis=0)}},
+           hints={"sum_wrong_axis": "You summed each column (axis=0). One query's weights are one row: "
+                  "sum over axis=1 (or axis=-1)."}),
+    _value("05.fixed_weights", "The fixed weights: scaled scores, softmax per row", ("fixed_weights",),
+           lambda **i: {"fixed_weights": _fixed(**i)}, reads=("scores", "keys"), mistakes=FIXED_WEIGHTS_MISTAKES,
+           hints={
+               "global_softmax": "That is the original's bug again: you divided by one sum over the whole "
+               "matrix. Sum each row on its own: np.sum(..., axis=1, keepdims=True).",
+               "missing_scale": "Each row sums to 1 now, but the scores were not scaled. Divide `scores` by "
+               "√d_k = √4 = 2 before the softmax, like the original forgot to.",
+           }),
+    _value("05.fixed_value", "The fixed attention value", ("fixed_value",),
+           lambda fixed_weights, values, **_: {"fixed_value": fixed_weights @ values},
+           reads=("fixed_weights", "values"), mistakes=FIXED_VALUE_MISTAKES,
+           hints={
+               "global_softmax": "That is the original's attention_value: it comes from the original's "
+               "weights. Use your `fixed_weights` (each row sums to 1): fixed_weights @ values.",
+               "transposed_scores": "You used the transposed weights. Row i of fixed_weights belongs to "
+               "token i: fixed_weights @ values.",
+           }),
     Exercise(
         "05.softmax",
         notebook=NOTEBOOK,
@@ -271,17 +288,8 @@ register(
             "(np.max(scores, axis=-1, keepdims=True)) before np.exp.",
         },
     ),
-    Exercise(
-        "05.weights",
-        notebook=NOTEBOOK,
-        title="Attention weights of 'how are you doing'",
-        answers=("attn_weights",),
-        inputs=embedding_example,
-        reference=ref_weights,
-        mistakes=WEIGHTS_MISTAKES,
-        depends_on=("05.softmax",),
-        hints={"transposed_scores": _TRANSPOSED},
-    ),
+    _value("05.weights", "Attention weights of 'how are you doing'", ("attn_weights",), ref_weights,
+           reads=("x", "w_q", "w_k"), mistakes=WEIGHTS_MISTAKES, hints={"transposed_scores": _TRANSPOSED}),
     Exercise(
         "05.self_attention",
         notebook=NOTEBOOK,

@@ -31,7 +31,8 @@ def global_softmax(scores: np.ndarray) -> np.ndarray:
 def sum_normalise(scores: np.ndarray, axis: int = -1) -> np.ndarray:
     """Divide by the plain sum (seed 001's first normalisation)."""
     s = np.asarray(scores, dtype=np.float64)
-    return s / np.sum(s, axis=axis, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return s / np.sum(s, axis=axis, keepdims=True)
 
 
 def self_attention(

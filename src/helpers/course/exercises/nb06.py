@@ -124,10 +124,11 @@ def causal_scores(q, k, v=None, scale=True):
     return s / np.sqrt(k.shape[-1]) if scale else s
 
 
-def _attend(scores, allowed, v, how="inf"):
+def _attend(scores, allowed, v, how="inf", axis=-1):
     """Masked softmax of ``scores`` (``allowed`` True = may attend), times the values."""
     if how == "inf":
-        w = softmax(np.where(allowed, scores, -np.inf))
+        with np.errstate(invalid="ignore"):  # a row with nothing allowed is 0/0: NaN, as in the frameworks
+            w = softmax(np.where(allowed, scores, -np.inf), axis=axis)
     elif how == "zero":
         w = softmax(np.where(allowed, scores, 0.0))
     elif how == "after":
@@ -163,8 +164,14 @@ def key_allowed(lengths, n):
     return (np.arange(n)[None, :] < np.asarray(lengths)[:, None])[:, None, :]
 
 
-def _padded(q, k, v, lengths, how="inf", scale=True):
-    return _attend(causal_scores(q, k, scale=scale), key_allowed(lengths, k.shape[-2]), v, how)
+def query_allowed(lengths, n):
+    """(batch, n, 1): True where query i is a real token (the wrong axis to mask)."""
+    return (np.arange(n)[None, :] < np.asarray(lengths)[:, None])[:, :, None]
+
+
+def _padded(q, k, v, lengths, how="inf", scale=True, allowed=None):
+    allowed = key_allowed(lengths, k.shape[-2]) if allowed is None else allowed
+    return _attend(causal_scores(q, k, scale=scale), allowed, v, how)
 
 
 def ref_padded(q, k, v, lengths):
@@ -172,6 +179,11 @@ def ref_padded(q, k, v, lengths):
 
 
 PADDED_MISTAKES = {
+    "padding_mask_on_queries": lambda q, k, v, lengths: _padded(
+        q, k, v, lengths, allowed=np.broadcast_to(query_allowed(lengths, q.shape[-2]),
+                                                  (len(lengths),) + (q.shape[-2],) * 2)),
+    "padding_mask_inverted": lambda q, k, v, lengths: _padded(
+        q, k, v, lengths, allowed=~key_allowed(lengths, k.shape[-2])),
     "mask_after_softmax": lambda q, k, v, lengths: _padded(q, k, v, lengths, how="after"),
     "mask_with_zero": lambda q, k, v, lengths: _padded(q, k, v, lengths, how="zero"),
     "missing_scale": lambda q, k, v, lengths: _padded(q, k, v, lengths, scale=False),
@@ -180,6 +192,13 @@ PADDED_MISTAKES = {
 
 def ref_dropout(weights, keep, p):
     return weights * keep / (1.0 - p)
+
+
+DROPOUT_MISTAKES = {
+    "dropout_no_rescale": lambda weights, keep, p: weights * keep,
+    "dropout_scale_by_keep": lambda weights, keep, p: weights * keep * (1.0 - p),
+    "dropout_divide_by_p": lambda weights, keep, p: weights * keep / p,
+}
 
 
 def split_heads(x, num_heads):
@@ -202,11 +221,16 @@ def merge_heads_wrong(x):
     return x.reshape(b, s, h * dh)
 
 
-def _mha(x, w_q, w_k, w_v, w_o, num_heads, wrong_heads=False, scale=True):
+def _mha(x, w_q, w_k, w_v, w_o, num_heads, wrong_heads=False, scale=True, d_model_scale=False, axis=-1,
+         project=True):
     split, merge = (split_heads_wrong, merge_heads_wrong) if wrong_heads else (split_heads, merge_heads)
     q, k, v = (split(x @ w, int(num_heads)) for w in (w_q, w_k, w_v))
     allowed = np.ones((q.shape[-2], k.shape[-2]), dtype=bool)
-    return merge(_attend(causal_scores(q, k, scale=scale), allowed, v)) @ w_o
+    scores = causal_scores(q, k, scale=scale and not d_model_scale)
+    if d_model_scale:
+        scores = scores / np.sqrt(x.shape[-1])
+    merged = merge(_attend(scores, allowed, v, axis=axis))
+    return merged @ w_o if project else merged
 
 
 def ref_mha(x, w_q, w_k, w_v, w_o, num_heads):
@@ -216,6 +240,9 @@ def ref_mha(x, w_q, w_k, w_v, w_o, num_heads):
 MHA_MISTAKES = {
     "heads_reshaped_without_transpose": lambda **i: _mha(**i, wrong_heads=True),
     "missing_scale": lambda **i: _mha(**i, scale=False),
+    "scale_by_d_model": lambda **i: _mha(**i, d_model_scale=True),
+    "softmax_over_heads": lambda **i: _mha(**i, axis=1),
+    "missing_output_projection": lambda **i: _mha(**i, project=False),
 }
 
 MERGE_HINT = (
@@ -263,6 +290,7 @@ def _exercises() -> list[Exercise]:
             answers=("inverted_dropout",),
             inputs=dropout_inputs,
             reference=ref_dropout,
+            mistakes=DROPOUT_MISTAKES,
             **torch_,
         ),
         Exercise(

@@ -1,0 +1,201 @@
+"""Notebook 01 — illustrated self-attention (seed 000), in PyTorch and in TensorFlow.
+
+Both halves compute the same numbers from the same inputs and use the same names, so one
+world of names serves both; each half's exercises require its own framework.
+
+Every value step is a function of the names it reads: on the notebook's numbers, on the
+student's own earlier answers (carried-forward credit), and on fresh random worlds on which
+the student's cell is replayed. The notebook's score matrix happens to be symmetric; the
+fresh worlds are not, so a transposed product or a softmax over the wrong axis shows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..reference import global_softmax, softmax, sum_normalise
+from ..spec import Exercise, register, upstream_of
+
+NOTEBOOK = "01_illustrated_self_attention"
+SEED = "000_6403dcf444e40cb5.txt"  # every number it prints must appear in the stored outputs
+
+X = np.array([[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]], dtype=np.float64)
+W_KEY = np.array([[0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 1, 0]], dtype=np.float64)
+W_QUERY = np.array([[1, 0, 1], [1, 0, 0], [0, 0, 1], [0, 1, 1]], dtype=np.float64)
+W_VALUE = np.array([[0, 2, 0], [0, 3, 0], [1, 0, 3], [1, 1, 0]], dtype=np.float64)
+# The seed rounds the softmax "for readability" and then uses the rounded weights.
+ROUNDED_WEIGHTS = np.array([[0.0, 0.5, 0.5], [0.0, 1.0, 0.0], [0.0, 0.9, 0.1]])
+
+
+def _rounded_rows(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Rows of weights with one decimal that sum to 1, like the seed's rounded weights."""
+    tenths = rng.multinomial(10, np.ones(n) / n, size=n)
+    return tenths / 10.0
+
+
+def world(rng: np.random.Generator | None = None) -> dict:
+    """Every name of the notebook, in order: the given lists, then each step's result.
+
+    ``rng=None`` gives the notebook's own numbers; otherwise small random integers of the same
+    shapes (0/1 inputs and key/query weights, values up to 3), so the scores stay moderate and
+    the softmax does not turn one-hot.
+    """
+    if rng is None:
+        x, wk, wq, wv, rounded = X, W_KEY, W_QUERY, W_VALUE, ROUNDED_WEIGHTS
+    else:
+        x = rng.integers(0, 2, size=(3, 4)).astype(np.float64)
+        wk, wq = (rng.integers(0, 2, size=(4, 3)).astype(np.float64) for _ in range(2))
+        wv = rng.integers(0, 4, size=(4, 3)).astype(np.float64)
+        rounded = _rounded_rows(rng, 3)
+    keys, queries, values = x @ wk, x @ wq, x @ wv
+    scores = queries @ keys.T
+    weights = softmax(scores)
+    return {
+        "x_list": x.astype(int).tolist(),
+        "w_key_list": wk.astype(int).tolist(),
+        "w_query_list": wq.astype(int).tolist(),
+        "w_value_list": wv.astype(int).tolist(),
+        "x": x, "w_key": wk, "w_query": wq, "w_value": wv,
+        "keys": keys, "queries": queries, "values": values,
+        "attn_scores": scores,
+        "attn_weights": weights,
+        "rounded_weights": rounded,
+        "outputs": weights @ values,
+        "outputs_rounded": rounded @ values,
+    }
+
+
+def _f(a) -> np.ndarray:
+    return np.asarray(a, dtype=np.float64)
+
+
+# --- references and wrong variants, one group per step, each a function of what it reads ---
+
+
+def ref_x(x_list, **_):
+    return {"x": _f(x_list)}
+
+
+def ref_weights(w_key_list, w_query_list, w_value_list, **_):
+    return {"w_key": _f(w_key_list), "w_query": _f(w_query_list), "w_value": _f(w_value_list)}
+
+
+def swapped_weights(w_key_list, w_query_list, w_value_list, **_):
+    return {"w_key": _f(w_query_list), "w_query": _f(w_key_list), "w_value": _f(w_value_list)}
+
+
+def ref_qkv(x, w_key, w_query, w_value, **_):
+    return {"keys": x @ w_key, "queries": x @ w_query, "values": x @ w_value}
+
+
+def swapped_qkv(x, w_key, w_query, w_value, **_):
+    return {"keys": x @ w_query, "queries": x @ w_key, "values": x @ w_value}
+
+
+def ref_scores(queries, keys, **_):
+    return {"attn_scores": queries @ keys.T}
+
+
+SCORES_MISTAKES = {
+    "transposed_scores": lambda queries, keys, **_: {"attn_scores": keys @ queries.T},
+    "unexpected_scale": lambda queries, keys, **_: {"attn_scores": queries @ keys.T / np.sqrt(keys.shape[-1])},
+    "elementwise_with_transpose": lambda queries, keys, **_: {"attn_scores": queries * keys.T},
+    "elementwise_product": lambda queries, keys, **_: {"attn_scores": queries * keys},
+}
+
+
+def _weights(fn):
+    return lambda attn_scores, **i: {"attn_weights": fn(np.asarray(attn_scores, dtype=np.float64), **i)}
+
+
+def _no_keepdim(s: np.ndarray) -> np.ndarray:
+    e = np.exp(s - s.max())  # one shift for all: the ratios are those of exp(s) itself
+    return e / e.sum(axis=-1)  # (n, n) / (n,): entry (i, j) divided by row j's sum
+
+
+ref_softmax = _weights(lambda s, **_: softmax(s))
+SOFTMAX_MISTAKES = {
+    "softmax_wrong_axis": _weights(lambda s, **_: softmax(s, axis=0)),
+    "transposed_scores": _weights(lambda s, **_: softmax(s.T)),
+    "missing_keepdim": _weights(lambda s, **_: _no_keepdim(s)),
+    "global_softmax": _weights(lambda s, **_: global_softmax(s)),
+    "no_softmax": _weights(lambda s, **_: s),
+    "sum_normalisation": _weights(lambda s, **_: sum_normalise(s)),
+    "rounded_weights": _weights(lambda s, **_: ROUNDED_WEIGHTS),  # typed in from the notebook's numbers
+    "unexpected_scale": _weights(lambda s, keys=None, **_: softmax(s / np.sqrt(_f(keys).shape[-1]))),
+}
+
+
+def ref_outputs(attn_weights, values, **_):
+    return {"outputs": attn_weights @ values}
+
+
+OUTPUT_MISTAKES = {
+    "rounded_weights": lambda rounded_weights, values, **_: {"outputs": _f(rounded_weights) @ values},
+    "no_softmax": lambda attn_scores, values, **_: {"outputs": attn_scores @ values},
+    "elementwise_product": lambda attn_weights, values, **_: {"outputs": attn_weights * values},
+    "transposed_scores": lambda attn_weights, values, **_: {"outputs": attn_weights.T @ values},
+}
+
+
+def ref_rounded(rounded_weights, values, **_):
+    return {"outputs_rounded": _f(rounded_weights) @ values}
+
+
+ROUNDED_MISTAKES = {
+    "elementwise_product": lambda rounded_weights, values, **_: {"outputs_rounded": _f(rounded_weights) * values},
+    "rounded_weights": lambda attn_weights, values, **_: {"outputs_rounded": attn_weights @ values},
+}
+
+_NO_SCALE = ("This notebook uses the raw scores queries @ keys.T on purpose: the scaling by √d_k comes in "
+             "notebook 02. Leave it out here.")
+_HINTS = {
+    "unexpected_scale": _NO_SCALE,
+    "transposed_scores": "Row i of the scores must belong to query i: use queries @ keys.T (you have keys "
+    "against queries). The notebook's own numbers are symmetric and hide this; other inputs do not.",
+}
+_SOFTMAX_HINTS = {
+    "unexpected_scale": "You divided the scores by √d_k before the softmax. This notebook uses the unscaled "
+    "scores: apply the softmax to attn_scores directly.",
+    "transposed_scores": "Your weights are the softmax of the transposed scores (each column normalised, then "
+    "transposed). Apply the softmax to attn_scores itself, over its last dimension.",
+}
+_OUTPUT_HINTS = {
+    "transposed_scores": "You used the transposed weights: row i of attn_weights holds query i's weights, so "
+    "outputs = attn_weights @ values.",
+    "no_softmax": "You weighted the values with the raw scores. Use the softmax weights attn_weights.",
+    "rounded_weights": "You used the rounded weights. These outputs come from the exact softmax weights "
+    "attn_weights.",
+}
+_ROUNDED_HINTS = {
+    "rounded_weights": "These are the outputs of the exact weights. Here the step asks for the outputs of "
+    "rounded_weights.",
+}
+
+
+def _half(prefix: str, framework: str) -> list[Exercise]:
+    p = prefix
+
+    def value(name, title, answers, reference, first=None, **kw):
+        return Exercise(f"01.{p}{name}", notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
+                        inputs=upstream_of(world, first or answers[0]), framework=framework, **kw)
+
+    return [
+        value("x", "The inputs", ("x",), ref_x, reads=("x_list",), dtype="float32"),
+        value("weights", "The three weight matrices", ("w_key", "w_query", "w_value"), ref_weights,
+              reads=("w_key_list", "w_query_list", "w_value_list"), dtype="float32",
+              mistakes={"swapped_projections": swapped_weights}),
+        value("qkv", "Keys, queries and values", ("keys", "queries", "values"), ref_qkv,
+              reads=("x", "w_key", "w_query", "w_value"), mistakes={"swapped_projections": swapped_qkv}),
+        value("scores", "Attention scores", ("attn_scores",), ref_scores, reads=("queries", "keys"),
+              mistakes=SCORES_MISTAKES, hints=_HINTS),
+        value("softmax", "Attention weights (softmax)", ("attn_weights",), ref_softmax,
+              reads=("attn_scores",), mistakes=SOFTMAX_MISTAKES, hints=_SOFTMAX_HINTS),
+        value("outputs", "Outputs", ("outputs",), ref_outputs, reads=("attn_weights", "values"),
+              mistakes=OUTPUT_MISTAKES, hints=_OUTPUT_HINTS),
+        value("outputs_rounded", "Outputs from the rounded weights", ("outputs_rounded",), ref_rounded,
+              reads=("rounded_weights", "values"), mistakes=ROUNDED_MISTAKES, hints=_ROUNDED_HINTS),
+    ]
+
+
+register(*_half("", "torch"), *_half("tf_", "tensorflow"))

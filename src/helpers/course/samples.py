@@ -1,0 +1,96 @@
+"""Made-up student answers for an exercise: right, or wrong with a catalogued mistake.
+
+Used by the tests and benchmarks (and handy for instructors who want to see what each
+mistake's feedback looks like). ``answer_namespace(ex, "missing_scale", "torch")`` is a
+namespace in which ``judge`` finds an answer made with that mistake, and ``student_cell(ex,
+"missing_scale", "torch")`` the "cell" that makes it (a function of the step's inputs), so that
+the replays on fresh inputs see the same mistake::
+
+    judge(ex, answer_namespace(ex, code), cell=student_cell(ex, code))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..convert import to_array
+from ..runtime.collect import to_framework
+from .spec import Exercise
+
+__all__ = ["answer_namespace", "in_framework", "student_cell", "student_function"]
+
+
+def in_framework(arr: Any, framework: str | None) -> Any:
+    """``arr`` as a tensor of ``framework`` (``"list"`` gives nested lists)."""
+    if framework == "list":
+        return np.asarray(arr).tolist()
+    return to_framework(np.asarray(arr, dtype=np.float64), framework or "numpy")
+
+
+def _plain(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Inputs as the references take them: NumPy float64 arrays (lists stay lists)."""
+    out = {}
+    for key, value in inputs.items():
+        if isinstance(value, list) or not hasattr(value, "shape"):
+            out[key] = value
+        else:
+            out[key] = to_array(value, key, finite=False)
+    return out
+
+
+def answer_namespace(ex: Exercise, code: str | None = None, framework: str | None = None) -> dict[str, Any]:
+    """A namespace holding the reference answer (``code=None``) or the answer made with mistake ``code``,
+    together with the notebook's own values of the names the step reads."""
+    framework = framework or ex.framework
+    if ex.kind == "value":
+        inputs = ex.inputs()
+        out = ex.expected(inputs) if code is None else ex.variant(code, inputs)
+        ns = {name: (value if isinstance(value, list) else in_framework(value, ex.framework))
+              for name, value in inputs.items() if isinstance(value, (list, np.ndarray))}
+        ns.update({name: in_framework(out[name], framework) for name in ex.answers})
+        if ex.module:
+            ns[ex.module] = _trainable_module(ex.trainable)
+        return ns
+    return {ex.answers[0]: student_function(ex, code, framework)}
+
+
+def _trainable_module(n: int) -> Any:
+    import torch
+
+    module = torch.nn.Module()
+    for i in range(n):
+        module.register_parameter(f"w{i}", torch.nn.Parameter(torch.zeros(1)))
+    return module
+
+
+def student_cell(ex: Exercise, code: str | None = None, framework: str | None = None) -> Callable[..., dict]:
+    """A value step's "cell": computes the answer (right, or with mistake ``code``) from its inputs."""
+    framework = framework or ex.framework
+
+    def cell(**inputs: Any) -> dict[str, Any]:
+        plain = _plain(inputs)
+        out = ex.expected(plain) if code is None else ex.variant(code, plain)
+        return {name: in_framework(out[name], framework) for name in ex.answers}
+
+    return cell
+
+
+def student_function(ex: Exercise, code: str | None, framework: str | None) -> Callable[..., Any]:
+    example = ex.inputs(None)
+    keys = list(example)
+
+    def student(*args: Any) -> Any:
+        plain = {}
+        for key, arg, like in zip(keys, args, example.values()):
+            if isinstance(like, np.ndarray) and hasattr(arg, "__array__") or isinstance(arg, list):
+                arr = to_array(arg, key, finite=False)
+                plain[key] = arr.astype(like.dtype) if like.dtype.kind in "biu" else arr
+            else:
+                plain[key] = arg
+        res = ex.expected(plain) if code is None else ex.variant(code, plain)
+        return in_framework(res[ex.answers[0]], framework)
+
+    return student

@@ -1,0 +1,698 @@
+"""The exercise-spec model: one declaration per exercise, read by the checks and the grader.
+
+An :class:`Exercise` says what the student produces (named values, or a function), what the
+step reads, how to make its inputs, the reference computation and the wrong variants
+(mistakes) that apply. The same declaration serves three uses:
+
+- **the notebook's own numbers** — ``inputs(None)``: for a value step, the values of the
+  notebook names it reads (its *upstream*), as the notebook has them; for a function step, the
+  notebook's example arguments;
+- **fresh inputs** — ``inputs(rng)``: a new, consistent set of those names (or arguments), drawn
+  by :func:`draw` so that the reference and every wrong variant differ from each other on every
+  draw. Function steps are called on them; value steps have the student's own cell *replayed*
+  on them (:mod:`helpers.runtime.collect`);
+- **the student's own upstream** — the reference is a function of the names the step reads, so
+  a step that is right on top of a wrong earlier answer is recognised (error carried forward).
+
+:func:`make_plan` turns an exercise into a plain-data *plan* (what to gather, on which inputs);
+the runtime turns the plan into a *record* next to the student's code; :func:`evaluate` compares
+the record with the references — in the student's kernel, or in the grader's own process.
+Everything here is NumPy and never runs student code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..convert import AnswerError, nonfinite_problem
+from .mistakes import MISTAKES
+
+__all__ = ["Exercise", "Outcome", "Plan", "Probe", "REGISTRY", "draw", "evaluate", "exercises_for", "get",
+           "make_plan", "producer", "register"]
+
+Arrays = Mapping[str, np.ndarray]
+SEPARATION = 10  # variants must differ by this many times the tolerance on every fresh draw
+MAX_DRAWS = 200
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A measurement of *how* a function works, on inputs of its own (a process check).
+
+    ``kind`` is ``"peak_memory"`` (the extra bytes NumPy allocates during the call, traced by
+    :mod:`tracemalloc`, must stay at most ``limit(inputs)``) or ``"one_pass"`` (the argument
+    ``stream`` is handed over as a stream that can be read once, and at most ``limit(inputs)`` of
+    its scores may be kept at the same time). ``code`` names the mistake when a limit is exceeded.
+    """
+
+    kind: str
+    inputs: Callable[[np.random.Generator], dict[str, Any]]
+    limit: Callable[[Mapping[str, Any]], float]
+    code: str
+    stream: str | None = None
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One gradable step of a notebook.
+
+    kind ``"value"``: the student's cell binds the variables in ``answers``. ``inputs(rng)``
+    returns the notebook names upstream of the step (``rng=None``: as the notebook has them) and
+    ``reference(**inputs)`` returns ``{name: array}`` for every answer. ``reads`` are the names
+    the reference uses (recorded from the student's namespace for carried-forward credit).
+
+    kind ``"function"``: the student defines the function ``answers[0]``; it is called
+    positionally with ``inputs(rng)`` and must return what ``reference(**inputs)`` returns.
+
+    ``mistakes`` maps a code of :data:`helpers.course.mistakes.MISTAKES` to a wrong variant with
+    the reference's signature. ``dtype`` (``"float"`` or ``"float32"``) is what the TO-DO asks for;
+    ``module`` names an ``nn.Module`` whose ``trainable`` parameters must be trainable; ``probes``
+    check how a function works.
+    """
+
+    id: str
+    notebook: str
+    title: str
+    answers: tuple[str, ...]
+    inputs: Callable[..., dict[str, Any]]
+    reference: Callable[..., Any]
+    points: int = 1
+    kind: str = "value"
+    mistakes: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    framework: str | None = None  # "torch", "tensorflow" or "numpy" when the step is about that framework
+    reads: tuple[str, ...] = ()
+    depends_on: tuple[str, ...] = ()  # function steps that call other function steps
+    rtol: float = 1e-4
+    atol: float = 1e-6
+    random_trials: int = 3  # function steps: fresh inputs besides the notebook's example
+    replays: int = 2  # value steps: fresh inputs the student's cell is replayed on (0: none)
+    hints: Mapping[str, str] = field(default_factory=dict)  # per-exercise wording of a mistake's hint
+    dtype: str | None = None
+    module: str | None = None
+    trainable: int = 0
+    probes: tuple[Probe, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("value", "function"):
+            raise ValueError(f"{self.id}: kind must be 'value' or 'function'")
+        unknown = (set(self.mistakes) | set(self.hints)) - set(MISTAKES)
+        if unknown:
+            raise ValueError(f"{self.id}: unknown mistake codes {sorted(unknown)}")
+        if self.kind == "function" and len(self.answers) != 1:
+            raise ValueError(f"{self.id}: a function exercise names exactly one function")
+        if self.dtype not in (None, "float", "float32"):
+            raise ValueError(f"{self.id}: dtype must be None, 'float' or 'float32'")
+
+    def hint(self, code: str) -> str:
+        return self.hints.get(code, MISTAKES[code].hint)
+
+    def expected(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Reference answers as ``{name: float64 array}`` for the given inputs."""
+        with np.errstate(all="ignore"):
+            return _as_named(self, self.reference(**inputs))
+
+    def variant(self, code: str, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        with np.errstate(all="ignore"):  # a wrong variant may well overflow: that is the point of some
+            return _as_named(self, self.mistakes[code](**inputs))
+
+
+def _as_named(ex: Exercise, out: Any) -> dict[str, np.ndarray]:
+    if ex.kind == "function":
+        return {ex.answers[0]: np.asarray(out, dtype=np.float64)}
+    return {name: np.asarray(out[name], dtype=np.float64) for name in ex.answers if name in out}
+
+
+@dataclass
+class Outcome:
+    """The verdict on one exercise.
+
+    ``status`` is ``pass``, ``fail``, ``not_done`` or ``carried`` (the step's own code is right,
+    but it starts from an earlier answer that is not: error carried forward).
+    """
+
+    exercise: str
+    status: str
+    points: float
+    max_points: float
+    message: str
+    diagnosis: str | None = None
+    carried_from: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.exercise,
+            "status": self.status,
+            "points": self.points,
+            "max_points": self.max_points,
+            "passed": self.passed,
+            "carried_forward": self.status == "carried",
+            "diagnosis": self.diagnosis,
+            "message": self.message,
+        }
+
+
+REGISTRY: dict[str, Exercise] = {}
+
+
+def register(*exercises: Exercise) -> None:
+    for ex in exercises:
+        if ex.id in REGISTRY and REGISTRY[ex.id] is not ex:
+            raise ValueError(f"exercise id {ex.id!r} is declared twice")
+        REGISTRY[ex.id] = ex
+
+
+def get(exercise_id: str) -> Exercise:
+    _load_all()
+    try:
+        return REGISTRY[exercise_id]
+    except KeyError:
+        close = [k for k in REGISTRY if k.split(".")[0] == exercise_id.split(".")[0]]
+        raise KeyError(
+            f"There is no exercise {exercise_id!r}." + (f" This notebook has: {', '.join(close)}." if close else "")
+        ) from None
+
+
+def exercises_for(notebook: str) -> list[Exercise]:
+    _load_all()
+    return [ex for ex in REGISTRY.values() if ex.notebook == notebook]
+
+
+def producer(ex: Exercise, name: str) -> Exercise | None:
+    """The exercise of the same notebook, declared before ``ex``, whose answer is ``name``."""
+    _load_all()
+    found = None
+    for other in REGISTRY.values():
+        if other is ex:
+            return found
+        if other.notebook == ex.notebook and other.kind == "value" and name in other.answers \
+                and other.framework == ex.framework:
+            found = other
+    return found
+
+
+def _load_all() -> None:
+    from . import exercises  # noqa: F401  (registers every notebook's exercises)
+
+
+# --------------------------------------------------------------------------- fresh inputs
+
+
+def _close(a: Arrays, b: Arrays, names: Sequence[str], rtol: float, atol: float) -> bool:
+    """Same shapes and values; NaN matches NaN and inf matches an inf of the same sign."""
+    for n in names:
+        if n not in a or n not in b or a[n].shape != b[n].shape:
+            return False
+        with np.errstate(invalid="ignore", over="ignore"):
+            if not np.allclose(a[n], b[n], rtol=rtol, atol=atol, equal_nan=True):
+                return False
+    return True
+
+
+def separates(ex: Exercise, inputs: Mapping[str, Any]) -> bool:
+    """Do the reference and every wrong variant differ from each other on these inputs (well beyond
+    the tolerance)? For a value step, the reference must also differ from the notebook's own answer,
+    so that a hard-coded answer cannot pass a replay."""
+    rtol, atol = ex.rtol * SEPARATION, ex.atol * SEPARATION
+    try:
+        outs = [ex.expected(inputs)]
+        if ex.kind == "value":
+            outs.append(ex.expected(ex.inputs(None)))
+            if _close(outs[0], outs[1], ex.answers, rtol, atol):
+                return False
+        for code in ex.mistakes:
+            wrong = ex.variant(code, inputs)
+            if any(_close(wrong, other, ex.answers, rtol, atol) for other in outs):
+                return False
+            outs.append(wrong)
+    except (ArithmeticError, ValueError, IndexError, KeyError, TypeError):
+        return False
+    return True
+
+
+def draw(ex: Exercise, rng: np.random.Generator) -> dict[str, Any]:
+    """Fresh inputs on which the reference and every catalogued variant can be told apart."""
+    for _ in range(MAX_DRAWS):
+        inputs = ex.inputs(rng)
+        if separates(ex, inputs):
+            return inputs
+    raise RuntimeError(f"{ex.id}: no draw of fresh inputs separates its wrong variants")
+
+
+@dataclass
+class Plan:
+    """What to gather for one exercise (``data``: plain data for the runtime) and the inputs the
+    verdict is computed on (``inputs[0]`` is the notebook's own; then one per fresh trial)."""
+
+    data: dict[str, Any]
+    inputs: list[dict[str, Any]]
+    probe_inputs: list[dict[str, Any]]
+
+
+def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Sequence[int] | None = None) -> Plan:
+    """Draw the fresh inputs (from ``seeds``, one generator each, as the grader does; else from
+    ``rng``) and describe what the runtime must gather."""
+    n = ex.replays if ex.kind == "value" else ex.random_trials
+    if seeds is not None:
+        rngs = [np.random.default_rng(int(s)) for s in seeds]
+    else:
+        rng = rng if rng is not None else np.random.default_rng()
+        rngs = [rng] * n
+    fresh = [draw(ex, r) for r in rngs]
+    probe_rng = rngs[0] if rngs else np.random.default_rng(0)
+    probe_inputs = [p.inputs(probe_rng) for p in ex.probes]
+    notebook = ex.inputs(None)
+    data = {
+        "id": ex.id,
+        "kind": ex.kind,
+        "answers": list(ex.answers),
+        "framework": ex.framework,
+        "trials": fresh if ex.kind == "value" else [notebook, *fresh],
+        "reads": list(ex.reads),
+        "module": ex.module,
+        "probes": [{"kind": p.kind, "inputs": pi, "stream": p.stream} for p, pi in zip(ex.probes, probe_inputs)],
+    }
+    return Plan(data, [notebook, *fresh], probe_inputs)
+
+
+def seeds_needed(ex: Exercise) -> int:
+    return ex.replays if ex.kind == "value" else ex.random_trials
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.6g}"
+
+
+def _first_difference(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str:
+    with np.errstate(invalid="ignore", over="ignore"):
+        bad = ~np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+        idx = tuple(int(i) for i in np.argwhere(bad)[0]) if got.ndim else ()
+        worst = float(np.nanmax(np.abs(got - want))) if np.isfinite(got - want).any() else float("nan")
+    where = f"at index {idx}" if idx else "in its value"
+    n_bad, n = int(bad.sum()), bad.size
+    return (
+        f"first differs {where}: you have {_fmt(float(got[idx]))}, expected {_fmt(float(want[idx]))} "
+        f"({n_bad} of {n} entries differ; largest difference {_fmt(worst)})."
+    )
+
+
+def _compare(ex: Exercise, got: Arrays, want: Arrays, trial: str = "") -> str | None:
+    """None when ``got`` matches ``want``; otherwise what is wrong (the first name that differs)."""
+    for name in ex.answers:
+        label = f"`{name}`" if ex.kind == "value" else f"`{name}(...)`"
+        if name not in got:
+            return f"{label} was not produced{trial}."
+        g, w = got[name], want[name]
+        problem = nonfinite_problem(g, label.strip("`"))
+        if problem and not (g.shape == w.shape and np.array_equal(g, w, equal_nan=True)):
+            return problem.message
+        if g.shape != w.shape:
+            return shape_message(label, g, w)
+        with np.errstate(invalid="ignore", over="ignore"):
+            ok = np.allclose(g, w, rtol=ex.rtol, atol=ex.atol, equal_nan=True)
+        if not ok:
+            return f"{label}{trial} " + _first_difference(g, w, ex.rtol, ex.atol)
+    return None
+
+
+def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(s for s in shape if s != 1)
+
+
+def shape_message(label: str, g: np.ndarray, w: np.ndarray) -> str:
+    """The shape mismatch, and what that shape suggests."""
+    gs, ws = tuple(g.shape), tuple(w.shape)
+    msg = f"{label} has shape {gs}, expected {ws}."
+    if _squeezed(gs) == _squeezed(ws):
+        if len(gs) > len(ws):
+            return msg + " It has an extra axis of length 1: a `keepdim=True` / `keepdims=True` too many, or an " \
+                         "axis to squeeze away (`.squeeze(…)`)."
+        return msg + " It lacks an axis of length 1: keep it with `keepdim=True` / `keepdims=True`, or add it " \
+                     "with `[:, None]` / `.unsqueeze(…)`."
+    if g.size == w.size:
+        if len(gs) == 2 and gs == ws[::-1]:
+            return msg + " It looks transposed: check the order of your matrix product, or a `.T`."
+        if len(gs) != len(ws):
+            return msg + " Same number of entries, but another number of axes: `stack` (which adds an axis) " \
+                         "where `cat`/`concat` was meant, or the other way round?"
+        return msg + " Same number of entries in another arrangement: check which axes you stacked, split or " \
+                     "reshaped."
+    if len(gs) == len(ws) + 1:
+        if gs[1:] == ws or gs[:-1] == ws:
+            return msg + f" It has an extra axis of length {gs[0] if gs[1:] == ws else gs[-1]}: a sum (or " \
+                         "mean) over that axis missing, or a batch axis too many?"
+        return msg + " It has one axis too many: did you forget to sum over an axis?"
+    if len(gs) + 1 == len(ws):
+        if ws[1:] == gs:
+            return msg + f" It lacks the leading axis of length {ws[0]}: the batch (or heads) axis went missing."
+        return msg + " It has one axis too few: did you sum or reduce over an axis you should keep?"
+    if len(gs) == len(ws) and len(gs) >= 2 and gs[-1] != ws[-1] and gs[:-1] == ws[:-1]:
+        return msg + " Only the last axis differs: check the size of the projection (or of the values) you used."
+    return msg
+
+
+_FRAMEWORK_NAMES = {"torch": "a PyTorch tensor", "tensorflow": "a TensorFlow tensor", "numpy": "a NumPy array",
+                    "python": "a plain Python value"}
+_OPS = {"torch": "torch", "tensorflow": "tf", "numpy": "NumPy"}
+_DTYPE_HOW = {"torch": "dtype=torch.float32 (or .float())",
+              "tensorflow": "dtype=tf.float32 (or tf.cast(…, tf.float32))",
+              "numpy": "dtype=np.float32 (or .astype(np.float32))"}
+
+
+def _fail(ex: Exercise, code: str, message: str | None = None, note: str = "") -> Outcome:
+    return Outcome(ex.id, "fail", 0, ex.points, (message or ex.hint(code)) + note, code)
+
+
+def _framework_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
+    if not ex.framework:
+        return None
+    for name, fw in (facts.get("framework") or {}).items():
+        if fw != ex.framework and not (ex.framework == "numpy" and fw == "python"):  # floats, tuples are NumPy-friendly
+            label = f"`{name}`" if ex.kind == "value" else f"`{name}(...)` returns"
+            verb = "is" if ex.kind == "value" else ""
+            got = _FRAMEWORK_NAMES.get(str(fw), "something else")
+            text = (f"{label} {verb} {got}; this step is about {_FRAMEWORK_NAMES[ex.framework]}. "
+                    f"Build it with {_OPS[ex.framework]} operations.").replace("  ", " ")
+            return _fail(ex, "wrong_framework", text)
+    return None
+
+
+def _is_float(dtype: str) -> bool:
+    return dtype.startswith(("float", "bfloat", "half", "double"))
+
+
+def _dtype_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
+    if not ex.dtype:
+        return None
+    for name, dtype in (facts.get("dtype") or {}).items():
+        if dtype is None:
+            continue
+        fw = (facts.get("framework") or {}).get(name, ex.framework or "numpy")
+        label = f"`{name}`" if ex.kind == "value" else f"`{name}(...)`'s result"
+        if ex.dtype == "float" and not _is_float(dtype):
+            return _fail(ex, "wrong_dtype", f"{label} has the integer dtype {dtype}. Make it a float tensor "
+                                            f"({_DTYPE_HOW.get(fw, 'float32')}): a softmax and a division need floats.")
+        if ex.dtype == "float32" and dtype != "float32":
+            return _fail(ex, "wrong_dtype", f"{label} has dtype {dtype}; this step asks for float32 "
+                                            f"({_DTYPE_HOW.get(fw, 'float32')}). Mixed dtypes make the next steps "
+                                            "fail or silently change precision.")
+    return None
+
+
+def _module_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
+    if not ex.module:
+        return None
+    facts = record.get("module")
+    if not facts:
+        return _fail(ex, "not_trainable", f"`{ex.module}` is not a PyTorch module (nn.Module): its weights cannot "
+                                          "be found, so they cannot be trained.")
+    trainable = [p for p in facts.get("params", []) if p[2]]
+    frozen = [p[0] for p in facts.get("params", []) if not p[2]]
+    plain = facts.get("plain_tensors", [])
+    if len(trainable) < ex.trainable:
+        if plain:
+            why = (f"`{', '.join(plain)}` {'is a plain tensor' if len(plain) == 1 else 'are plain tensors'}, not "
+                   "registered with the module: wrap each weight in nn.Parameter(...)")
+        elif frozen:
+            why = f"`{', '.join(frozen)}` has requires_grad=False: leave requires_grad at its default (True)"
+        else:
+            why = "create each weight as nn.Parameter(...) (or nn.Linear) inside __init__"
+        return _fail(ex, "not_trainable", f"`{ex.module}` has {len(trainable)} trainable weight tensor(s); it "
+                                          f"should have {ex.trainable}. {why[0].upper() + why[1:]}, so that "
+                                          "module.parameters() lists it and an optimizer can train it.")
+    return None
+
+
+def _mutation_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
+    mutated = record.get("mutated") or []
+    if not mutated:
+        return None
+    names = ", ".join(f"`{n}`" for n in mutated)
+    where = "Your cell" if ex.kind == "value" else f"`{ex.answers[0]}`"
+    return _fail(ex, "mutates_input", f"{where} changes {names} in place (an in-place operation such as `-=`, "
+                                      "`/=`, `.add_()` or `[...] =` on an input), so the caller's variable changes "
+                                      "too. Compute into a new tensor instead (e.g. `s = s - m`).")
+
+
+def _probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome | None:
+    measured = record.get("probes") or {}
+    for probe, inputs in zip(ex.probes, plan.probe_inputs):
+        entry = measured.get(probe.kind)
+        if not isinstance(entry, Mapping):
+            return _fail(ex, probe.code, note=" (It could not be measured.)")
+        if probe.kind == "one_pass":
+            held = float(entry.get("held", 0))
+            if int(entry.get("reads", 1)) > 1 or held > probe.limit(inputs):
+                return _fail(ex, probe.code)
+        answer = entry.get("answer")
+        if answer is not None:
+            want = ex.expected(inputs)
+            if wrong := _compare(ex, {ex.answers[0]: answer}, want, " on a long input"):
+                return Outcome(ex.id, "fail", 0, ex.points, wrong)
+        peak = float(entry.get("peak_bytes", 0))
+        limit = probe.limit(inputs)
+        if probe.kind == "peak_memory" and peak > limit:
+            return _fail(ex, probe.code, note=f" (On {_describe_inputs(inputs)} it used {peak / 1024:.0f} KiB of "
+                                              f"extra memory; a version that works block by block needs at most "
+                                              f"about {limit / 1024:.0f} KiB.)")
+    return None
+
+
+def _describe_inputs(inputs: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} of shape {tuple(np.shape(v))}" if isinstance(v, np.ndarray) else f"{k}={v!r}"
+                     for k, v in inputs.items())
+
+
+def diagnose(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> str | None:
+    """Name the mistake whose wrong variant reproduces the answer on every trial where it can be
+    told apart from the reference. When several do, the one that explains the answer on the most
+    trials wins (a variant that cannot be told apart on some trial says nothing there); returns None
+    when no variant matches, or several match equally."""
+    matches: dict[str, frozenset[int]] = {}
+    for code in ex.mistakes:
+        informative: set[int] = set()
+        ok = True
+        for t, (got, inputs) in enumerate(trials):
+            try:
+                wrong = ex.variant(code, inputs)
+                right = ex.expected(inputs)
+            except Exception:  # a variant undefined for these inputs says nothing
+                continue
+            if _close(wrong, right, ex.answers, ex.rtol, ex.atol):
+                continue
+            informative.add(t)
+            if not _close(got, wrong, ex.answers, ex.rtol, ex.atol):
+                ok = False
+                break
+        if ok and informative:
+            matches[code] = frozenset(informative)
+    best = [c for c, seen in matches.items() if not any(seen < other for other in matches.values())]
+    return best[0] if len(best) == 1 else None
+
+
+def _same(a: np.ndarray, b: np.ndarray, ex: Exercise) -> bool:
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=ex.rtol, atol=ex.atol, equal_nan=True))
+
+
+def _upstream_note(ex: Exercise, wrong: Sequence[str]) -> str:
+    if not wrong:
+        return ""
+    owners = []
+    for name in wrong:
+        owner = producer(ex, name)
+        owners.append(f"`{name}`" + (f" ({owner.id})" if owner else ""))
+    return (f" Note: this step starts from your {', '.join(owners)}, which "
+            f"{'is' if len(owners) == 1 else 'are'} not right yet either; fix that first.")
+
+
+def _inlined(ex: Exercise, plan: Plan, replays: Sequence[Arrays]) -> str | None:
+    """The input whose notebook value the cell uses instead of the variable (typed-in numbers): on
+    every replay, the answer is what the notebook's value of that one input would give."""
+    if not replays:
+        return None
+    world0 = plan.inputs[0]
+    for name in ex.reads:
+        hits = 0
+        for got, world in zip(replays, plan.inputs[1:]):
+            frozen = {**world, name: world0[name]}
+            try:
+                want = ex.expected(frozen)
+            except Exception:
+                break
+            if _close(want, ex.expected(world), ex.answers, ex.rtol, ex.atol) or \
+                    not _close(got, want, ex.answers, ex.rtol, ex.atol):
+                break
+            hits += 1
+        if hits == len(replays):
+            return name
+    return None
+
+
+def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
+    answers = record.get("answers") or []
+    world0 = plan.inputs[0]
+    want0 = ex.expected(world0)
+    got0 = answers[0]
+    if problem := _framework_problem(ex, record.get("facts") or {}):
+        return problem
+    fail0 = _compare(ex, got0, want0)
+    replay = record.get("replay") or {}
+    replays = answers[1:]
+    fails = [_compare(ex, got, ex.expected(plan.inputs[i]), " on other inputs of the same shapes")
+             for i, got in enumerate(replays, start=1) if i < len(plan.inputs)]
+    replay_error = replay.get("error")
+    if fail0 is None and not any(fails) and not replay_error:
+        if ex.replays and len(replays) < ex.replays:
+            names = ", ".join(f"`{n}`" for n in ex.answers)
+            return Outcome(ex.id, "fail", 0, ex.points,
+                           f"Your {names} {'is' if len(ex.answers) == 1 else 'are'} right on this notebook's numbers, "
+                           "but the cell that computes it could not be found, so it could not be tried on other "
+                           f"inputs. Compute it in a cell of its own ({ex.answers[0]} = …) and run that cell.")
+        for check in (_dtype_problem(ex, record.get("facts") or {}), _mutation_problem(ex, record),
+                      _module_problem(ex, record)):
+            if check is not None:
+                return check
+        return Outcome(ex.id, "pass", ex.points, ex.points, f"{ex.title}: correct.")
+
+    upstream = {n: a for n, a in (record.get("upstream") or {}).items() if n in world0}
+    wrong_up = [n for n in ex.reads if n in upstream and not _same(upstream[n], np.asarray(world0[n], float), ex)]
+    student_world = {**world0, **upstream} if wrong_up else world0
+    code_right = bool(replay.get("available")) and not replay_error and len(replays) == ex.replays \
+        and not any(fails)
+    if fail0 is not None and wrong_up and code_right:
+        try:
+            local = ex.expected(student_world)
+        except Exception:
+            local = None
+        if local is not None and _compare(ex, got0, local) is None:
+            owners = [f"`{n}`" + (f" ({o.id})" if (o := producer(ex, n)) else "") for n in wrong_up]
+            return Outcome(
+                ex.id, "carried", ex.points, ex.points,
+                f"Your code for this step is right: from your own {', '.join(owners)} it computes exactly what it "
+                f"should. But {'that input is' if len(owners) == 1 else 'those inputs are'} not right yet, so the "
+                "result is not either: fix the earlier step, then run this cell again.",
+                carried_from=tuple(o.id for n in wrong_up if (o := producer(ex, n))),
+            )
+    trials = [(got0, student_world)] + [(got, plan.inputs[i]) for i, got in enumerate(replays, start=1)
+                                        if i < len(plan.inputs)]
+    note = _upstream_note(ex, wrong_up)
+    code = diagnose(ex, trials)
+    if code:
+        return _fail(ex, code, note=note)
+    if inlined := _inlined(ex, plan, replays):
+        return _fail(ex, "hard_coded", f"Your cell uses the numbers of this notebook's `{inlined}` typed in, instead "
+                                       f"of the variable `{inlined}` itself, so it gives the wrong answer for any "
+                                       f"other `{inlined}`. Use the variable.", note)
+    if replays and all(_same(got[n], got0[n], ex) for got in replays for n in ex.answers) and \
+            not _close(want0, ex.expected(plan.inputs[1]), ex.answers, ex.rtol, ex.atol):
+        names = ", ".join(f"`{n}`" for n in ex.answers)
+        return _fail(ex, "hard_coded", f"Your cell gives the same {names} whatever its inputs: it does not compute "
+                                       "from them. Compute the answer from the variables the step starts from "
+                                       "(the numbers are there to check against, not to type in).", note)
+    if replay_error:
+        message = fail0 or (f"Right on this notebook's numbers, but run again on other inputs of the same shapes, "
+                            f"your cell raised {replay_error.get('message', '')}.")
+        return Outcome(ex.id, "fail", 0, ex.points, message + note)
+    if fail0 is not None:
+        return Outcome(ex.id, "fail", 0, ex.points, fail0 + note)
+    first = next(f for f in fails if f)
+    return Outcome(ex.id, "fail", 0, ex.points,
+                   "Right on this notebook's numbers (they happen to hide the difference), but not in general: "
+                   + first + note)
+
+
+def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
+    answers = record.get("answers") or []
+    if problem := _framework_problem(ex, record.get("facts") or {}):
+        return problem
+    fail = None
+    for i, (got, inputs) in enumerate(zip(answers, plan.inputs)):
+        trial = "" if i == 0 else " on random inputs"
+        fail = _compare(ex, got, ex.expected(inputs), trial)
+        if fail:
+            break
+    if len(answers) < len(plan.inputs) and fail is None:
+        fail = f"`{ex.answers[0]}` was not called on every input."
+    if fail is None:
+        for check in (_dtype_problem(ex, record.get("facts") or {}), _mutation_problem(ex, record),
+                      _probe_problem(ex, plan, record)):
+            if check is not None:
+                return check
+        return Outcome(ex.id, "pass", ex.points, ex.points, f"{ex.title}: correct.")
+    trials = list(zip(answers, plan.inputs))
+    for probe, inputs in zip(ex.probes, plan.probe_inputs):  # the long inputs say something too
+        entry = (record.get("probes") or {}).get(probe.kind)
+        if isinstance(entry, Mapping) and entry.get("answer") is not None:
+            trials.append(({ex.answers[0]: entry["answer"]}, inputs))
+    code = diagnose(ex, trials)
+    if code:
+        return _fail(ex, code)
+    read = record.get("globals_read") or []
+    if read:
+        names = ", ".join(f"`{n}`" for n in read)
+        return _fail(ex, "reads_globals", f"`{ex.answers[0]}` reads the notebook's {names} instead of its own "
+                                          "arguments, so it only works for this notebook's data. Use the parameters "
+                                          "the function is given.")
+    return Outcome(ex.id, "fail", 0, ex.points, fail)
+
+
+def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
+    """The verdict on a record (see :mod:`helpers.runtime.collect`) for the inputs of ``plan``."""
+    error = record.get("error")
+    if error:
+        read = record.get("globals_read") or []
+        if error.get("kind") == "raised" and read:
+            names = ", ".join(f"`{n}`" for n in read)
+            return _fail(ex, "reads_globals", f"`{ex.answers[0]}` reads the notebook's {names} instead of its own "
+                                              f"arguments, and on other inputs it fails: {error.get('message')}")
+        return outcome_for_error(ex, AnswerError(str(error.get("kind")), str(error.get("message"))))
+    if ex.kind == "value":
+        return _evaluate_value(ex, plan, record)
+    return _evaluate_function(ex, plan, record)
+
+
+def outcome_for_error(ex: Exercise, err: AnswerError) -> Outcome:
+    status = "not_done" if err.kind == "not_done" else "fail"
+    code = err.kind if err.kind in MISTAKES else None
+    return Outcome(ex.id, status, 0, ex.points, err.message, code)
+
+
+# --------------------------------------------------------------------------- notebook worlds
+
+
+def upstream_of(world: Callable[[np.random.Generator | None], dict[str, Any]], answer: str,
+                independent: Sequence[str] = ()) -> Callable[..., dict]:
+    """The ``inputs`` of a value step: every name the notebook defines before ``answer``.
+
+    ``world(rng)`` returns all of a notebook's names in the order the notebook defines them,
+    each computed from the ones before (``rng=None``: the notebook's own values). Handing the
+    replayed cell *all* upstream names keeps them consistent with each other, so a cell that
+    recomputes an earlier step instead of reading its variable is still judged fairly.
+
+    ``independent`` names come from a second, independent draw: for a step that must compute
+    its answer itself rather than copy an earlier result that equals it (a cross-check in NumPy,
+    explicit sums next to a matrix product), so that a copy shows.
+    """
+
+    def inputs(rng: np.random.Generator | None = None) -> dict[str, Any]:
+        values = world(rng)
+        names = list(values)
+        if answer not in names:
+            raise KeyError(f"{answer!r} is not a name of this notebook's world")
+        out = {n: values[n] for n in names[: names.index(answer)]}
+        if rng is not None and independent:
+            other = world(rng)
+            out.update({n: other[n] for n in independent})
+        return out
+
+    return inputs

@@ -1,0 +1,492 @@
+"""Gather what the student's code produced for one exercise, as plain data: a *record*.
+
+A *plan* (plain data, made by the course's registry — in the student's kernel — or sent by the
+grader into its sandbox) says what to gather::
+
+    {"id": "01.scores", "kind": "value" | "function", "answers": ["attn_scores"],
+     "framework": "torch" | "tensorflow" | "numpy" | None,
+     "trials": [...],      # function: argument dicts (trial 0 is the notebook's own example);
+                           # value: fresh, consistent values of the names the cell reads (replays)
+     "reads": [...],       # value: names whose current values are recorded (the student's own inputs)
+     "module": None | "sa_v1",          # an nn.Module whose parameters must be trainable
+     "probes": [{"kind": "peak_memory" | "one_pass", "inputs": {...}, "stream": "scores"}]}
+
+:func:`collect` returns a *record*: the answers (one dict of float64 arrays per trial: for a value
+exercise the namespace's values first, then one per replay of the student's own cell), the facts a
+TO-DO may ask about (framework and dtype of what was handed in, inputs changed in place, notebook
+data read from inside a function, parameters of a module, memory and passes), and the student's
+own upstream values. It never decides anything: the registry compares the record with its
+references (:func:`helpers.course.spec.evaluate`). It raises nothing: problems become
+``record["error"]`` with a message for the student.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import random
+import re
+import sys
+import traceback
+import tracemalloc
+import types
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..convert import AnswerError, NotDone, framework_of, to_array
+from .history import History, Run
+
+__all__ = ["OneShot", "collect", "dtype_name", "to_framework"]
+
+_HELPERS_DIR = __file__.rsplit("/", 2)[0]
+_INSTALLED = re.compile(r"[/\\](site|dist)-packages[/\\]|[/\\]lib[/\\]python3\.\d+[/\\]")
+_FRAMEWORK_NAMES = {"torch": "a PyTorch tensor", "tensorflow": "a TensorFlow tensor", "numpy": "a NumPy array"}
+_MAGIC_LINE = re.compile(r"^\s*[%!]", re.M)
+
+_replaying = False  # a check called from inside a replayed cell does nothing
+
+
+# ----------------------------------------------------------------------------- frameworks
+
+
+def dtype_name(value: Any) -> str | None:
+    """``"float32"``, ``"int64"``, … for a tensor or array; None for lists and other objects."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        return None
+    name = getattr(dtype, "name", None)  # NumPy and TensorFlow
+    if isinstance(name, str):
+        return name
+    return str(dtype).removeprefix("torch.")
+
+
+def to_framework(value: Any, framework: str | None, dtype: str | None = None) -> Any:
+    """Hand a NumPy input to the student's code as the exercise's framework expects it.
+
+    Floats become float32 tensors in torch / TensorFlow (float64 arrays in NumPy) unless ``dtype``
+    says otherwise; integers and booleans keep their kind. Lists are deep-copied; other values
+    pass through.
+    """
+    if isinstance(value, list):
+        return copy.deepcopy(value)
+    if not isinstance(value, np.ndarray):
+        return value
+    if dtype is None:
+        dtype = {"b": "bool", "i": "int64", "u": "int64"}.get(value.dtype.kind,
+                                                             "float64" if framework in (None, "numpy") else "float32")
+        if framework == "tensorflow" and dtype == "int64":
+            dtype = "int32"
+    arr = value.astype(dtype)
+    if framework in (None, "numpy"):
+        return arr
+    if framework == "torch":
+        import torch
+
+        return torch.from_numpy(arr.copy())
+    if framework == "tensorflow":
+        import tensorflow as tf
+
+        return tf.constant(arr)
+    raise ValueError(f"unknown framework {framework!r}")
+
+
+def _mimic(value: Any, like: Any, framework: str | None) -> Any:
+    """``value`` (NumPy, or a list) in the type the student's own variable has (``like``)."""
+    if isinstance(value, np.generic):
+        value = np.asarray(value)
+    if isinstance(value, list) or not isinstance(value, np.ndarray):
+        return copy.deepcopy(value)
+    fw = framework_of(like) if like is not None else None
+    if fw not in ("torch", "tensorflow", "numpy"):
+        fw = framework or "numpy"
+    dtype = dtype_name(like) if like is not None and framework_of(like) == fw else None
+    if dtype is not None and value.dtype.kind == "f" and not re.match(r"(b?float|half|double)", dtype):
+        dtype = None  # the student's own variable is an int tensor: give floats as the world has them
+    try:
+        return to_framework(value, fw, dtype)
+    except (TypeError, ValueError):
+        return to_framework(value, fw)
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else "(no message)"
+
+
+def student_frame_line(exc: BaseException) -> str:
+    """Where in the student's own code an exception came from (not helpers', not a library's)."""
+    frames = [
+        f for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith(_HELPERS_DIR) and not _INSTALLED.search(f.filename)
+    ]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" (line {f.lineno}: `{f.line.strip()}`)" if f.line else f" (line {f.lineno})"
+
+
+def _error(kind: str, message: str) -> dict[str, Any]:
+    return {"error": {"kind": kind, "message": message}}
+
+
+def _stale_error(history: History | None, run: Run | None, names: Sequence[str], what: str) -> dict[str, Any] | None:
+    """The record's error when the cell that defines the answer raised on its last run, or when an
+    untouched TO-DO cell for it ran after the last cell that defined it."""
+    if history is not None and history.placeholder_since(names, run) is not None:
+        return _error("not_done", f"The TO-DO cell for {what} still has its placeholder: replace the "
+                                  "`raise NotImplementedError(...)` line with your code and run the cell.")
+    if run is None:
+        return None
+    stale = run.stale(names)
+    if not stale:
+        return None
+    name = sorted(stale)[0]
+    if run.error and run.error.startswith("NotImplementedError"):
+        return _error("not_done", f"The TO-DO cell that defines `{name}` still raises NotImplementedError: "
+                                  "replace the placeholder line with your code and run the cell.")
+    at = f" on line {run.line}" if run.line else ""
+    return _error("cell_raised", f"The cell that defines {what} raised {run.error}{at} the last time it ran, so "
+                                 f"`{name}` still holds an older value (or none). Fix that cell and run it again.")
+
+
+# ----------------------------------------------------------------------------- quiet replays
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """No output, no figures shown, and the random generators left as they were."""
+    global _replaying
+    states: list[tuple[Callable[[Any], Any], Any]] = [(random.setstate, random.getstate()),
+                                                    (np.random.set_state, np.random.get_state())]
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "get_rng_state"):
+        states.append((torch.set_rng_state, torch.get_rng_state()))
+    plt = sys.modules.get("matplotlib.pyplot")
+    figures = set(plt.get_fignums()) if plt is not None else set()
+    show = plt.show if plt is not None else None
+    _replaying = True
+    try:
+        if plt is not None:
+            plt.show = lambda *a, **k: None
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            yield
+    finally:
+        _replaying = False
+        if plt is not None:
+            plt.show = show
+            for num in set(plt.get_fignums()) - figures:
+                plt.close(num)
+        for setter, state in states:
+            with contextlib.suppress(Exception):
+                setter(state)
+
+
+def _no_check(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def _compile_cell(source: str, shell: Any) -> types.CodeType | None:
+    if _MAGIC_LINE.search(source):
+        if shell is None:
+            return None
+        source = shell.transform_cell(source)
+    try:
+        return compile(source, "<your cell>", "exec")
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _replay(code: types.CodeType | Callable[..., Any], namespace: Mapping[str, Any], overlay: Mapping[str, Any],
+            answers: Sequence[str]) -> dict[str, Any]:
+    """Run the student's cell again in a copy of the namespace, with ``overlay`` for its inputs."""
+    ns = dict(namespace)
+    for name in answers:
+        ns.pop(name, None)
+    ns.update(overlay)
+    ns["check"] = _no_check
+    ns["display"] = _no_check
+    with _quiet():
+        if callable(code) and not isinstance(code, types.CodeType):
+            ns.update(code(**overlay))
+        else:
+            exec(code, ns)
+    return ns
+
+
+def _mutated(before: Mapping[str, np.ndarray], after: Mapping[str, Any]) -> list[str]:
+    changed = []
+    for name, old in before.items():
+        try:
+            new = to_array(after[name], name, finite=False)
+        except (AnswerError, KeyError):
+            continue
+        if new.shape != old.shape or not np.array_equal(new, old, equal_nan=True):
+            changed.append(name)
+    return changed
+
+
+def _snapshot(values: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    out = {}
+    for name, value in values.items():
+        if isinstance(value, (list, str)) or value is None:
+            continue
+        try:
+            out[name] = to_array(value, name, finite=False)
+        except AnswerError:
+            continue
+    return out
+
+
+# ----------------------------------------------------------------------------- facts
+
+
+def _facts(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    return {"framework": {n: framework_of(v) for n, v in values.items()},
+            "dtype": {n: dtype_name(v) for n, v in values.items()}}
+
+
+def _data_globals(fn: Any) -> list[str]:
+    """Names of notebook data (arrays, tensors) the function reads from its globals."""
+    code = getattr(fn, "__code__", None)
+    glob = getattr(fn, "__globals__", None)
+    if code is None or not isinstance(glob, dict):
+        return []
+    names: set[str] = set()
+    todo = [code]
+    while todo:
+        c = todo.pop()
+        names.update(c.co_names)
+        todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    local = set(code.co_varnames) | set(code.co_cellvars)
+    found = []
+    for name in sorted(names - local):
+        value = glob.get(name)
+        if value is not None and framework_of(value) in ("torch", "tensorflow", "numpy") and hasattr(value, "shape"):
+            found.append(name)
+    return found
+
+
+def _module_facts(module: Any) -> dict[str, Any] | None:
+    named = getattr(module, "named_parameters", None)
+    if not callable(named):
+        return None
+    params = [[name, list(getattr(p, "shape", ())), bool(getattr(p, "requires_grad", False))] for name, p in named()]
+    plain = [name for name, value in vars(module).items()
+             if framework_of(value) == "torch" and hasattr(value, "requires_grad") and not name.startswith("_")]
+    return {"params": params, "plain_tensors": plain}
+
+
+class _Score(float):
+    """A float from a :class:`OneShot` stream that tells its stream when it is dropped."""
+
+    __slots__ = ("_stream",)
+
+    def __del__(self) -> None:
+        stream = getattr(self, "_stream", None)
+        if stream is not None:
+            stream.alive -= 1
+
+
+class OneShot:
+    """A stream that can be read once: a second ``iter()`` raises, and ``len`` or indexing is refused.
+
+    It also counts how many of its scores are alive at once (``max_alive``): a function that reads
+    the stream once but keeps every score (``list(stream)``) holds them all.
+    """
+
+    def __init__(self, values: Sequence[float]):
+        self._values = values
+        self.reads = 0
+        self.alive = 0
+        self.max_alive = 0
+
+    def __iter__(self) -> Iterator[float]:
+        self.reads += 1
+        if self.reads > 1:
+            raise RuntimeError("this stream of scores can be read only once")
+        return self._scores()
+
+    def _scores(self) -> Iterator[float]:
+        for v in self._values:
+            score = _Score(v)
+            score._stream = self
+            self.alive += 1
+            self.max_alive = max(self.max_alive, self.alive)
+            yield score
+            del score
+
+
+# ----------------------------------------------------------------------------- collect
+
+
+def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history: History | None,
+                  run: Run | None, cell: Any, shell: Any) -> dict[str, Any]:
+    answers = list(plan["answers"])
+    what = ", ".join(f"`{n}`" for n in answers)
+    if err := _stale_error(history, run, answers, what):
+        return err
+    values = {}
+    for name in answers:
+        if name not in namespace:
+            return _error("not_done", f"`{name}` is not defined yet. Fill in the TO-DO cell above and run it.")
+        values[name] = namespace[name]
+    record: dict[str, Any] = {"facts": _facts(values)}
+    try:
+        record["answers"] = [{n: to_array(v, n, finite=False) for n, v in values.items()}]
+    except AnswerError as err:
+        return _error(err.kind, err.message)
+    record["upstream"] = {n: a for n, a in _snapshot({r: namespace[r] for r in plan.get("reads", ())
+                                                      if r in namespace}).items()}
+    trials = plan.get("trials") or []
+    code: Any = cell
+    if code is None and run is not None:
+        code = _compile_cell(run.source, shell)
+    elif isinstance(code, str):
+        code = _compile_cell(code, shell)
+    record["replay"] = {"available": bool(trials) and code is not None, "error": None}
+    mutated: set[str] = set()
+    if record["replay"]["available"]:
+        for i, world in enumerate(trials, start=1):
+            overlay = {name: _mimic(value, namespace.get(name), plan.get("framework")) for name, value in world.items()}
+            before = _snapshot(overlay)
+            try:
+                ns = _replay(code, namespace, overlay, answers)
+            except BaseException as exc:  # noqa: BLE001 — the student's cell, run again: anything can happen
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                record["replay"]["error"] = {"trial": i, "message": f"{type(exc).__name__}: {_first_line(exc)}"
+                                                                     f"{student_frame_line(exc)}"}
+                break
+            mutated.update(_mutated(before, ns))
+            got = {}
+            for name in answers:
+                if name not in ns:
+                    record["replay"]["error"] = {"trial": i, "message": f"the cell did not define `{name}`"}
+                    break
+                try:
+                    got[name] = to_array(ns[name], name, finite=False)
+                except AnswerError as err:
+                    record["replay"]["error"] = {"trial": i, "message": err.message}
+                    break
+            if record["replay"]["error"]:
+                break
+            record["answers"].append(got)
+    record["mutated"] = sorted(mutated)
+    if plan.get("module"):
+        record["module"] = _module_facts(namespace.get(plan["module"]))
+    return record
+
+
+def _call(fn: Callable[..., Any], name: str, args: list[Any], which: str, shapes: str) -> Any:
+    try:
+        result = fn(*args)
+    except NotImplementedError:
+        raise NotDone(f"`{name}` still raises NotImplementedError: replace the placeholder with your code.") from None
+    except Exception as exc:
+        raise AnswerError("raised", f"`{name}` raised {type(exc).__name__}: {_first_line(exc)}"
+                                    f"{student_frame_line(exc)} when called on {which} ({shapes}).") from None
+    if result is Ellipsis:
+        raise NotDone(f"`{name}` still returns the placeholder `...`.")
+    return result
+
+
+def _shapes(inputs: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}{tuple(np.shape(v))}" if isinstance(v, (np.ndarray, list)) else f"{k}={v!r}"
+                     for k, v in inputs.items())
+
+
+def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history: History | None,
+                     run: Run | None) -> dict[str, Any]:
+    name = plan["answers"][0]
+    if err := _stale_error(history, run, [name], f"`{name}`"):
+        return err
+    if name not in namespace:
+        return _error("not_done", f"`{name}` is not defined yet. Fill in the TO-DO cell above and run it.")
+    fn = namespace[name]
+    if fn is Ellipsis:
+        return _error("not_done", f"`{name}` is still the placeholder `...`.")
+    if not callable(fn):
+        return _error("not_callable", f"`{name}` should be a function, but it is a {type(fn).__name__}.")
+    framework = plan.get("framework")
+    record: dict[str, Any] = {"answers": [], "globals_read": _data_globals(fn), "mutated": []}
+    mutated: set[str] = set()
+    try:
+        for i, inputs in enumerate(plan.get("trials") or []):
+            args = {k: to_framework(v, framework) for k, v in inputs.items()}
+            before = _snapshot(args)
+            which = "the notebook's example" if i == 0 else "random inputs"
+            result = _call(fn, name, list(args.values()), which, _shapes(inputs))
+            mutated.update(_mutated(before, args))
+            if i == 0:
+                record["facts"] = _facts({name: result})
+            record["answers"].append({name: to_array(result, f"{name}(...)", finite=False)})
+        record["probes"] = _probes(plan, fn, name, framework)
+    except AnswerError as err:
+        return {**_error(err.kind, err.message), "globals_read": record["globals_read"]}
+    record["mutated"] = sorted(mutated)
+    return record
+
+
+def _probes(plan: Mapping[str, Any], fn: Callable[..., Any], name: str, framework: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for probe in plan.get("probes") or []:
+        inputs = dict(probe["inputs"])
+        kind = probe["kind"]
+        stream = None
+        if kind == "one_pass":
+            stream = OneShot(np.asarray(inputs[probe["stream"]]).tolist())
+            inputs[probe["stream"]] = stream
+        args = [v if v is stream else to_framework(v, framework) for v in inputs.values()]
+        trace = kind == "peak_memory"
+        was_tracing = tracemalloc.is_tracing()
+        if trace and not was_tracing:
+            tracemalloc.start()
+        peak = base = 0
+        try:
+            if trace:
+                tracemalloc.reset_peak()
+                base, _ = tracemalloc.get_traced_memory()
+            try:
+                result = _call(fn, name, args, "a long input", _shapes(probe["inputs"]))
+            except AnswerError:
+                if stream is None or stream.reads < 2:
+                    raise
+                result = None  # it tried to read the stream a second time: that is what is measured
+            if trace:
+                _, peak = tracemalloc.get_traced_memory()
+        finally:
+            if trace and not was_tracing:
+                tracemalloc.stop()
+        answer = to_array(result, f"{name}(...)", finite=False) if result is not None else None
+        entry: dict[str, Any] = {"answer": answer}
+        if trace:
+            entry["peak_bytes"] = max(0, peak - base)
+        if stream is not None:
+            entry |= {"reads": stream.reads, "held": stream.max_alive}
+        out[kind] = entry
+    return out
+
+
+def collect(plan: Mapping[str, Any], namespace: Mapping[str, Any], history: History | None = None,
+            cell: str | Callable[..., Mapping[str, Any]] | None = None, shell: Any = None) -> dict[str, Any]:
+    """The record of one exercise (see the module's docstring). ``cell`` overrides the cell to replay
+    (its source, or a function of the replay inputs returning the answers); by default it is the
+    latest run, in ``history``, of a cell that binds the answers."""
+    if _replaying:
+        return _error("replaying", "checked while replaying a cell")
+    run = history.defining(plan["answers"]) if history is not None else None
+    try:
+        if plan["kind"] == "value":
+            record = _value_record(plan, namespace, history, run, cell, shell)
+        else:
+            record = _function_record(plan, namespace, history, run)
+    except AnswerError as err:  # e.g. a framework missing
+        record = _error(err.kind, err.message)
+    record["id"] = plan["id"]
+    return record

@@ -1,0 +1,154 @@
+"""The cells the student ran, in order: the names each one binds, and whether it raised.
+
+Installed into IPython (the student's kernel, or the grader's sandboxed shell) through its
+``pre_run_cell`` / ``post_run_cell`` events. A check asks :meth:`History.defining` for the
+latest run of a cell that binds its answer: that run's source is what the check replays on
+fresh inputs, and if that run raised before (re)binding the answer, the value in the
+namespace is stale — left over from an earlier run — and the check says so instead of judging it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .cells import assigned_names, mentioned_names
+
+__all__ = ["History", "Run", "current", "install"]
+
+_MISSING = object()
+PLACEHOLDER_ERROR = "NotImplementedError: TO-DO"  # what the builder's placeholder line raises
+MAX_RUNS = 2000
+_ATTR = "_attention_course_history"
+
+
+@dataclass(frozen=True)
+class Run:
+    source: str
+    names: frozenset[str]  # what the source binds (static analysis)
+    error: str | None = None  # "ValueError: …" (first line), when the run raised
+    line: int | None = None  # line of the cell where it raised
+    unbound: frozenset[str] = field(default_factory=frozenset)  # bound by the source, but not by this run
+    running: bool = False  # the cell running right now (the check is called from it)
+    mentions: frozenset[str] = field(default_factory=frozenset)  # every name the source reads or binds
+
+    @property
+    def placeholder(self) -> bool:
+        """It raised the exercise notebooks' TO-DO placeholder."""
+        return bool(self.error) and self.error.startswith(PLACEHOLDER_ERROR)
+
+    def stale(self, names: Iterable[str]) -> set[str]:
+        """The names among ``names`` that this run should have bound but did not, because it raised."""
+        return set(names) & self.unbound if self.error else set()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    first = text.splitlines()[0][:200] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _cell_line(exc: BaseException) -> int | None:
+    """The line of the cell (the outermost frame's file) where ``exc`` was raised."""
+    if isinstance(exc, SyntaxError):
+        return exc.lineno
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_name != "<module>":  # skip IPython's own frames
+        tb = tb.tb_next
+    if tb is None:
+        return None
+    cell_file = tb.tb_frame.f_code.co_filename
+    line = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == cell_file:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+class History:
+    def __init__(self) -> None:
+        self.runs: list[Run] = []
+        self._running: tuple[str, frozenset[str]] | None = None
+        self._before: dict[str, Any] = {}
+
+    # -- the two IPython events ------------------------------------------------------
+    def pre(self, source: str, namespace: Mapping[str, Any]) -> None:
+        names = frozenset(assigned_names(source))
+        self._running = (source, names)
+        self._before = {n: namespace.get(n, _MISSING) for n in names}  # references, compared with `is`
+
+    def post(self, source: str, namespace: Mapping[str, Any], error: BaseException | None) -> None:
+        if self._running is not None and self._running[0] == source:
+            names = self._running[1]
+        else:  # installed while this cell ran: no `pre` for it
+            names = frozenset(assigned_names(source))
+            self._before = {}
+        unbound: frozenset[str] = frozenset()
+        if error is not None:
+            unbound = frozenset(n for n in names if n in self._before and namespace.get(n, _MISSING) is self._before[n])
+        run = Run(source, names, _first_line(error) if error is not None else None,
+                  _cell_line(error) if error is not None else None, unbound,
+                  mentions=frozenset(mentioned_names(source)) if error is not None else frozenset())
+        self.runs.append(run)
+        if len(self.runs) > MAX_RUNS:
+            del self.runs[: len(self.runs) - MAX_RUNS]
+        self._running = None
+        self._before = {}
+
+    # -- questions ----------------------------------------------------------------------
+    def defining(self, names: Iterable[str]) -> Run | None:
+        """The latest run of a cell that binds one of ``names`` (the running cell first)."""
+        wanted = set(names)
+        if self._running is not None and self._running[1] & wanted:
+            return Run(self._running[0], self._running[1], running=True)
+        for run in reversed(self.runs):
+            if run.names & wanted:
+                return run
+        return None
+
+    def placeholder_since(self, names: Iterable[str], run: Run | None) -> Run | None:
+        """A run of an untouched TO-DO cell that mentions one of ``names`` (e.g. prints it), later
+        than ``run``: the student's step for these names is still to do, whatever they hold."""
+        wanted = set(names)
+        for other in reversed(self.runs):
+            if other is run:
+                return None
+            if other.placeholder and other.mentions & wanted:
+                return other
+        return None
+
+
+def install(shell: Any = None) -> History | None:
+    """Attach a :class:`History` to an IPython shell (once); None outside IPython."""
+    if shell is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return None
+        shell = get_ipython()
+    if shell is None or not hasattr(shell, "events"):
+        return None
+    history = getattr(shell, _ATTR, None)
+    if isinstance(history, History):
+        return history
+    history = History()
+
+    def pre_run_cell(info: Any) -> None:
+        history.pre(getattr(info, "raw_cell", "") or "", shell.user_ns)
+
+    def post_run_cell(result: Any) -> None:
+        info = getattr(result, "info", None)
+        error = getattr(result, "error_before_exec", None) or getattr(result, "error_in_exec", None)
+        history.post(getattr(info, "raw_cell", "") or "", shell.user_ns, error)
+
+    shell.events.register("pre_run_cell", pre_run_cell)
+    shell.events.register("post_run_cell", post_run_cell)
+    setattr(shell, _ATTR, history)
+    return history
+
+
+def current() -> History | None:
+    """The history of the running IPython shell, installing it if needed; None outside IPython."""
+    return install()
