@@ -320,6 +320,11 @@ def _compare(ex: Exercise, got: Arrays, want: Arrays, trial: str = "") -> str | 
             return shape_message(label, g, w)
         with np.errstate(invalid="ignore", over="ignore"):
             ok = np.allclose(g, w, rtol=ex.rtol, atol=ex.atol, equal_nan=True)
+            transposed = g.ndim == 2 and g.shape[0] == g.shape[1] and \
+                np.allclose(g.T, w, rtol=ex.rtol, atol=ex.atol, equal_nan=True)
+        if not ok and transposed:
+            return f"{label}{trial} is the transpose of what it should be: check the order of a matrix product, " \
+                   "or a `.T` too many (or too few)."
         if not ok:
             return f"{label}{trial} " + _first_difference(g, w, ex.rtol, ex.atol)
     return None

@@ -13,6 +13,9 @@ from collections.abc import Iterable, Sequence
 __all__ = ["assigned_names", "defining_cell", "first_code_line", "mentioned_names"]
 
 _MAGIC = re.compile(r"^(\s*)([%!].*)$", re.M)
+# For a cell that does not parse (a syntax error): the names on the left of a top-level `=`.
+_ASSIGNMENT = re.compile(r"^([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*(?:[-+*/@%]|//)?=(?!=)", re.M)
+_DEF = re.compile(r"^(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)", re.M)
 
 
 def _parse(source: str) -> ast.AST | None:
@@ -38,11 +41,13 @@ def assigned_names(source: str) -> set[str]:
     unpacking), ``for``/``with`` targets, ``def``/``class`` names and imports.
 
     Names bound inside a function or class body are not the cell's: they are skipped.
-    A cell that does not parse binds nothing that can be told.
+    A cell that does not parse is read line by line: the names before a top-level ``=`` and the
+    names of top-level ``def``/``class`` lines are what it meant to bind.
     """
     tree = _parse(source)
     if tree is None:
-        return set()
+        found = {n.strip() for m in _ASSIGNMENT.finditer(source) for n in m.group(1).split(",")}
+        return found | set(_DEF.findall(source))
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:

@@ -1,0 +1,245 @@
+"""Run the corpus of student attempts the way a student runs them: in a Jupyter kernel.
+
+A corpus file (``tests/corpus/NN_*.yaml``) lists attempts at one notebook's TO-DO cells::
+
+    notebook: 01_illustrated_self_attention
+    attempts:
+      - exercise: 01.scores
+        region: |                 # what the student typed between the TO-DO's markers
+          attn_scores = keys @ queries.T
+        expect: fail              # pass | fail | not_done | carried
+        diagnosis: transposed_scores   # the code the message must carry; a list: any of them;
+                                       # "none": the message must name no code (a precise message
+                                       # without one); leave it out for a pass
+        says: queries @ keys.T    # optional: a piece of text the message must contain
+        why: the product reversed # what the student did (for people reading the corpus)
+
+``cell:`` instead of ``region:`` replaces the whole TO-DO cell. ``before:`` is code the student
+ran just before (e.g. a wrong earlier step, for carried-forward credit); ``setup_exercise:`` runs
+the attempt after that other exercise's TO-DO cell instead of the solution's.
+
+The runner starts one kernel per notebook and executes the solution notebook top to bottom. At
+each TO-DO cell it first plays every attempt at it — the attempt's cell, then the check cell(s)
+that follow it — and records what the check printed; then it runs the solution's own cell, so the
+next steps start from the right values, exactly as a student who fixes the cell and goes on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import yaml
+from nbclient import NotebookClient
+from nbformat.v4 import new_code_cell
+
+from helpers.runtime.cells import assigned_names
+
+ROOT = Path(__file__).resolve().parents[2]
+SOLUTIONS = ROOT / "solutions"
+CORPUS = Path(__file__).resolve().parent
+
+_REGION = re.compile(r"^([ \t]*)### BEGIN SOLUTION[ \t]*\n(.*?)^[ \t]*### END SOLUTION[ \t]*$", re.M | re.S)
+_CHECK = re.compile(r"""check\(\s*["']([^"']+)["']""")
+_VERDICT = re.compile(r"^(✅|❌|⏳|🟡|⚠️) (\S+) — (.*)$")
+_SYMBOL = {"✅": "pass", "❌": "fail", "⏳": "not_done", "🟡": "carried", "⚠️": "broken"}
+
+
+@dataclass
+class Attempt:
+    notebook: str
+    exercise: str
+    expect: str
+    source: str | None = None  # the whole cell
+    region: str | None = None  # what replaces the TO-DO region
+    diagnosis: Any = None
+    says: str | None = None
+    why: str = ""
+    before: str | None = None
+    index: int = 0
+    file: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.exercise}#{self.index}"
+
+
+@dataclass
+class Result:
+    attempt: Attempt
+    status: str | None = None
+    code: str | None = None
+    message: str = ""
+    output: str = ""
+    problems: list[str] = field(default_factory=list)
+
+
+def load(path: Path) -> list[Attempt]:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    notebook = data["notebook"]
+    out = []
+    for i, raw in enumerate(data.get("attempts") or []):
+        unknown = set(raw) - {"exercise", "expect", "cell", "region", "diagnosis", "says", "why", "before"}
+        if unknown:
+            raise ValueError(f"{path.name}, attempt {i}: unknown keys {sorted(unknown)}")
+        if ("cell" in raw) == ("region" in raw):
+            raise ValueError(f"{path.name}, attempt {i}: give exactly one of cell: or region:")
+        if raw["expect"] not in ("pass", "fail", "not_done", "carried"):
+            raise ValueError(f"{path.name}, attempt {i}: expect must be pass, fail, not_done or carried")
+        if raw["expect"] == "fail" and "diagnosis" not in raw:
+            raise ValueError(f"{path.name}, attempt {i}: a wrong attempt says which diagnosis it deserves "
+                             "(a code, a list of codes, or none)")
+        out.append(Attempt(notebook, raw["exercise"], raw["expect"], raw.get("cell"), raw.get("region"),
+                           raw.get("diagnosis"), raw.get("says"), raw.get("why", ""), raw.get("before"), i,
+                           path.name))
+    return out
+
+
+def corpus_files() -> list[Path]:
+    return sorted(CORPUS.glob("[0-9][0-9]_*.yaml"))
+
+
+def todo_cells(nb: nbformat.NotebookNode) -> dict[str, int]:
+    """exercise id → index of its TO-DO cell (the last region cell before its check)."""
+    out: dict[str, int] = {}
+    last_region = None
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        if "### BEGIN SOLUTION" in cell.source:
+            last_region = i
+        after = cell.source.split("### END SOLUTION")[-1]
+        for ex_id in _CHECK.findall(after):
+            if last_region is not None:
+                out.setdefault(ex_id, last_region)
+    return out
+
+
+def _check_cells(nb: nbformat.NotebookNode, todo: int, exercise: str) -> list[int]:
+    """The cells to run after the attempt: up to and including the one that checks ``exercise``."""
+    own = nb.cells[todo].source.split("### END SOLUTION")[-1]
+    if exercise in _CHECK.findall(own):
+        return []
+    cells = []
+    for j in range(todo + 1, len(nb.cells)):
+        cell = nb.cells[j]
+        if cell.cell_type != "code":
+            continue
+        cells.append(j)
+        if exercise in _CHECK.findall(cell.source):
+            return cells
+    raise ValueError(f"no check({exercise!r}) after cell {todo + 1}")
+
+
+def attempt_source(attempt: Attempt, solution_cell: str) -> str:
+    if attempt.source is not None:
+        return attempt.source
+    m = _REGION.search(solution_cell)
+    indent = m.group(1)
+    body = "".join(indent + ln if ln.strip() else ln for ln in attempt.region.splitlines(keepends=True))
+    if not body.endswith("\n"):
+        body += "\n"
+    return solution_cell[: m.start()] + body + solution_cell[m.end() + 1:]
+
+
+def _text(outputs: list) -> str:
+    parts = []
+    for out in outputs:
+        if out.get("output_type") == "stream":
+            parts.append(out.get("text", ""))
+        elif out.get("output_type") == "error":
+            parts.append(f"{out.get('ename')}: {out.get('evalue')}\n" + "\n".join(out.get("traceback", [])) + "\n")
+    return "".join(parts)
+
+
+def _verdict(text: str, exercise: str) -> tuple[str | None, str | None, str]:
+    for line in text.splitlines():
+        m = _VERDICT.match(line)
+        if m and m.group(2) == exercise:
+            status = _SYMBOL[m.group(1)]
+            rest = m.group(3)
+            code = None
+            cm = re.match(r"(?:not right yet|right for your inputs|not done yet) \(([a-z0-9_]+)\): ", rest)
+            if cm:
+                code = cm.group(1)
+            return status, code, rest
+    return None, None, ""
+
+
+def judge_result(res: Result) -> list[str]:
+    """What is wrong with a result, measured against what the attempt expects (empty: fine)."""
+    a = res.attempt
+    problems = []
+    if res.status is None:
+        return [f"{a.name}: the check printed no verdict:\n{res.output[-1500:]}"]
+    if "Traceback" in res.output and "helpers" in res.output.split("Traceback", 1)[1][:3000]:
+        problems.append(f"{a.name}: a traceback from helpers:\n{res.output[-1500:]}")
+    if res.status == "broken":
+        problems.append(f"{a.name}: the check itself failed: {res.message}")
+    if res.status != a.expect:
+        problems.append(f"{a.name} ({a.why}): expected {a.expect}, the check said {res.status}: {res.message}")
+    elif a.expect == "fail":
+        wanted = a.diagnosis
+        if wanted == "none":
+            if res.code is not None:
+                problems.append(f"{a.name} ({a.why}): names {res.code}, a cause this attempt does not have: "
+                                f"{res.message}")
+        else:
+            allowed = [wanted] if isinstance(wanted, str) else list(wanted)
+            if res.code not in allowed:
+                problems.append(f"{a.name} ({a.why}): should be diagnosed {allowed}, got {res.code}: {res.message}")
+    if a.says and a.says not in res.message:
+        problems.append(f"{a.name}: the message should contain {a.says!r}: {res.message}")
+    return problems
+
+
+def run_notebook(notebook: str, attempts: list[Attempt], timeout: int = 300) -> Iterator[Result]:
+    """Play every attempt at ``notebook`` in one kernel (see the module's docstring)."""
+    path = SOLUTIONS / f"{notebook}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    todos = todo_cells(nb)
+    by_cell: dict[int, list[Attempt]] = {}
+    for a in attempts:
+        if a.exercise not in todos:
+            raise ValueError(f"{a.file}: no TO-DO cell for {a.exercise} in {notebook}")
+        by_cell.setdefault(todos[a.exercise], []).append(a)
+    nb.cells.append(new_code_cell(""))  # the slot every cell below is run in
+    scratch = len(nb.cells) - 1
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+                            record_timing=False, shutdown_kernel="immediate",
+                            resources={"metadata": {"path": str(path.parent)}})
+
+    def run(source: str) -> str:
+        cell = new_code_cell(source)
+        client.execute_cell(cell, scratch, store_history=True)
+        return _text(cell.outputs)
+
+    def restore(before: str, upto: int) -> None:
+        """Run again the solution's cells that bind what ``before`` changed."""
+        changed = assigned_names(before)
+        for j in range(upto):
+            c = nb.cells[j]
+            if c.cell_type == "code" and assigned_names(c.source) & changed:
+                run(c.source)
+
+    with client.setup_kernel():
+        run("import matplotlib\nmatplotlib.use('Agg')")
+        for i, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            for a in by_cell.get(i, []):
+                out = ""
+                if a.before:
+                    out += run(a.before)
+                out += run(attempt_source(a, cell.source))
+                for j in _check_cells(nb, i, a.exercise):
+                    out += run(nb.cells[j].source)
+                status, code, message = _verdict(out, a.exercise)
+                yield Result(a, status, code, message, out)
+                if a.before:
+                    restore(a.before, i)
+            run(cell.source)
