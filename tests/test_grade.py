@@ -93,7 +93,7 @@ def test_unreadable_files_get_a_row_each_and_no_sandbox(tmp_path, capsys):
     csv_lines = (out / "grades.csv").read_text().splitlines()
     assert csv_lines[0] == "student,notebook,score,max_score,status"
     assert f"empty,{NB_ID},0,{MAX_SCORE},invalid" in csv_lines
-    page = (out / "feedback" / "<b>eve" / "<i>whatever.html").read_text(encoding="utf-8")
+    page = report.feedback_path(out, "<b>eve", "<i>whatever").read_text(encoding="utf-8")
     assert "&lt;b&gt;eve" in page and "<b>eve" not in page and "<i>whatever" not in page
 
 
@@ -112,11 +112,11 @@ def test_discover_and_identify(tmp_path):
     (root / "nobody").mkdir()
     place(root, "bo", minimal(notebook_id=None), name="Copy of 01_illustrated_self_attention (3).ipynb")
     pairs, warnings = grade.discover(root)
-    assert [(s, p.name) for s, p in pairs] == [
+    assert [(f.student, f.path.name) for f in pairs] == [
         ("ann", "01_illustrated_self_attention.ipynb"), ("bo", "Copy of 01_illustrated_self_attention (3).ipynb")]
     assert any("nobody" in w for w in warnings)
     known = grade.known_notebooks()
-    sub = grade.prepare("bo", pairs[1][1], known)
+    sub = grade.prepare(pairs[1], known)
     assert (sub.status, sub.notebook) == (None, NB_ID)
 
 
@@ -378,7 +378,7 @@ if os.fork() == 0:
 
 
 def test_solution_notebook_is_recognised_without_running(tmp_path):
-    sub = grade.prepare("x", SOLUTION, grade.known_notebooks())
+    sub = grade.prepare(grade.Found.at("x", SOLUTION), grade.known_notebooks())
     assert (sub.status, sub.notebook) == (None, NB_ID) and len(sub.cells) > 10
     assert all(isinstance(c.source, str) for c in sub.cells)
     assert TORCH_IDS[0] in {ex.id for ex in spec.exercises_for(sub.notebook)}
@@ -416,18 +416,18 @@ def test_one_worker_leaves_no_trace_and_a_dead_sandbox_is_restarted(tmp_path):
     settings = Settings(timeout=60, memory_mb=1024, frameworks=("torch",), nproc=64)
     worker = Worker(0, settings)
     try:
-        row = grade.grade_one(worker, grade.prepare("ann", ann, known), settings)
+        row = grade.grade_one(worker, grade.prepare(grade.Found.at("ann", ann), known), settings)
         assert (row["status"], row["score"]) == ("graded", 7)
         # the next submission in the same sandbox searches its (forked) memory for ann's code
-        row = grade.grade_one(worker, grade.prepare("eve", eve, known), settings)
+        row = grade.grade_one(worker, grade.prepare(grade.Found.at("eve", eve), known), settings)
         assert (row["status"], row["score"]) == ("graded", 1), row
 
         first = worker.proc.pid
         # the whole sandbox dies in the middle of a submission (as if the machine's OOM killer hit it)
         threading.Timer(2.0, lambda: os.killpg(first, signal.SIGKILL)).start()
-        row = grade.grade_one(worker, grade.prepare("bob", slow, known), settings)
+        row = grade.grade_one(worker, grade.prepare(grade.Found.at("bob", slow), known), settings)
         assert row["status"] == "crashed" and "sandbox stopped" in row["error"], row
-        row = grade.grade_one(worker, grade.prepare("ann", ann, known), settings)
+        row = grade.grade_one(worker, grade.prepare(grade.Found.at("ann", ann), known), settings)
         assert (row["status"], row["score"], worker.restarts) == ("graded", 7, 1)
         assert worker.proc.pid != first
     finally:
