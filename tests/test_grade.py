@@ -92,9 +92,9 @@ def test_unreadable_files_get_a_row_each_and_no_sandbox(tmp_path, capsys):
     assert rows["<b>eve"]["status"] == "unknown_notebook"
 
     csv_lines = (out / "grades.csv").read_text().splitlines()
-    assert csv_lines[0] == "student,notebook,score,max_score,status"
-    assert f"empty,{NB_ID},0,{MAX_SCORE},invalid" in csv_lines
-    page = (out / "feedback" / "<b>eve" / "<i>whatever.html").read_text(encoding="utf-8")
+    assert csv_lines[0] == "student,notebook,score,max_score,status,carried_forward"
+    assert f"empty,{NB_ID},0,{MAX_SCORE},invalid,0" in csv_lines
+    page = report.feedback_path(out, "<b>eve", "<i>whatever").read_text(encoding="utf-8")
     assert "&lt;b&gt;eve" in page and "<b>eve" not in page and "<i>whatever" not in page
 
 
@@ -113,11 +113,11 @@ def test_discover_and_identify(tmp_path):
     (root / "nobody").mkdir()
     place(root, "bo", minimal(notebook_id=None), name="Copy of 01_illustrated_self_attention (3).ipynb")
     pairs, warnings = grade.discover(root)
-    assert [(s, p.name) for s, p in pairs] == [
+    assert [(f.student, f.path.name) for f in pairs] == [
         ("ann", "01_illustrated_self_attention.ipynb"), ("bo", "Copy of 01_illustrated_self_attention (3).ipynb")]
     assert any("nobody" in w for w in warnings)
     known = grade.known_notebooks()
-    sub = grade.prepare("bo", pairs[1][1], known)
+    sub = grade.prepare(pairs[1], known)
     assert (sub.status, sub.notebook) == (None, NB_ID)
 
 
@@ -161,7 +161,7 @@ def test_journal_drops_a_partial_last_line_and_newest_row_counts(tmp_path):
     assert ("ann", NB_ID, "1") in j2.seen() and ("ann", NB_ID, "2") in j2.seen()
     report.write_grades(tmp_path, j2.latest())
     assert (tmp_path / "grades.csv").read_text().splitlines()[1:] == [
-        f"ann,{NB_ID},9,{MAX_SCORE},graded", f"bob,{NB_ID},5,{MAX_SCORE},graded"]
+        f"ann,{NB_ID},9,{MAX_SCORE},graded,0", f"bob,{NB_ID},5,{MAX_SCORE},graded,0"]
     with open(path, "ab") as f:
         f.write(b"garbage that is a whole line\n")
     assert report.Journal(path).bad_lines == 1
@@ -318,7 +318,7 @@ def test_resume_skips_graded_files_regrades_changed_ones_and_force(tmp_path):
     (out / "grades.csv").unlink()
     third = run_grader(*args)
     assert third.returncode == 0 and len(read_rows(out)) == 4
-    assert f"cid,{NB_ID},7,{MAX_SCORE},graded" in (out / "grades.csv").read_text()
+    assert f"cid,{NB_ID},7,{MAX_SCORE},graded,0" in (out / "grades.csv").read_text()
     assert "7 / 14" in (out / "feedback" / "cid" / f"{NB_ID}.html").read_text(encoding="utf-8")
 
     forced = run_grader(*args, "--force")
@@ -402,7 +402,7 @@ if os.fork() == 0:
 
 
 def test_solution_notebook_is_recognised_without_running(tmp_path):
-    sub = grade.prepare("x", SOLUTION, grade.known_notebooks())
+    sub = grade.prepare(grade.Found.at("x", SOLUTION), grade.known_notebooks())
     assert (sub.status, sub.notebook) == (None, NB_ID) and len(sub.cells) > 10
     assert all(isinstance(c.source, str) for c in sub.cells)
     assert TORCH_IDS[0] in {ex.id for ex in spec.exercises_for(sub.notebook)}
@@ -441,18 +441,18 @@ def test_one_worker_leaves_no_trace_and_a_dead_sandbox_is_restarted(tmp_path):
     settings = Settings(timeout=60, memory_mb=1024, frameworks=("torch",), nproc=64)
     worker = Worker(0, settings)
     try:
-        row = grade.grade_one(worker, grade.prepare("ann", ann, known), settings)
+        row = grade.grade_one(worker, grade.prepare(grade.Found.at("ann", ann), known), settings)
         assert (row["status"], row["score"]) == ("graded", 7)
         # the next submission in the same sandbox searches its (forked) memory for ann's code
-        row = grade.grade_one(worker, grade.prepare("eve", eve, known), settings)
+        row = grade.grade_one(worker, grade.prepare(grade.Found.at("eve", eve), known), settings)
         assert (row["status"], row["score"]) == ("graded", 1), row
 
         first = worker.proc.pid
         # the whole sandbox dies in the middle of a submission (as if the machine's OOM killer hit it)
         threading.Timer(2.0, lambda: os.killpg(first, signal.SIGKILL)).start()
-        row = grade.grade_one(worker, grade.prepare("bob", slow, known), settings)
+        row = grade.grade_one(worker, grade.prepare(grade.Found.at("bob", slow), known), settings)
         assert row["status"] == "crashed" and "sandbox stopped" in row["error"], row
-        row = grade.grade_one(worker, grade.prepare("ann", ann, known), settings)
+        row = grade.grade_one(worker, grade.prepare(grade.Found.at("ann", ann), known), settings)
         assert (row["status"], row["score"], worker.restarts) == ("graded", 7, 1)
         assert worker.proc.pid != first
     finally:

@@ -11,8 +11,15 @@ answer only if, say, the network was unreachable — so a point there is evidenc
 
 from __future__ import annotations
 
+import csv
+import html
+import io
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -20,6 +27,7 @@ from pathlib import Path
 import pytest
 from grading_fixtures import (
     EXERCISE,
+    FILE,
     MAX_SCORE,
     NB_ID,
     SOLUTION,
@@ -34,11 +42,15 @@ from grading_fixtures import (
     read_rows,
     run_grader,
     with_stored_output,
+    write,
 )
 from nbformat.v4 import new_code_cell, new_markdown_cell
 
+from helpers import grade
 from helpers.course import spec
+from helpers.grading import report
 from helpers.grading.sandbox import probe_bwrap
+from paths import ROOT
 
 _NO_SANDBOX = probe_bwrap()
 pytestmark = pytest.mark.skipif(_NO_SANDBOX is not None, reason=f"no sandbox here: {_NO_SANDBOX}")
@@ -440,7 +452,9 @@ def test_no_view_of_other_submissions_solutions_or_results(graded):
     out, root = graded["out"], graded["root"]
     assert not (out / "pwned.txt").exists() and not (root / "pwned.txt").exists()
     assert not (SOLUTION.parent / "pwned.txt").exists()
-    assert "snoop" not in (out / "results.jsonl").read_text().replace('"student":"snoop"', "")
+    # the journal holds one row per student; snoop's lines written into it would be rows of their own
+    # (snoop's own row quotes its code for the feedback page: that is not a write)
+    assert [r["student"] for r in read_rows(out) if "snoop" in json.dumps(r)] == ["snoop"]
 
 
 def test_reordered_and_retyped_cells_are_graded_as_they_run(graded):
@@ -473,3 +487,299 @@ def test_function_exercises_run_on_the_graders_seeds(graded):
     for student in ("fn_good", "fn_unstable", "fn_hardcoded", "fn_exit", "fn_always_equal"):
         assert rows[student]["status"] == "graded"
         assert rows[student]["score"] == (good["points"] if student == "fn_good" else 0)
+
+
+# ============================================================================= issue 15: the class folder itself
+#
+# What a class folder really contains: links to other students' work, to solutions/, to files of
+# the grader's user and to its own outputs; names a spreadsheet would run; names that clean to
+# the same folder; hidden entries; two graders at once; a notebook that claims to be another.
+# Graded once (its own folder and output); every test reads that run.
+
+SECRET = f"SECRET-MARKER-{os.getpid()}-do-not-leak"
+NB02 = "02_dot_products_to_trainable_weights"
+FORMULA_NAMES = ["=1+2", "+SUM(A1)", "-2+3", "@cmd", "\tTAB", "\uff1dHYPERLINK(1)"]
+FORGED = f"mallory\nalice,{NB_ID},14,{MAX_SCORE},graded"
+COLLIDING = ["Nina Z", "Nina Z ", "Nina_Z", "Nina\nZ", "x" * 200 + "A", "x" * 200 + "B"]
+
+
+def _hostile_class(base: Path) -> dict:
+    root, out = base / "submissions", base / "grades"
+    host = base / "host"  # files of the grader's user, outside the class folder
+    host.mkdir()
+    (host / "secret.txt").write_text(f"{SECRET}\nnot a notebook\n")
+    write(minimal(f"# {SECRET}\n" + TORCH_ANSWERS[0], *TORCH_CHECKS), host / "secret.ipynb")
+    good, two = minimal(*interleaved()), minimal(*interleaved(TORCH_ANSWERS[:2], TORCH_CHECKS[:2]))
+
+    place(root, "alice", good)
+    (root / "bob").mkdir()
+    os.symlink("../alice/" + FILE, root / "bob" / FILE)  # a file link to another student's notebook
+    os.symlink("alice", root / "carol")  # a student folder that is a link to another's
+    (root / "dave").mkdir()
+    os.symlink(SOLUTION, root / "dave" / FILE)  # to solutions/
+    (root / "erin").mkdir()
+    os.symlink(host / "secret.txt", root / "erin" / FILE)  # to a file of the grader's user
+    (root / "leo").mkdir()
+    os.symlink(host / "secret.ipynb", root / "leo" / FILE)  # to a notebook of the grader's user
+    (root / "frank").mkdir()
+    os.symlink(out / "results.jsonl", root / "frank" / FILE)  # to the grader's own journal
+    os.symlink(out, root / "gina")  # to the output folder
+    (root / "hank").mkdir()
+    os.symlink("../alice", root / "hank" / "work")  # deeper: a folder link, nothing else
+    (root / "ivan" / "nested").mkdir(parents=True)
+    os.symlink(host / "secret.txt", root / "ivan" / "nested" / FILE)  # deeper: a notebook link
+    place(root, "ivan", two)  # … next to a real notebook: the file is graded, the link is not
+    (root / "judy").mkdir()
+    os.link(root / "alice" / FILE, root / "judy" / FILE)  # a hard link is a file: read as one
+    (root / "kate").mkdir()
+    os.mkfifo(root / "kate" / FILE)  # a FIFO: must not block the grader
+    (root / "olga").mkdir()
+    (root / "olga" / FILE).write_text(f"{SECRET} is not JSON")  # unreadable: the error never quotes it
+    (root / "peggy").mkdir()
+    (root / "peggy" / FILE).write_text(json.dumps({"nbformat": SECRET, "cells": []}))  # JSON, not a notebook
+    place(root, "quinn", good, name=f"{NB02}.ipynb")  # notebook 01's cells, a file name of notebook 02
+    claims = minimal(*interleaved(TORCH_ANSWERS[:2], TORCH_CHECKS[:2]), notebook_id=NB02)
+    place(root, "quinn", claims, name="renamed.ipynb")  # …and 01's checks under 02's metadata id
+
+    for name in FORMULA_NAMES:
+        place(root, name, two)
+    place(root, FORGED, two)
+    place(root, "rita", minimal("x = 1", notebook_id=None), name="=HYPERLINK(1).ipynb")  # a formula notebook name
+    for i, name in enumerate(COLLIDING):  # each scores differently: a swapped page shows
+        place(root, name, minimal(*interleaved(TORCH_ANSWERS[: i + 1], TORCH_CHECKS[: i + 1])))
+    os.mkdir(bytes(root) + b"/r\xffx")  # a name that is not UTF-8
+    place(root, "r\udcffx", two)
+
+    place(root, ".hidden_student", good)
+    (root / ".git").mkdir()
+    place(root, "alice", good, name=".ipynb_checkpoints/" + FILE.replace(".ipynb", "-checkpoint.ipynb"))
+    (root / "notes.txt").write_text("read me")
+    (root / "nobody").mkdir()
+    (root / "\x1b[2Jwipe").mkdir()  # an escape sequence for the instructor's terminal
+    return {"root": root, "out": out, "host": host}
+
+
+@pytest.fixture(scope="class")
+def hostile(tmp_path_factory):
+    base = tmp_path_factory.mktemp("hostile_class")
+    made = _hostile_class(base)
+    proc = run_grader(made["root"], "--out", made["out"], "--jobs", "2", "--timeout", "60", "--memory", "1024",
+                      "--quiet")
+    rows = read_rows(made["out"])
+    return {**made, "proc": proc, "rows": rows, "by": {r["student"]: r for r in rows}}
+
+
+def _outputs(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+
+class TestHostileClassFolder:
+    def test_exit_code_zero_and_one_row_per_real_submission(self, hostile):
+        proc, by = hostile["proc"], hostile["by"]
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        expected = {"alice", "bob", "carol", "dave", "erin", "leo", "frank", "gina", "ivan", "judy", "kate", "olga",
+                    "peggy", "quinn", "rita", FORGED, "r\\xffx", *FORMULA_NAMES, *COLLIDING}
+        assert set(by) == expected
+        keys = [(r["student"], r["notebook"]) for r in hostile["rows"]]
+        assert len(keys) == len(set(keys)) == len(hostile["rows"])  # nothing twice
+
+    def test_links_are_rejected_and_never_read(self, hostile):
+        by = hostile["by"]
+        for student in ("bob", "carol", "dave", "erin", "leo", "frank", "gina"):
+            row = by[student]
+            assert (row["status"], row["score"]) == ("rejected_link", 0), row
+            assert "symbolic link" in row["error"]
+            assert row["submission_sha256"] == "link"
+        assert by["carol"]["notebook"] == "(linked folder)" and by["gina"]["notebook"] == "(linked folder)"
+        assert by["bob"]["notebook"] == NB_ID and by["bob"]["max_score"] == MAX_SCORE
+        # the real notebook next to a deeper link is graded; the link is named, not followed
+        assert (by["ivan"]["status"], by["ivan"]["score"], by["ivan"]["file"]) == ("graded", 2, FILE)
+        err = hostile["proc"].stderr
+        assert "ivan/nested/" + FILE + ": a symbolic link; not followed" in err
+        assert "hank: 1 symbolic link(s) inside the folder not followed: work" in err
+        assert "hank: no .ipynb file in the folder" in err
+        # a hard link is a file like any other; a FIFO is refused without blocking
+        assert (by["judy"]["status"], by["judy"]["score"]) == ("graded", 7)
+        assert by["kate"]["status"] == "invalid" and "not a regular file" in by["kate"]["error"]
+        assert (by["alice"]["status"], by["alice"]["score"]) == ("graded", 7)
+
+    def test_no_content_from_outside_the_class_or_of_unreadable_files_reaches_any_output(self, hostile):
+        outputs = _outputs(hostile["out"])
+        assert outputs and all(SECRET.encode() not in data for data in outputs.values()), [
+            name for name, data in outputs.items() if SECRET.encode() in data]
+        assert SECRET not in hostile["proc"].stdout + hostile["proc"].stderr
+        by = hostile["by"]
+        assert by["olga"]["status"] == by["peggy"]["status"] == "invalid"
+        assert "line 1, column 1" in by["olga"]["error"]
+        assert "not in the Jupyter notebook format" in by["peggy"]["error"]
+        assert by["dave"]["score"] == 0 and not by["dave"]["exercises"][0]["passed"]  # solutions/ was not read
+
+    def test_grades_csv_is_one_record_per_line_and_runs_no_formula(self, hostile):
+        text = (hostile["out"] / "grades.csv").read_text(encoding="utf-8")
+        lines = text.splitlines()
+        assert len(lines) == 1 + len(hostile["rows"])  # also for str.splitlines: no line break of any kind
+        records = list(csv.reader(io.StringIO(text)))
+        assert len(records) == len(lines)
+        assert not [r for r in records if r[0] == "alice" and r[2] == "14"]  # no forged line
+        for record in records[1:]:
+            for cell in (record[0], record[1], record[4]):
+                assert not cell.lstrip(" ").startswith(("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b",
+                                                       "\uff0d", "\uff20")), record
+        students = {r[0] for r in records[1:]}
+        assert {"'=1+2", "'+SUM(A1)", "'-2+3", "'@cmd", "\\tTAB", "'\uff1dHYPERLINK(1)"} <= students
+        assert f"mallory\\nalice,{NB_ID},14,{MAX_SCORE},graded" in students
+        assert ["rita", "'=HYPERLINK(1)", "0", "0", "unknown_notebook", "0"] in records
+        assert ["'-2+3", NB_ID, "2", str(MAX_SCORE), "graded", "0"] in records  # numbers stay numbers
+
+    def test_each_student_has_a_page_of_their_own(self, hostile):
+        out, rows = hostile["out"], hostile["rows"]
+        paths = [report.feedback_path(out, r["student"], r["notebook"]) for r in rows]
+        assert len(set(paths)) == len(rows)
+        pages = sorted(str(p.relative_to(out)) for p in (out / "feedback").rglob("*.html"))
+        assert pages == sorted(str(p.relative_to(out)) for p in paths)
+        for row, path in zip(rows, paths):
+            page = path.read_text(encoding="utf-8")
+            assert f'<strong class="student">{html.escape(row["student"])}</strong>' in page, row["student"]
+            assert f'{row["score"]} / {row["max_score"]} <small>points' in page
+        by = hostile["by"]
+        assert [by[name]["score"] for name in COLLIDING] == [1, 2, 3, 4, 5, 6]
+
+    def test_every_entry_gets_a_row_or_a_note(self, hostile):
+        err, by = hostile["proc"].stderr, hostile["by"]
+        names = [os.fsdecode(n) for n in os.listdir(bytes(hostile["root"]))]
+        for name in names:
+            if name in by or name.replace("\udcff", "\\xff") in by:
+                continue
+            assert repr(name)[1:-1] in err or name in err, name
+        assert "skipped 3 hidden entries" in err  # .git, .hidden_student, alice/.ipynb_checkpoints, said once
+        assert err.count("hidden entr") == 1
+        assert "notes.txt: neither a student's folder nor a .ipynb notebook; skipped" in err
+        assert "nobody: no .ipynb file in the folder" in err
+        assert "\\x1b[2Jwipe: no .ipynb file in the folder" in err  # names reach the terminal escaped
+        assert "\x1b" not in err
+
+    def test_a_notebook_is_graded_as_what_its_checks_say(self, hostile):
+        rows = [r for r in hostile["rows"] if r["student"] == "quinn"]
+        # both files are notebook 01 by their check cells: the newer one counts, the other is named
+        assert [(r["notebook"], r["status"]) for r in rows] == [(NB_ID, "graded")]
+        assert "quinn handed in two files for " + NB_ID in hostile["proc"].stderr
+        assert any("its check cells are those of " + NB_ID in w for w in rows[0]["warnings"])
+        page = report.feedback_path(hostile["out"], "quinn", NB_ID).read_text(encoding="utf-8")
+        assert "its check cells are those of" in page
+
+
+def test_a_link_swapped_in_after_discovery_is_not_followed(tmp_path):
+    root = tmp_path / "subs"
+    place(root, "ann", minimal(*interleaved()))
+    place(root, "zed", minimal(*interleaved()))
+    secret = tmp_path / "secret.ipynb"
+    write(minimal(f"# {SECRET}"), secret)
+    found, _ = grade.discover(root)
+    by = {f.student: f for f in found}
+    known = grade.known_notebooks()
+    # the file becomes a link between discovery and reading …
+    (root / "ann" / FILE).unlink()
+    os.symlink(secret, root / "ann" / FILE)
+    sub = grade.prepare(by["ann"], known)
+    assert (sub.status, sub.cells) == ("rejected_link", []) and SECRET not in repr(sub)
+    # … or a folder on the way does
+    (root / "zed").rename(tmp_path / "zed_moved")
+    os.symlink(tmp_path / "zed_moved", root / "zed")
+    sub = grade.prepare(by["zed"], known)
+    assert (sub.status, sub.cells) == ("rejected_link", [])
+    # the same file through a real path is read
+    assert grade.prepare(grade.Found.at("zed", tmp_path / "zed_moved" / FILE), known).status is None
+
+
+@pytest.mark.parametrize(("value", "cell"), [
+    ("=1+2", "'=1+2"), ("+1", "'+1"), ("-1", "'-1"), ("@A1", "'@A1"), ("  =1", "'  =1"),
+    ("\uff1d1", "'\uff1d1"), ("\uff20x", "'\uff20x"), ("\t=1", "\\t=1"), ("\r=1", "\\r=1"),
+    ("a\nb", "a\\nb"), ("a\r\nb", "a\\r\\nb"), ("a\u2028b", "a\\u2028b"), ("a\x85b", "a\\x85b"),
+    ("\x1b[31mred", "\\x1b[31mred"), ("plain name", "plain name"), ("O'Neil, Ann", "O'Neil, Ann"),
+])
+def test_csv_text_neutralises_formulas_and_line_breaks(value, cell):
+    assert report.csv_text(value) == cell
+    assert len(report.csv_text(value).splitlines()) == 1
+
+
+def test_path_components_differ_for_names_that_clean_alike():
+    names = ["ann", "Ann", "ANN", "ann ", " ann", "ann\n", "ann_", "a/nn", "a\\nn", "..", ".", "", "x" * 300 + "1",
+             "x" * 300 + "2", "ann~0123456789abcdef", "\udcff", "\u00e9", "e\u0301"]
+    parts = [report.path_component(n) for n in names]
+    assert len({p.lower() for p in parts}) == len(names)  # also on a case-insensitive file system
+    for part in parts:
+        assert "/" not in part and "\\" not in part and part not in (".", "..", "") and len(part.encode()) <= 100
+        assert not part.startswith(".") and not any(ord(c) < 32 for c in part)
+    assert report.path_component("good_full_1") == "good_full_1"  # a plain name stays as it is
+
+
+def test_one_grader_per_output_folder_and_no_stale_lock(tmp_path):
+    out = tmp_path / "grades"
+    with report.exclusive(out):
+        with pytest.raises(report.OutputLocked, match=f"pid {os.getpid()}"):
+            with report.exclusive(out):
+                pass
+    with report.exclusive(out):  # released when its holder is done
+        pass
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\nfrom pathlib import Path\nfrom helpers.grading import report\n"
+        f"with report.exclusive(Path({str(out)!r})):\n    print('held', flush=True)\n    time.sleep(600)\n")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(report.OutputLocked, match=f"pid {holder.pid}"):
+            with report.exclusive(out):
+                pass
+    finally:
+        holder.send_signal(signal.SIGKILL)  # kill -9: the kernel drops its lock
+        holder.wait(30)
+        holder.stdout.close()
+    with report.exclusive(out):
+        pass
+
+
+def _grader(*args) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "helpers.grade", *map(str, args)], cwd=ROOT,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_a_second_grader_refuses_or_waits(tmp_path):
+    root, out = tmp_path / "subs", tmp_path / "grades"
+    place(root, "ann", minimal(*interleaved()))
+    args = [root, "--out", out, "--jobs", "1", "--timeout", "60", "--memory", "1024", "--quiet"]
+    with report.exclusive(out):  # another grader holds the folder
+        refused = run_grader(*args)
+        assert refused.returncode == 2, refused.stderr[-2000:]
+        assert "another grader is writing into" in refused.stderr and f"pid {os.getpid()}" in refused.stderr
+        assert "--wait" in refused.stderr and not (out / report.JOURNAL).exists()
+        waiting = _grader(*args, "--wait")
+        try:
+            line = waiting.stderr.readline()
+            assert "waiting for the grader" in line and f"pid {os.getpid()}" in line, line
+            assert waiting.poll() is None and not (out / report.JOURNAL).exists()
+        except BaseException:
+            waiting.kill()
+            raise
+    rest = waiting.communicate(timeout=300)[1]  # it goes on once the folder is free
+    assert waiting.returncode == 0, rest[-2000:]
+    assert [(r["student"], r["score"]) for r in read_rows(out)] == [("ann", 7)]
+
+
+def test_two_graders_started_at_once_write_one_row_per_submission(tmp_path):
+    root, out = tmp_path / "subs", tmp_path / "grades"
+    for s in ("ann", "bob", "cid"):
+        place(root, s, minimal(*interleaved()))
+    args = [root, "--out", out, "--jobs", "1", "--timeout", "60", "--memory", "1024", "--quiet"]
+    both = [_grader(*args, "--wait"), _grader(*args, "--wait")]
+    errs = [g.communicate(timeout=600)[1] for g in both]
+    assert [g.returncode for g in both] == [0, 0], errs
+    assert sorted(r["student"] for r in read_rows(out)) == ["ann", "bob", "cid"]  # each once
+    assert sum("3 already in the journal" in e for e in errs) == 1  # the second found the first's work
+    assert len((out / "grades.csv").read_text().splitlines()) == 4
+
+
+def test_a_journal_line_stays_one_line_whatever_a_name_holds():
+    row = {"student": "a\u2028b\u2029c\x85d\ne\rf", "notebook": NB_ID}
+    line = report.json_line(row)
+    assert len(line.splitlines()) == 1 and json.loads(line) == row

@@ -48,6 +48,9 @@ class RunResult:
     outcomes: list[Outcome]
     notes: list[str] = field(default_factory=list)
     seconds: float | None = None
+    # the notes about cells that raised, structured: {"cell": notebook index or None, "line", "text", "note"}
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    error_count: int = 0  # every "err" record, also those beyond MAX_NOTES
 
 
 def _text(value: Any, limit: int = MAX_TEXT) -> str:
@@ -172,6 +175,8 @@ def decide(
     wanted = {ex.id for ex in exercises}
     records: dict[str, dict[str, Any]] = {}
     notes: list[str] = []
+    errors: list[dict[str, Any]] = []
+    error_count = 0
     last_cell: int | None = None
     done = False
     for f in frames:
@@ -183,11 +188,19 @@ def decide(
             last_cell = f["i"]
         elif kind == "rec" and isinstance(f.get("id"), str) and f["id"] in wanted:
             records[f["id"]] = f  # the last check of an exercise counts
-        elif kind == "err" and len(notes) < MAX_NOTES:
+        elif kind == "err":
+            error_count += 1
+            if len(notes) >= MAX_NOTES:
+                continue
             i, line = f.get("i"), f.get("line")
-            where = cells[i].label() if type(i) is int and 0 <= i < len(cells) else "after the last cell"
-            at = f", line {line}" if type(line) is int and 0 < line < 10**7 else ""
-            notes.append(f"{where}{at} raised {_text(f.get('text'), 500)}")
+            known_cell = type(i) is int and 0 <= i < len(cells)
+            where = cells[i].label() if known_cell else "after the last cell"
+            line = line if type(line) is int and 0 < line < 10**7 else None
+            at = f", line {line}" if line else ""
+            text = _text(f.get("text"), 500)
+            notes.append(f"{where}{at} raised {text}")
+            errors.append({"cell": cells[i].index if known_cell else None, "line": line, "text": text,
+                           "note": notes[-1]})
         elif kind == "done":
             done = True
     if problem:
@@ -237,7 +250,8 @@ def decide(
                                     "Not reached: the notebook stopped before this step was checked."))
     _add_dependency_notes(exercises, outcomes)
     seconds = header.get("seconds")
-    return RunResult(status, error, outcomes, notes, float(seconds) if isinstance(seconds, (int, float)) else None)
+    return RunResult(status, error, outcomes, notes, float(seconds) if isinstance(seconds, (int, float)) else None,
+                     errors, error_count)
 
 
 def _add_dependency_notes(exercises: Sequence[Exercise], outcomes: list[Outcome]) -> None:
