@@ -304,7 +304,7 @@ MHA_MISTAKES = {
 
 
 def world(rng: np.random.Generator | None = None) -> dict:
-    """The names of parts 4 and 5 that the module's cell can read, in notebook order, and its answers.
+    """The names of part 4 that the module's cell can read, in notebook order, and its answers.
 
     Fresh worlds change the model width, the number of heads, the batch, the sentence length
     (at most ``MAX_LEN - 1``, so the buffer must be cut to the sequence), the lengths (the first
