@@ -149,8 +149,8 @@ _ROWS = [
      "10000^(2i/d_model) is missing, or its exponent became 0 (integer division, `//`, does that): pair i divides "
      "the position by 10000^(2i/d_model)."),
     ("positions_from_one", "positions counted from 1",
-     "Your positions start at 1. The first token is at position 0: its sinusoidal encoding is sin 0 = 0 and "
-     "cos 0 = 1, and its learned vector is row 0 of the table."),
+     "Your positions start at 1. The first token is at position 0: its encoding is sin 0 = 0 and cos 0 = 1 in "
+     "every pair, its vector in a table of positions is row 0."),
     ("pe_after_projection", "positions added after the projection",
      "You added the positions to the queries, keys and values, after the projection. An additive encoding goes "
      "into the inputs: project x + pe, so the queries are (x + pe) @ w_query, and the same for keys and values."),

@@ -220,6 +220,12 @@ SINUSOID_MISTAKES = {
 }
 
 
+SINUSOID_HINTS = {
+    "positions_from_one": "Your positions start at 1. The first token is at position 0, so row 0 of the encoding "
+    "is sin 0 = 0 and cos 0 = 1 in every pair: 0, 1, 0, 1, …",
+}
+
+
 def positional_inputs(rng=None) -> dict:
     if rng is None:
         d = notebook_data()
@@ -387,7 +393,8 @@ def _exercises() -> list[Exercise]:
         ),
         Exercise(
             "08.sinusoidal", title="The sinusoidal encoding", answers=("sinusoidal_encoding",),
-            inputs=sinusoidal_inputs, reference=ref_sinusoid, mistakes=SINUSOID_MISTAKES, dtype="float32",
+            inputs=sinusoidal_inputs, reference=ref_sinusoid, mistakes=SINUSOID_MISTAKES, hints=SINUSOID_HINTS,
+            dtype="float32",
             atol=5e-5, **fn,
         ),
         Exercise(
