@@ -31,6 +31,7 @@ _SLOW_MODULES = {  # rough seconds on 2 cores; notebooks are estimated from thei
     "test_grade.py": 40,
     "test_browser.py": 35,
     "test_feedback_page.py": 25,
+    "test_environment.py": 40,
     "test_checks.py": 20,
     "test_properties.py": 30,
 }
