@@ -16,7 +16,7 @@ as 1e-11 next to 0.9999995. At the default tolerances several wrong variants (e.
 softmax of word 1) agree with the reference to 1e-6, so the weight exercises compare with a
 tight relative tolerance that float32 answers still meet. Fresh worlds keep the shapes (four
 words of four features, 4 × 4 matrices) and use smaller integers (0–2 inputs, 0/1 weights),
-where every mistake shows. d_model = d_k = n = 4 in every world, so the √d_model and √n
+drawn again until no row of the softmax is almost one-hot, so that every mistake shows. d_model = d_k = n = 4 in every world, so the √d_model and √n
 mistakes are caught by the two functions, which are called on random sizes.
 """
 
@@ -459,8 +459,8 @@ SCORES_1_HINTS = {
 }
 WEIGHTS_1_HINTS = {
     "missing_scale": "Your weights are the softmax of the raw scores. Divide the scores by √d_k = √4 = 2 before "
-    "the softmax (tf.shape(key_1)[0] is 1, the number of rows: d_k is the last axis). The weights look almost "
-    "the same, but the small ones are off by orders of magnitude.",
+    "the softmax. (If you took d_k from tf.shape(key_1)[0]: that is 1, the number of rows of key_1; d_k is its "
+    "last axis.) The weights look almost the same, but the small ones are off by orders of magnitude.",
     "scale_by_d": "You divided the scores by d_k = 4. Divide by its square root, tf.math.sqrt(d_k) = 2.",
     "no_softmax": NO_SOFTMAX_WEIGHTS,
     "scale_after_softmax": SCALE_AFTER,
