@@ -16,8 +16,9 @@ as 1e-11 next to 0.9999995. At the default tolerances several wrong variants (e.
 softmax of word 1) agree with the reference to 1e-6, so the weight exercises compare with a
 tight relative tolerance that float32 answers still meet. Fresh worlds keep the shapes (four
 words of four features, 4 × 4 matrices) and use smaller integers (0–2 inputs, 0/1 weights),
-drawn again until no row of the softmax is almost one-hot, so that every mistake shows. d_model = d_k = n = 4 in every world, so the √d_model and √n
-mistakes are caught by the two functions, which are called on random sizes.
+drawn again until no row of the softmax is almost one-hot, so that every mistake shows.
+d_model = d_k = n = 4 in every world, so the √d_model and √n mistakes (and a typed-in √4) can
+only be told apart by the two functions, which are called on random sizes.
 """
 
 from __future__ import annotations
