@@ -123,6 +123,40 @@ _ROWS = [
     ("max_from_zero", "the running maximum started at 0",
      "Your running maximum starts at 0, so a stream of very negative scores underflows: every exp(s − 0) is 0. "
      "Start it at −∞ (or at the first score)."),
+    # --- notebook 04
+    ("stack_wrong_axis", "stacked along the wrong axis",
+     "Your stack put the new axis in the wrong place. A stack adds one axis where `axis=` says (0 by default): "
+     "choose the position at which the stacked items should run."),
+    ("concat_instead_of_stack", "concatenated where a new axis was needed",
+     "You concatenated, which joins the pieces along an axis they already have, so the result lacks an axis. "
+     "A stack creates a new axis for the pieces."),
+    ("transposed_first_operand", "the first operand transposed instead of the second",
+     "You transposed the first operand of the product (`transpose_a=True`, or a `.T` on the left). A score "
+     "pairs a query row with a key row: transpose the second operand, the keys."),
+    ("keys_not_transposed", "keys not transposed (Q·K instead of Q·Kᵀ)",
+     "You multiplied the queries by the keys without transposing the keys. On square matrices that runs, but "
+     "entry (i, j) then pairs query i with column j of the keys. Each score is query i · key j: use the "
+     "transposed keys."),
+    ("missing_squeeze", "an axis of length 1 left in",
+     "Your tensor still has an axis of length 1 that the step drops. Squeeze it away before you go on."),
+    ("weights_cast_to_int", "weights cast to integers",
+     "You cast the weights to an integer type, which cuts every weight below 1 down to 0. Cast the values to "
+     "float instead, and keep the weights as they are."),
+    ("scale_after_softmax", "divided by √d_k after the softmax",
+     "You divided by √d_k after the softmax, so the weights no longer sum to 1. The division belongs inside: "
+     "softmax(scores / √d_k)."),
+    ("product_order_reversed", "the factors of a matrix product in the wrong order",
+     "You multiplied in the wrong order (B·A instead of A·B). With square matrices that runs, but it is another "
+     "product: here the rows are the tokens, so each row is multiplied by the matrix on its right."),
+    ("weights_not_applied", "the weights returned instead of the weighted values",
+     "You returned the attention weights, one row of n weights per query. The output is those weights applied "
+     "to the values: multiply them by the values, so each row becomes a weighted sum of the value rows."),
+    ("values_transposed", "the values transposed",
+     "You transposed the values. The outputs are the weights times the values as they are: row j of the values "
+     "is value j, and weight (i, j) scales the whole of it."),
+    ("scale_by_n", "scaled by √n instead of √d_k",
+     "You divided by the square root of the number of tokens n (the first axis of the keys). d_k is the width "
+     "of one key, the last axis of the keys."),
     # --- notebook 06
     ("dropout_in_eval", "dropout applied in evaluation",
      "Dropout is only for training. In evaluation mode (`model.eval()`, `training=False`) return the weights "
