@@ -123,6 +123,13 @@ _ROWS = [
     ("max_from_zero", "the running maximum started at 0",
      "Your running maximum starts at 0, so a stream of very negative scores underflows: every exp(s − 0) is 0. "
      "Start it at −∞ (or at the first score)."),
+    # --- notebook 05
+    ("scale_after_softmax", "scaled after the softmax instead of before",
+     "You divided the weights by √d_k after the softmax, so the rows no longer sum to 1. The scaling belongs "
+     "to the scores: divide them by √d_k, then apply the softmax."),
+    ("max_without_keepdim", "a row maximum without keepdims",
+     "Your row maxima lost their axis (an (n,) vector), so NumPy lined them up with the columns: entry (i, j) "
+     "was shifted by the maximum of row j, which the softmax does not cancel. Keep the axis: keepdims=True."),
 ]
 
 _PROPERTY_ROWS = [
