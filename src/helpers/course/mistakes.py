@@ -130,6 +130,18 @@ _ROWS = [
     ("max_without_keepdim", "a row maximum without keepdims",
      "Your row maxima lost their axis (an (n,) vector), so NumPy lined them up with the columns: entry (i, j) "
      "was shifted by the maximum of row j, which the softmax does not cancel. Keep the axis: keepdims=True."),
+    ("power_precedence", "`** 1/2` for a square root",
+     "`s / d_k ** 1/2` is (s / d_k) / 2: Python applies `** 1` first and then divides by 2, so no square "
+     "root is taken. Write d_k ** 0.5 (or np.sqrt(d_k))."),
+    ("sum_without_axis", "one sum over the whole array instead of one per row",
+     "You summed without an axis, which adds up every entry into one number. Sum along each row (axis=1 or "
+     "axis=-1), one sum per row."),
+    ("scale_multiplied", "multiplied by √d_k instead of divided",
+     "You multiplied the scores by √d_k. The scaling divides them by √d_k, which shrinks their spread back "
+     "to about 1."),
+    ("values_times_weights", "values @ weights instead of weights @ values",
+     "You computed values @ weights. Output i mixes the rows of the values with the weights of row i: "
+     "weights @ values."),
 ]
 
 _PROPERTY_ROWS = [

@@ -131,7 +131,8 @@ FIXED_WEIGHTS_MISTAKES = {
     "transposed_scores": _fixed(lambda s: softmax(s.T)),
     "no_softmax": _fixed(lambda s: s),
     "sum_normalisation": _fixed(sum_normalise),
-    "unexpected_scale": lambda attn_scores, keys, **_: {"fixed_weights": softmax(attn_scores / np.sqrt(keys.shape[-1]))},
+    "unexpected_scale": lambda attn_scores, keys, **_: {
+        "fixed_weights": softmax(attn_scores / np.sqrt(keys.shape[-1]))},
 }
 
 FIXED_VALUE_MISTAKES = {
@@ -139,6 +140,7 @@ FIXED_VALUE_MISTAKES = {
     "global_softmax": lambda attention_weights, values, **_: {"fixed_value": attention_weights @ values},
     "elementwise_product": lambda fixed_weights, values, **_: {"fixed_value": fixed_weights * values},
     "transposed_scores": lambda fixed_weights, values, **_: {"fixed_value": fixed_weights.T @ values},
+    "values_times_weights": lambda fixed_weights, values, **_: {"fixed_value": values @ fixed_weights},
 }
 
 
@@ -162,6 +164,8 @@ SCALED_WEIGHTS_MISTAKES = {
     "global_softmax": _scaled(global_softmax),
     "softmax_wrong_axis": _scaled(lambda s: softmax(s, axis=0)),
     "missing_keepdim": _scaled(_sum_no_keepdim),
+    "scale_multiplied": _scaled(softmax, divisor=lambda d_k: 1 / np.sqrt(d_k)),
+    "power_precedence": _scaled(softmax, divisor=lambda d_k: 2.0 * d_k),  # s / d_k ** 1/2 = (s / d_k) / 2
 }
 
 # --- part 4: a stable, row-wise softmax -----------------------------------------------
@@ -249,6 +253,11 @@ WEIGHTS_MISTAKES = {
     "softmax_wrong_axis": lambda x, w_query, w_key, **_: _weights_from(
         x, w_query, w_key, normalise=lambda s: softmax(s, 0)),
     "global_softmax": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key, normalise=global_softmax),
+    "scale_after_softmax": lambda x, w_query, w_key, **_: {
+        "attn_weights": _weights_from(x, w_query, w_key, scale="none")["attn_weights"] / np.sqrt(w_key.shape[-1])},
+    "power_precedence": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key, scale=2.0 * w_key.shape[-1]),
+    "scale_multiplied": lambda x, w_query, w_key, **_: _weights_from(
+        x, w_query, w_key, scale=1 / np.sqrt(w_key.shape[-1])),
 }
 
 
@@ -268,6 +277,10 @@ ATTENTION_MISTAKES = {
     "transposed_scores": lambda **i: _attention(**i, transpose=True),
     "softmax_wrong_axis": lambda **i: _attention(**i, normalise=lambda s: softmax(s, axis=0)),
     "swapped_projections": lambda **i: _attention(**i, swap_kv=True),
+    "power_precedence": lambda **i: _attention(**i, scale=2.0 * i["w_key"].shape[-1]),
+    "scale_multiplied": lambda **i: _attention(**i, scale=1 / np.sqrt(i["w_key"].shape[-1])),
+    # √3 whatever the keys: the notebook's global d_k (an int, so not seen as notebook data) or 3 typed in
+    "reads_globals": lambda **i: _attention(**i, scale=float(np.sqrt(D_K))),
 }
 
 _TRANSPOSED = (
@@ -289,9 +302,13 @@ def _value(ex_id, title, answers, reference, **kw):
 register(
     _value("05.row_sums", "Row sums of the original's weights", ("row_sums",),
            lambda attention_weights, **_: {"row_sums": attention_weights.sum(axis=1)}, reads=("attention_weights",),
-           mistakes={"sum_wrong_axis": lambda attention_weights, **_: {"row_sums": attention_weights.sum(axis=0)}},
+           mistakes={"sum_wrong_axis": lambda attention_weights, **_: {"row_sums": attention_weights.sum(axis=0)},
+                     "sum_without_axis": lambda attention_weights, **_: {"row_sums": attention_weights.sum()}},
            hints={"sum_wrong_axis": "You summed each column (axis=0). One token's weights are one row: "
-                  "sum along each row."}),
+                  "sum along each row.",
+                  "sum_without_axis": "You added up the whole matrix into one number (a sum without an axis): "
+                  "that total is 1 for the original's weights, whatever the scores. Sum each row on its own, "
+                  "one sum per token."}),
     _value("05.fixed_weights", "The bug fixed: a softmax for each row of the raw scores", ("fixed_weights",),
            lambda attn_scores, **_: {"fixed_weights": softmax(attn_scores)}, reads=("attn_scores",),
            mistakes=FIXED_WEIGHTS_MISTAKES,
@@ -359,6 +376,8 @@ register(
     _value("05.weights", "Attention weights of 'how are you doing'", ("attn_weights",), ref_weights,
            reads=("x", "w_query", "w_key"), mistakes=WEIGHTS_MISTAKES,
            hints={"transposed_scores": _TRANSPOSED, "scale_by_d_model": _D_MODEL,
+                  "missing_scale": "Your scores were not divided by √d_k. Divide them by √d_k, the square root "
+                  "of the width of a key (3 here), before the softmax.",
                   "scale_by_d": "You divided by d_k itself. The scaling divides by its square root, √d_k."}),
     Exercise(
         "05.self_attention",
@@ -379,6 +398,11 @@ register(
             "scale_by_d_model": "You divided by the square root of the embedding width d_model (x.shape[-1]). "
             "The scores are dot products of a query and a key, so divide by √d_k, the width of one key.",
             "scale_by_d": "You divided by d_k itself. The scaling divides by its square root, √d_k.",
+            "missing_scale": "Your scores were not divided by √d_k. Divide them by the square root of the width "
+            "of the keys (k.shape[-1]) before the softmax.",
+            "reads_globals": "Your function divides by √3 whatever its inputs: that is the notebook's d_k (the "
+            "global variable, or the number typed in). Take d_k from the keys the function computes: "
+            "k.shape[-1].",
         },
     ),
 )
