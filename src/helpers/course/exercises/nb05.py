@@ -288,6 +288,8 @@ _TRANSPOSED = (
     "transposed keys (keys @ queries.T, or queries made with w_key and keys with w_query, give this "
     "same wrong answer)."
 )
+_COLUMNS = ("Each column of your weights sums to 1, not each row: the softmax must run along each row (the last "
+            "axis), one row per query.")
 _D_MODEL = (
     "You divided by the square root of the embedding width d_model (x.shape[-1], 8 here). The scores are "
     "dot products of a query and a key, so divide by √d_k, the width of one key (3 here)."
@@ -375,7 +377,7 @@ register(
     ),
     _value("05.weights", "Attention weights of 'how are you doing'", ("attn_weights",), ref_weights,
            reads=("x", "w_query", "w_key"), mistakes=WEIGHTS_MISTAKES,
-           hints={"transposed_scores": _TRANSPOSED, "scale_by_d_model": _D_MODEL,
+           hints={"transposed_scores": _TRANSPOSED, "scale_by_d_model": _D_MODEL, "softmax_wrong_axis": _COLUMNS,
                   "missing_scale": "Your scores were not divided by √d_k. Divide them by √d_k, the square root "
                   "of the width of a key (3 here), before the softmax.",
                   "scale_by_d": "You divided by d_k itself. The scaling divides by its square root, √d_k."}),
@@ -393,6 +395,7 @@ register(
         depends_on=("05.softmax",),
         hints={
             "transposed_scores": _TRANSPOSED,
+            "softmax_wrong_axis": _COLUMNS,
             "swapped_projections": "Your keys and values use each other's weights. The keys come from w_key, "
             "the values from w_value.",
             "scale_by_d_model": "You divided by the square root of the embedding width d_model (x.shape[-1]). "
