@@ -153,6 +153,8 @@ _ROWS = [
      "(d_model, d_k)."),
     ("weights_returned", "the weights returned instead of the context vectors",
      "You returned the attention weights. The context vectors mix the values with them: weights @ values."),
+    ("all_rows_or_one", "all the inputs where one was asked, or one where all were asked",
+     "Check which inputs this step is about: one row of x, or all of its rows."),
 ]
 
 _PROPERTY_ROWS = [

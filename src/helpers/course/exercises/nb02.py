@@ -308,20 +308,30 @@ PART_2 = [
                    "query_2": x_2 @ w_key, "key_2": x_2 @ w_query, "value_2": x_2 @ w_value},
                "wrong_query_row": lambda x, w_query, w_key, w_value, **_: {
                    "query_2": x[2] @ w_query, "key_2": x[2] @ w_key, "value_2": x[2] @ w_value},
+               "all_rows_or_one": lambda x, w_query, w_key, w_value, **_: {
+                   "query_2": x @ w_query, "key_2": x @ w_key, "value_2": x @ w_value},
            },
            hints={
                "swapped_projections": "Your query_2 and key_2 use each other's matrices. The query comes from "
                "w_query, the key from w_key.",
                "wrong_query_row": "You projected x[2], \"starts\". \"journey\" is row 1 of x (Python counts from "
                "0): it is the x_2 the notebook gives you.",
+               "all_rows_or_one": "You projected all six inputs, x. This step is about \"journey\" alone: project "
+               "x_2, which gives two numbers each for query_2, key_2 and value_2.",
            }),
     _value("02.keys_values", "Keys and values of all six inputs", ("keys", "values"),
            lambda x, w_key, w_value, **_: {"keys": x @ w_key, "values": x @ w_value},
            reads=("x", "w_key", "w_value"),
-           mistakes={"swapped_projections": lambda x, w_key, w_value, **_: {
-               "keys": x @ w_value, "values": x @ w_key}},
-           hints={"swapped_projections": "Your keys and values use each other's weights. Keys come from w_key, "
-                  "values from w_value."}),
+           mistakes={
+               "swapped_projections": lambda x, w_key, w_value, **_: {"keys": x @ w_value, "values": x @ w_key},
+               "all_rows_or_one": lambda x_2, w_key, w_value, **_: {"keys": x_2 @ w_key, "values": x_2 @ w_value},
+           },
+           hints={
+               "swapped_projections": "Your keys and values use each other's weights. Keys come from w_key, values "
+               "from w_value.",
+               "all_rows_or_one": "You projected only \"journey\", x_2. The scores need a key for every input, and "
+               "the context vector a value for every input: project all six rows of x at once.",
+           }),
     _value("02.score_22", "The score of query 2 against key 2", ("attn_score_22",),
            _one("attn_score_22", lambda query_2, key_2, **_: query_2 @ key_2), reads=("query_2", "key_2"),
            mistakes={"elementwise_product": _one("attn_score_22", lambda query_2, key_2, **_: query_2 * key_2)},
