@@ -155,6 +155,30 @@ _ROWS = [
      "You returned the attention weights. The context vectors mix the values with them: weights @ values."),
     ("all_rows_or_one", "all the inputs where one was asked, or one where all were asked",
      "Check which inputs this step is about: one row of x, or all of its rows."),
+    # --- notebook 06
+    ("dropout_in_eval", "dropout applied in evaluation",
+     "Dropout is only for training. In evaluation mode (`model.eval()`, `training=False`) return the weights "
+     "unchanged."),
+    ("missing_dropout", "no dropout while training",
+     "In training mode (`model.train()`, `training=True`) dropout must act on the attention weights: multiply "
+     "them by the keep-mask and divide by (1 − p)."),
+    ("dropout_mode_inverted", "dropout in evaluation instead of training",
+     "Your dropout acts in evaluation mode and not in training mode: the test of the mode is the wrong way "
+     "round. Drop weights only when training (`self.training` is True / `training=True`)."),
+    ("fully_masked_row", "a row with every key masked",
+     "In some rows your mask hides every key, so the softmax there is 0/0 = NaN. Every query needs at least one "
+     "key it may attend to: check which positions your mask hides (keys, not whole rows)."),
+    ("causal_mask_inverted", "causal mask the wrong way round",
+     "Your mask hides what each query may see (keys j ≤ i, itself included) and shows the future. Hide only the "
+     "positions above the diagonal (j > i)."),
+    ("missing_causal_mask", "no causal mask",
+     "Every query still sees the keys after it: the causal mask is missing. Hide the scores above the diagonal "
+     "(key j > query i) before the softmax."),
+    ("missing_padding_mask", "no padding mask",
+     "The padded keys are not hidden. Hide the scores of the keys at positions ≥ the sentence's length before "
+     "the softmax."),
+    ("padding_mask_off_by_one", "padding mask off by one",
+     "Your mask shows one padded key too many: positions count from 0, so key j is real when j < length (not ≤)."),
 ]
 
 _PROPERTY_ROWS = [
