@@ -33,9 +33,9 @@ $(PY):
 $(STAMP): requirements.txt pyproject.toml | $(PY)
 	@echo "==> Installing the course environment into $(VENV)/: $(strip $(PINS)),"
 	@echo "    the other pins of requirements.txt, and this repository's helpers package."
-	@echo "    The first time: about 1 GB to download, 3.5 GB on disk, several minutes (pip says little"
-	@echo "    while it unpacks PyTorch and TensorFlow). Later runs reinstall only when requirements.txt"
-	@echo "    or pyproject.toml change."
+	@echo "    The first time: about 1 GB to download and 3.5 GB on disk, some 3 minutes on a fast"
+	@echo "    connection and longer on a slow one; pip says little while it unpacks PyTorch and"
+	@echo "    TensorFlow. Later runs reinstall only when requirements.txt or pyproject.toml change."
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install -r requirements.txt -e ".[torch,tensorflow,grader,dev]"
 	touch $(STAMP)
