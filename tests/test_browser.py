@@ -150,11 +150,13 @@ def _run_all(page, panel, n_code_cells, timeout=240):
     page.get_by_text("Run All Cells", exact=True).click()
     prompts = panel.locator(".jp-CodeCell .jp-InputArea-prompt")
     deadline = time.monotonic() + timeout
-    texts = []
-    while time.monotonic() < deadline:
+    started, settled = False, 0  # settled: polls in a row with no cell queued or running ([*])
+    while time.monotonic() < deadline and settled < 6:  # over, finished or stopped early
         texts = [t.strip() for t in prompts.all_inner_texts()]
         if len(texts) == n_code_cells and all(re.fullmatch(r"\[\d+\]:", t) for t in texts):
             break
+        started = started or "[*]:" in texts
+        settled = settled + 1 if started and "[*]:" not in texts else 0
         time.sleep(0.5)
     page.wait_for_selector("text=Python 3 (ipykernel) | Idle", timeout=60_000)
     return [t.strip() for t in prompts.all_inner_texts()]
