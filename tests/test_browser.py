@@ -103,7 +103,7 @@ def lab(tmp_path_factory):
     if proc.poll() is not None:
         pytest.fail("JupyterLab exited:\n" + (tmp_path / "lab.log").read_text()[-2000:])
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    yield base, token
+    yield base, token, tmp_path / "lab.log"
     os.killpg(proc.pid, 15)
     try:
         proc.wait(10)
@@ -124,7 +124,7 @@ def page(lab):
 
 def _open(page, lab, path, workspace):
     """Open ``path`` in JupyterLab workspace ``workspace`` (one per test: nothing is restored from another)."""
-    base, token = lab
+    base, token, _ = lab
     page.goto(f"{base}/lab/workspaces/{workspace}/tree/{path}?token={token}")
     page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell", timeout=60_000)
     select = page.get_by_role("button", name="Select", exact=True)
@@ -145,21 +145,34 @@ def _tab_classes(page, path):
 
 
 def _run_all(page, panel, n_code_cells, timeout=240):
-    """Run > Run All Cells, then wait until every code cell has its execution count."""
+    """Run > Run All Cells, then wait until every code cell has its execution count, or the kernel
+    has stayed idle for 3 s (the run is over: finished, or stopped early)."""
     page.get_by_role("menuitem", name="Run", exact=True).click()
     page.get_by_text("Run All Cells", exact=True).click()
     prompts = panel.locator(".jp-CodeCell .jp-InputArea-prompt")
+    idle = page.get_by_text("Python 3 (ipykernel) | Idle", exact=True)
     deadline = time.monotonic() + timeout
-    started, settled = False, 0  # settled: polls in a row with no cell queued or running ([*])
-    while time.monotonic() < deadline and settled < 6:  # over, finished or stopped early
+    idle_polls, busy_seen, start = 0, False, time.monotonic()
+    # (After the first TO-DO error, JupyterLab shows the cells still queued as "[ ]" instead of
+    # "[*]" until each has run: the prompts alone cannot tell a stopped run from a running one.)
+    while time.monotonic() < deadline and idle_polls < 6:
         texts = [t.strip() for t in prompts.all_inner_texts()]
         if len(texts) == n_code_cells and all(re.fullmatch(r"\[\d+\]:", t) for t in texts):
             break
-        started = started or "[*]:" in texts
-        settled = settled + 1 if started and "[*]:" not in texts else 0
+        is_idle = idle.count() > 0
+        busy_seen = busy_seen or not is_idle
+        idle_polls = idle_polls + 1 if is_idle and (busy_seen or time.monotonic() - start > 20) else 0
         time.sleep(0.5)
     page.wait_for_selector("text=Python 3 (ipykernel) | Idle", timeout=60_000)
     return [t.strip() for t in prompts.all_inner_texts()]
+
+
+def _assert_ran_to_the_end(page, lab, prompts, n_code_cells, name):
+    if prompts == [f"[{i}]:" for i in range(1, n_code_cells + 1)]:
+        return
+    page.screenshot(path=str(ARTIFACTS / f"{name}_run_all_stopped.png"))
+    log = lab[2].read_text(errors="replace")[-3000:]
+    pytest.fail(f"Run All stopped early: {prompts}\nJupyterLab's log ends with:\n{log}")
 
 
 def _centre(locator):
@@ -201,7 +214,7 @@ def test_exercise_notebook_opens_clean_and_run_all_reaches_the_end(lab, page):
 
     # 3. Run All on the untouched notebook: every cell runs, in order, to the last one.
     prompts = _run_all(page, panel, len(code))
-    assert prompts == [f"[{i}]:" for i in range(1, len(code) + 1)], f"Run All stopped early: {prompts}"
+    _assert_ran_to_the_end(page, lab, prompts, len(code), "01_exercise")
     outputs = panel.locator(".jp-OutputArea-output").all_inner_texts()
     verdicts = [ln for text in outputs for ln in text.splitlines() if re.match(r"^\S+ \d\d\.\S+ — ", ln)]
     assert len(verdicts) == len(checks), f"{len(checks)} checks, {len(verdicts)} verdicts:\n" + "\n".join(verdicts)
@@ -240,7 +253,7 @@ def test_solution_notebook_runs_in_jupyterlab(lab, page):
     images = panel.locator(".jp-OutputArea-output img")
     rendered = [img.evaluate("i => i.complete && i.naturalWidth > 0") for img in images.all()]
 
-    assert prompts == [f"[{i}]:" for i in range(1, len(code) + 1)], f"Run All stopped early: {prompts}"
+    _assert_ran_to_the_end(page, lab, prompts, len(code), "01_solution")
     assert not boxes, "stderr on the page:\n" + "\n---\n".join(boxes)[:3000]
     text = "\n".join(outputs)
     assert "Traceback" not in text and "❌" not in text and "⏳" not in text, text[-3000:]
