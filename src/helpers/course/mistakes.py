@@ -123,6 +123,29 @@ _ROWS = [
     ("max_from_zero", "the running maximum started at 0",
      "Your running maximum starts at 0, so a stream of very negative scores underflows: every exp(s − 0) is 0. "
      "Start it at −∞ (or at the first score)."),
+    # --- notebook 01/03
+    ("transposed_wrong_factor", "the transpose on the wrong factor",
+     "You transposed the queries instead of the keys: `queries.T @ keys` pairs feature columns with feature "
+     "columns. A score pairs query i (a row of the queries) with key j (a row of the keys), so the keys are the "
+     "factor that must become columns."),
+    ("one_query_only", "one query's result instead of all queries'",
+     "Your answer is what a single query gets. All queries at once add an axis in front: one slice per query."),
+    ("no_new_axis", "weights times values without a new axis",
+     "You multiplied the weights and the values entry by entry as they are, so weight (i, j) met entry (i, j) "
+     "of the values (this only runs when the sizes happen to agree). Weight (i, j) must scale the whole of "
+     "value j: give the weights a new last axis first."),
+    ("sum_over_features", "summed the features of each value",
+     "You summed over the features: that adds up the numbers inside each value vector. An output keeps the "
+     "features of the values and adds up the weighted values of the different inputs."),
+    ("width_of_keys", "d_k where the values' width d_v belongs",
+     "You gave the values' side the width of the keys, d_k. Keys and queries must share a width to be "
+     "compared; the values have their own width, d_v, and so have the outputs made from them."),
+    ("width_of_inputs", "d_model where the values' width d_v belongs",
+     "You gave the result the width of the inputs, d_model. An output is a mix of values, so it has the "
+     "values' width, d_v."),
+    ("summed_too_early", "the weighted values already summed",
+     "You computed the outputs (the weights times the values, already summed over the inputs). This step keeps "
+     "every weighted value on its own: one vector for each (query, input) pair, summed only in the next step."),
 ]
 
 _PROPERTY_ROWS = [
