@@ -146,6 +146,19 @@ _ROWS = [
     ("summed_too_early", "the weighted values already summed",
      "You computed the outputs (the weights times the values, already summed over the inputs). This step keeps "
      "every weighted value on its own: one vector for each (query, input) pair, summed only in the next step."),
+    ("new_axis_on_values", "the new axis given to the values instead of the weights",
+     "You gave the values the new axis. Weight (i, j) must scale every feature of value j, so it is the weights "
+     "that need a new last axis, to be stretched along the features."),
+    ("mean_instead_of_sum", "averaged instead of summed",
+     "You took the mean. The weights of each query already sum to 1, so the plain sum of the weighted values "
+     "is their weighted average; dividing by the number of tokens again shrinks every output."),
+    ("missing_transpose", "the keys not transposed",
+     "You multiplied the queries by the keys as they are. That runs only when the keys' matrix is square, and it "
+     "pairs query i with a column of the keys — one feature of every token — instead of with key j. The keys "
+     "must become the columns of the second factor."),
+    ("missing_sum", "the sum over the tokens left out",
+     "Your result still has the axis of the tokens being mixed: the weighted values are not added up yet. Sum "
+     "them over that axis."),
 ]
 
 _PROPERTY_ROWS = [

@@ -104,6 +104,7 @@ SCORES_MISTAKES = {
     "elementwise_with_transpose": lambda queries, keys, **_: {"attn_scores": queries * keys.T},
     "elementwise_product": lambda queries, keys, **_: {"attn_scores": queries * keys},
     "transposed_wrong_factor": lambda queries, keys, **_: {"attn_scores": queries.T @ keys},
+    "missing_transpose": lambda queries, keys, **_: {"attn_scores": queries @ keys},
 }
 
 
@@ -161,8 +162,11 @@ def _hints(framework: str) -> dict[str, dict[str, str]]:
     qk = "tf.matmul(queries, keys, transpose_b=True)" if tf else "queries @ keys.T"
     axis = "axis=-1" if tf else "dim=-1"
     keep = "tf.reduce_sum(…, axis=-1, keepdims=True)" if tf else ".sum(dim=-1, keepdim=True)"
+    product = ("You multiplied element by element (`*`). A matrix product is tf.matmul (or `@`)." if tf else
+               "You multiplied element by element (`*`). A matrix product is `@` (or torch.matmul).")
     return {
         "scores": {
+            "elementwise_product": product,
             "unexpected_scale": _NO_SCALE,
             "transposed_scores": f"Row i of the scores must belong to query i: {qk} (you have keys against "
             "queries). The notebook's own scores happen to be symmetric and hide this; other inputs do not.",
@@ -181,6 +185,7 @@ def _hints(framework: str) -> dict[str, dict[str, str]]:
             "softmax of attn_scores.",
         },
         "outputs": {
+            "elementwise_product": product,
             "transposed_scores": "You used the transposed weights: row i of attn_weights holds query i's "
             "weights, and it must meet the values as the rows of the first factor.",
             "no_softmax": "You weighted the values with the raw scores. Use the softmax weights attn_weights.",
@@ -190,6 +195,7 @@ def _hints(framework: str) -> dict[str, dict[str, str]]:
             f"softmax above them runs along the wrong axis. Each query's row must sum to 1: {axis}.",
         },
         "outputs_rounded": {
+            "elementwise_product": product,
             "rounded_weights": "These are the outputs of the exact weights. Here the step asks for the outputs "
             "of rounded_weights.",
         },

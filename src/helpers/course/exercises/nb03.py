@@ -145,7 +145,7 @@ PREDICT_OUTPUTS_MISTAKES = {
     "width_of_inputs": lambda n, d_model, **_: _shape("outputs_shape", n, d_model),
     "width_of_keys": lambda n, d_k, **_: _shape("outputs_shape", n, d_k),
     "one_query_only": lambda d_v, **_: _shape("outputs_shape", d_v),
-    "summed_too_early": lambda n, d_v, **_: _shape("outputs_shape", n, n, d_v),
+    "missing_sum": lambda n, d_v, **_: _shape("outputs_shape", n, n, d_v),
 }
 
 
@@ -176,6 +176,10 @@ WEIGHTED_MISTAKES = {
     },
     # attn_weights @ values: the outputs, one step early
     "summed_too_early": lambda attn_weights, values, **_: {"weighted_values": attn_weights @ values},
+    # values.unsqueeze(-1) * attn_weights: (n, d_v, 1) * (n, n), entry [j, k, m] = values[j, k] * weights[k, m]
+    "new_axis_on_values": lambda attn_weights, values, **_: {
+        "weighted_values": np.asarray(values)[:, :, None] * np.asarray(attn_weights)[None, :, :]
+    },
 }
 
 
@@ -190,6 +194,7 @@ OUTPUT_MISTAKES = {
     "sum_over_features": lambda weighted_values, **_: {"outputs": np.asarray(weighted_values).sum(axis=2)},
     "no_softmax": lambda attn_scores, values, **_: {"outputs": attn_scores @ values},
     "rounded_weights": lambda values, **_: {"outputs": ROUNDED_WEIGHTS @ values},
+    "mean_instead_of_sum": lambda weighted_values, **_: {"outputs": np.asarray(weighted_values).mean(axis=1)},
 }
 
 
@@ -208,6 +213,8 @@ ROUNDED_1_MISTAKES = {
         "weighted_values_1_rounded": np.asarray(rounded_1)[:, None] * values,
         "output_1_rounded": (np.asarray(rounded_1)[:, None] * values).sum(axis=1),
     },
+    # query 1's exact weights where the diagram's rounded ones were asked for
+    "rounded_weights": lambda attn_weights, values, **_: ref_rounded_1(np.asarray(attn_weights)[0], values),
 }
 
 # --- the function exercise: the steps in one go ----------------------------------------------
@@ -226,10 +233,13 @@ def fn_inputs(rng: np.random.Generator | None = None) -> dict:
     }
 
 
-def _fn(x, w_query, w_key, w_value, *, scores=None, normalise=softmax, sum_axis=1):
-    q, k, v = x @ w_query, x @ w_key, x @ w_value
+def _fn(x, w_query, w_key, w_value, *, scores=None, normalise=softmax, sum_axis=1, reduce="sum", w_v=None):
+    q, k, v = x @ w_query, x @ w_key, x @ (w_value if w_v is None else w_v)
     s = q @ k.T if scores is None else scores(q, k)
-    return _weighted(normalise(s), v).sum(axis=sum_axis)
+    weighted = _weighted(normalise(s), v)
+    if reduce == "none":
+        return weighted
+    return weighted.mean(axis=sum_axis) if reduce == "mean" else weighted.sum(axis=sum_axis)
 
 
 def ref_fn(**inp):
@@ -247,26 +257,29 @@ FN_MISTAKES = {
     "sum_normalisation": lambda **i: _fn(**i, normalise=sum_normalise),
     "sum_wrong_axis": lambda **i: _fn(**i, sum_axis=0),
     "sum_over_features": lambda **i: _fn(**i, sum_axis=2),
+    "mean_instead_of_sum": lambda **i: _fn(**i, reduce="mean"),
+    "missing_sum": lambda **i: _fn(**i, reduce="none"),
+    "width_of_keys": lambda **i: _fn(**i, w_v=i["w_key"]),  # the values made with w_key
 }
 
 # --- hints, in this notebook's words ---------------------------------------------------------
 
-_NO_SCALE = ("You divided the scores by √d_k. This notebook keeps the raw scores queries @ keys.T, as the "
-             "original does, so that its numbers can be compared with the original's. Leave the scaling out here.")
+_NO_SCALE = ("You divided the scores by √d_k. This notebook keeps the raw scores, as the original does, so that "
+             "every number can be compared with the original's. Leave the scaling out here.")
 _SUM_AXIS_OUT = ("You summed over axis 0, the queries, so every query's output got mixed with the others'. "
-                 "weighted_values[i, j, k] is query i's weight for input j times feature k of value j: sum over "
-                 "the inputs, axis 1, so that each query keeps its own output.")
+                 "weighted_values[i, j, k] is query i's weight for token j times feature k of value j: sum over "
+                 "the tokens j, axis 1, so that each query keeps its own output.")
 _SUM_FEATURES_OUT = ("You summed over axis 2, the features: that adds up the numbers inside each weighted value. "
-                     "Output i keeps the d_v features and adds up query i's weighted values of the n inputs: "
+                     "Output i keeps the d_v features and adds up query i's weighted values of the n tokens: "
                      "axis 1.")
 
 HINTS = {
     "predict_scores": {
         "elementwise_product": "(n, d_k) is the shape of queries and keys multiplied entry by entry. A score is "
-        "one number for each pair (query i, key j), a dot product of two whole vectors.",
-        "transposed_wrong_factor": "(d_k, d_k) is what the queries transposed times the keys would give: it "
-        "pairs features with features. Scores pair tokens with tokens: query i with key j.",
-        "one_query_only": "(n,) are the scores of one query: one per key. All queries at once give one such "
+        "one number for each pair (query i, key j): a dot product of two whole vectors.",
+        "transposed_wrong_factor": "(d_k, d_k) is what the transposed queries times the keys would give: it "
+        "pairs features with features. Scores pair tokens with tokens, query i with key j.",
+        "one_query_only": "(n,) are the scores of one query, one per key. All queries at once give one such "
         "row per query.",
     },
     "predict_softmax": {
@@ -275,19 +288,19 @@ HINTS = {
     },
     "predict_weighted": {
         "one_query_only": "(n, d_v) is what one query gets: a weighted value of d_v numbers for each of the n "
-        "inputs (the original's picture, for input 1). All queries at once add an axis in front.",
+        "tokens (the original's picture, for query 1). All queries at once add an axis in front.",
         "no_new_axis": "(n, n) is the shape of the weights. Each weight scales a whole value vector, so every "
-        "(query, input) pair keeps a vector of its own.",
-        "width_of_keys": "The weighted values are scaled values, so their last axis is the values' width, "
+        "(query, token) pair keeps a vector of its own.",
+        "width_of_keys": "The weighted values are scaled values, so their last axis has the values' width, "
         "d_v. d_k is the width of the keys and queries.",
-        "width_of_inputs": "The weighted values are scaled values, so their last axis is the values' width, "
+        "width_of_inputs": "The weighted values are scaled values, so their last axis has the values' width, "
         "d_v, not the inputs' width d_model.",
     },
     "predict_sum": {
         "sum_wrong_axis": "Axis 0 runs over the queries: summing along it would add different queries' "
-        "weighted values together. Output i adds up what query i takes from each input.",
+        "weighted values together. Output i adds up what query i takes from each token.",
         "sum_over_features": "Axis 2 runs over the features of one weighted value: summing along it would add "
-        "up the numbers inside each vector. Output i keeps the features and adds up over the inputs.",
+        "up the numbers inside each vector. Output i keeps the features and adds up over the tokens.",
     },
     "predict_outputs": {
         "width_of_inputs": "An output is a mix of values, so it has the values' width, d_v — not the inputs' "
@@ -295,25 +308,26 @@ HINTS = {
         "width_of_keys": "An output is a mix of values, so it has the values' width, d_v. d_k is the width of "
         "the keys and queries.",
         "one_query_only": "(d_v,) is one query's output. The function returns the outputs of all queries.",
-        "summed_too_early": "(n, n, d_v) is the shape of the weighted values, before the sum over the inputs.",
+        "missing_sum": "(n, n, d_v) is the shape of the weighted values. The outputs add them up over the "
+        "tokens, so that axis is gone.",
     },
     "scores": {
         "unexpected_scale": _NO_SCALE,
         "transposed_scores": "Row i of the scores must belong to query i: you have keys against queries. The "
         "example's scores happen to be symmetric and hide this; other inputs do not.",
         "transposed_wrong_factor": "You transposed the queries instead of the keys, so your product pairs "
-        "feature columns with feature columns. Query i is a row of the queries, key j a row of the keys: the "
-        "keys must become the columns.",
+        "feature columns with feature columns. Query i is a row of the queries, key j a row of the keys: it is "
+        "the keys that must become columns.",
     },
     "softmax": {
         "softmax_wrong_axis": "Your softmax normalised each column (dim=0). Each query's row must sum to 1: "
-        "the axis of the keys, dim=-1 (or 1).",
-        "unexpected_scale": "You scaled the scores by √d_k before the softmax. This notebook uses the unscaled "
+        "the axis of the keys, dim=1 (or -1).",
+        "unexpected_scale": "You scaled the scores by √d_k before the softmax. This notebook uses the raw "
         "scores: apply the softmax to attn_scores directly.",
         "transposed_scores": "Your weights are the softmax of the transposed scores. Apply the softmax to "
         "attn_scores itself, along each row.",
         "missing_keepdim": "Your row sums lost their axis, so the division lined each sum up with a column "
-        "instead of its own row. Keep the axis: .sum(dim=-1, keepdim=True).",
+        "instead of its own row. Keep the axis: .sum(dim=1, keepdim=True).",
         "rounded_weights": "You typed in the original's rounded weights. This step asks for the exact softmax "
         "of attn_scores.",
     },
@@ -326,10 +340,16 @@ HINTS = {
         "no_new_axis": "You multiplied attn_weights and values entry by entry as they are: (n, n) times "
         "(n, d_v), which only runs because d_v = n here, and pairs weight (i, j) with feature j of value i. "
         "Weight (i, j) must scale the whole of value j: give the weights a new last axis first.",
+        "broadcast_wrong_axis": "Your new axis sits in the middle of the weights, so weight (i, j) met feature j "
+        "of every value instead of the whole of value j. The new axis belongs at the end of the weights, where "
+        "the values have their features.",
+        "new_axis_on_values": "You gave the values the new axis, so entry (j, k) of the values met weight "
+        "(k, ·): features and tokens got paired. Weight (i, j) must scale every feature of value j: it is the "
+        "weights that need a new last axis.",
         "one_query_only": "You computed query 1's weighted values only (the original's picture). Do it for "
         "every query at once: the result has a query axis in front, (n, n, d_v).",
-        "summed_too_early": "That is attn_weights @ values: the outputs, already summed over the inputs. This "
-        "step keeps every weighted value on its own, one per (query, input) pair: (n, n, d_v).",
+        "summed_too_early": "That is attn_weights @ values: the outputs, already summed over the tokens. This "
+        "step keeps every weighted value on its own, one per (query, token) pair: (n, n, d_v).",
     },
     "outputs": {
         "sum_wrong_axis": _SUM_AXIS_OUT,
@@ -340,8 +360,10 @@ HINTS = {
         "the weighted values made from the exact softmax weights.",
     },
     "rounded_1": {
+        "rounded_weights": "You used query 1's exact weights, attn_weights[0]. The diagram's numbers come from "
+        "its rounded weights, rounded_1.",
         "sum_over_features": "You summed each weighted value's own features (dim=1). Here the weighted values "
-        "of the three inputs are the rows: add the rows up, dim=0.",
+        "of the three tokens are the rows: add the rows up, dim=0.",
         "broadcast_wrong_axis": "Your weights met the features of the values instead of the values "
         "themselves: rounded_1 * values scales column j by weight j. Weight j must scale the whole of row j: "
         "give rounded_1 a new last axis first.",
@@ -354,9 +376,13 @@ HINTS = {
         "softmax_wrong_axis": "Your softmax normalised each column. Each query's row of scores must sum to 1: "
         "softmax with dim=-1.",
         "sum_wrong_axis": "You summed the weighted values over axis 0, the queries. Sum over axis 1, the "
-        "inputs, so that each query keeps its own output.",
+        "tokens, so that each query keeps its own output.",
         "sum_over_features": "You summed the weighted values over axis 2, the features: your result has "
-        "shape (n, n). Sum over axis 1, the inputs, so that each output keeps the d_v features.",
+        "shape (n, n). Sum over axis 1, the tokens, so that each output keeps the d_v features.",
+        "missing_sum": "Your function returns the weighted values, (n, n, d_v): add them up over the tokens, "
+        "axis 1, to get the outputs.",
+        "width_of_keys": "Your values are made with w_key. The values, and the outputs that mix them, come "
+        "from w_value, whose width d_v may differ from d_k.",
     },
 }
 
