@@ -461,7 +461,7 @@ def test_one_worker_leaves_no_trace_and_a_dead_sandbox_is_restarted(tmp_path):
 
 def _carried_softmax_record():
     """01.softmax right on top of wrong scores: the student's own upstream, replays right."""
-    ex, plan = spec.get("01.softmax"), PLANS["01.softmax"]
+    ex = spec.get("01.softmax")
     wrong = np.array([[2.0, 4, 4], [4, 16, 12], [4, 12, 9]])
     e = np.exp(wrong - wrong.max(axis=1, keepdims=True))
     return {"answers": _answers("01.softmax", {"attn_weights": encode_array(e / e.sum(axis=1, keepdims=True))}),

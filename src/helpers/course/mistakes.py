@@ -123,6 +123,30 @@ _ROWS = [
     ("max_from_zero", "the running maximum started at 0",
      "Your running maximum starts at 0, so a stream of very negative scores underflows: every exp(s − 0) is 0. "
      "Start it at −∞ (or at the first score)."),
+    # --- notebook 06
+    ("dropout_in_eval", "dropout applied in evaluation",
+     "Dropout is only for training. In evaluation mode (`model.eval()`, `training=False`) return the weights "
+     "unchanged."),
+    ("missing_dropout", "no dropout while training",
+     "In training mode (`model.train()`, `training=True`) dropout must act on the attention weights: multiply "
+     "them by the keep-mask and divide by (1 − p)."),
+    ("dropout_mode_inverted", "dropout in evaluation instead of training",
+     "Your dropout acts in evaluation mode and not in training mode: the test of the mode is the wrong way "
+     "round. Drop weights only when training (`self.training` is True / `training=True`)."),
+    ("fully_masked_row", "a row with every key masked",
+     "In some rows your mask hides every key, so the softmax there is 0/0 = NaN. Every query needs at least one "
+     "key it may attend to: check which positions your mask hides (keys, not whole rows)."),
+    ("causal_mask_inverted", "causal mask the wrong way round",
+     "Your mask hides what each query may see (keys j ≤ i, itself included) and shows the future. Hide only the "
+     "positions above the diagonal (j > i)."),
+    ("missing_causal_mask", "no causal mask",
+     "Every query still sees the keys after it: the causal mask is missing. Hide the scores above the diagonal "
+     "(key j > query i) before the softmax."),
+    ("missing_padding_mask", "no padding mask",
+     "The padded keys are not hidden. Hide the scores of the keys at positions ≥ the sentence's length before "
+     "the softmax."),
+    ("padding_mask_off_by_one", "padding mask off by one",
+     "Your mask shows one padded key too many: positions count from 0, so key j is real when j < length (not ≤)."),
     # --- notebook 01/03
     ("transposed_wrong_factor", "the transpose on the wrong factor",
      "You transposed the queries instead of the keys: `queries.T @ keys` pairs feature columns with feature "
