@@ -9,7 +9,7 @@ Two worlds of names, in notebook order:
 
 - ``world(rng)``: the example's shapes; the computing steps are replayed on fresh numbers of
   these shapes;
-- ``world(rng, sized=True)``: fresh sizes as well (all different, none 3), for the shape
+- ``world(rng, sized=True)``: fresh sizes as well (all different, none 3 or 4), for the shape
   predictions: ``scores_shape = (n, n)`` replayed there gives ``(5, 5)``, and each typical
   wrong prediction something else. Axis predictions do not depend on the sizes: they are
   judged on the notebook's answer alone (``replays=0``), where every wrong axis already shows.
@@ -41,9 +41,10 @@ def _weighted(weights, values):
 
 
 def _sized_base(rng: np.random.Generator) -> dict:
-    """The names notebook 01's world has, for fresh sizes: all different and none of them 3, so that
-    every wrong shape prediction gives another tuple than the right one."""
-    n, d_model, d_k, d_v = (int(s) for s in rng.choice([2, 4, 5, 6, 7], size=4, replace=False))
+    """The names notebook 01's world has, for fresh sizes: all different, and none of them 3 or 4 (the
+    example's sizes), so that every wrong shape prediction gives another tuple than the right one, and a
+    prediction typed in digits never matches."""
+    n, d_model, d_k, d_v = (int(s) for s in rng.choice([2, 5, 6, 7, 8], size=4, replace=False))
     x = rng.integers(0, 2, size=(n, d_model)).astype(np.float64)
     wq, wk = (rng.integers(0, 2, size=(d_model, d_k)).astype(np.float64) for _ in range(2))
     wv = rng.integers(0, 4, size=(d_model, d_v)).astype(np.float64)
