@@ -266,10 +266,9 @@ _ROWS = [
      "Only your queries were rotated. Turn each key too, by the angles of its own position: then a score depends "
      "on the difference of the two positions."),
     # --- notebook 01/03
-    ("transposed_wrong_factor", "the transpose on the wrong factor",
-     "You transposed the queries instead of the keys: `queries.T @ keys` pairs feature columns with feature "
-     "columns. A score pairs query i (a row of the queries) with key j (a row of the keys), so the keys are the "
-     "factor that must become columns."),
+    # transposed_first_operand, keys_not_transposed, values_times_weights, values_transposed,
+    # product_order_reversed, missing_squeeze, sum_without_axis: catalogued under notebooks 04/05 (the same
+    # misconceptions)
     ("one_query_only", "one query's result instead of all queries'",
      "Your answer is what a single query gets. All queries at once add an axis in front: one slice per query."),
     ("no_new_axis", "weights times values without a new axis",
@@ -294,10 +293,6 @@ _ROWS = [
     ("mean_instead_of_sum", "averaged instead of summed",
      "You took the mean. The weights of each query already sum to 1, so the plain sum of the weighted values "
      "is their weighted average; dividing by the number of tokens again shrinks every output."),
-    ("missing_transpose", "the keys not transposed",
-     "You multiplied the queries by the keys as they are. That runs only when the keys' matrix is square, and it "
-     "pairs query i with a column of the keys — one feature of every token — instead of with key j. The keys "
-     "must become the columns of the second factor."),
     ("missing_sum", "the sum over the tokens left out",
      "Your result still has the axis of the tokens being mixed: the weighted values are not added up yet. Sum "
      "them over that axis."),

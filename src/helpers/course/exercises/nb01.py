@@ -94,6 +94,14 @@ def swapped_qkv(x, w_query, w_key, w_value, **_):
     return {"queries": x @ w_key, "keys": x @ w_query, "values": x @ w_value}
 
 
+def reversed_qkv(x, w_query, w_key, w_value, **_):
+    """w @ x: (d_model, d_k) @ (n, d_model) runs here because n = d_k = 3, and gives (d_model, d_model)."""
+    return {"queries": w_query @ x, "keys": w_key @ x, "values": w_value @ x}
+
+
+QKV_MISTAKES = {"swapped_projections": swapped_qkv, "product_order_reversed": reversed_qkv}
+
+
 def ref_scores(queries, keys, **_):
     return {"attn_scores": queries @ keys.T}
 
@@ -103,8 +111,8 @@ SCORES_MISTAKES = {
     "unexpected_scale": lambda queries, keys, **_: {"attn_scores": queries @ keys.T / np.sqrt(keys.shape[-1])},
     "elementwise_with_transpose": lambda queries, keys, **_: {"attn_scores": queries * keys.T},
     "elementwise_product": lambda queries, keys, **_: {"attn_scores": queries * keys},
-    "transposed_wrong_factor": lambda queries, keys, **_: {"attn_scores": queries.T @ keys},
-    "missing_transpose": lambda queries, keys, **_: {"attn_scores": queries @ keys},
+    "transposed_first_operand": lambda queries, keys, **_: {"attn_scores": queries.T @ keys},
+    "keys_not_transposed": lambda queries, keys, **_: {"attn_scores": queries @ keys},
 }
 
 
@@ -139,6 +147,8 @@ OUTPUT_MISTAKES = {
     "no_softmax": lambda attn_scores, values, **_: {"outputs": attn_scores @ values},
     "elementwise_product": lambda attn_weights, values, **_: {"outputs": attn_weights * values},
     "transposed_scores": lambda attn_weights, values, **_: {"outputs": attn_weights.T @ values},
+    "values_times_weights": lambda attn_weights, values, **_: {"outputs": values @ attn_weights},
+    "values_transposed": lambda attn_weights, values, **_: {"outputs": attn_weights @ values.T},
 }
 
 
@@ -149,10 +159,18 @@ def ref_rounded(rounded_weights, values, **_):
 ROUNDED_MISTAKES = {
     "elementwise_product": lambda rounded_weights, values, **_: {"outputs_rounded": _f(rounded_weights) * values},
     "rounded_weights": lambda attn_weights, values, **_: {"outputs_rounded": attn_weights @ values},
+    "values_times_weights": lambda rounded_weights, values, **_: {"outputs_rounded": values @ _f(rounded_weights)},
 }
 
 _NO_SCALE = ("This notebook uses the raw scores on purpose: the scaling by √d_k comes in notebook 02. "
              "Leave it out here.")
+
+
+REVERSED_QKV_HINT = (
+    "You multiplied the weights by the inputs (w @ x). That runs here only because there are as many tokens as a "
+    "weight matrix has columns, and it gives a (4, 4) matrix. The tokens are the rows of x, so x comes first: "
+    "each row is multiplied by the weight matrix on its right."
+)
 
 
 def _hints(framework: str) -> dict[str, dict[str, str]]:
@@ -165,12 +183,13 @@ def _hints(framework: str) -> dict[str, dict[str, str]]:
     product = ("You multiplied element by element (`*`). A matrix product is tf.matmul (or `@`)." if tf else
                "You multiplied element by element (`*`). A matrix product is `@` (or torch.matmul).")
     return {
+        "qkv": {"product_order_reversed": REVERSED_QKV_HINT},
         "scores": {
             "elementwise_product": product,
             "unexpected_scale": _NO_SCALE,
             "transposed_scores": f"Row i of the scores must belong to query i: {qk} (you have keys against "
             "queries). The notebook's own scores happen to be symmetric and hide this; other inputs do not.",
-            "transposed_wrong_factor": "You transposed the queries instead of the keys, so your product pairs "
+            "transposed_first_operand": "You transposed the queries instead of the keys, so your product pairs "
             f"feature columns with feature columns. A score pairs a row of the queries with a row of the keys: {qk}.",
         },
         "softmax": {
@@ -225,9 +244,12 @@ TF_OUTPUT_MISTAKES = {
     "elementwise_product": _from_scores(lambda w, values, **_: {"outputs": w * values}),
     "transposed_scores": _from_scores(lambda w, values, **_: {"outputs": w.T @ values}),
     "softmax_wrong_axis": lambda attn_scores, values, **_: {"outputs": softmax(_f(attn_scores), axis=0) @ values},
+    "values_times_weights": _from_scores(lambda w, values, **_: {"outputs": values @ w}),
+    "values_transposed": _from_scores(lambda w, values, **_: {"outputs": w @ values.T}),
 }
 TF_ROUNDED_MISTAKES = {
     "elementwise_product": ROUNDED_MISTAKES["elementwise_product"],
+    "values_times_weights": ROUNDED_MISTAKES["values_times_weights"],
     "rounded_weights": _from_scores(lambda w, values, **_: {"outputs_rounded": w @ values}),
 }
 
@@ -255,7 +277,7 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
               reads=("w_query_list", "w_key_list", "w_value_list"), dtype="float32",
               mistakes={"swapped_projections": swapped_weights}),
         value("qkv", "Queries, keys and values", ("queries", "keys", "values"), ref_qkv,
-              reads=("x", "w_query", "w_key", "w_value"), mistakes={"swapped_projections": swapped_qkv}),
+              reads=("x", "w_query", "w_key", "w_value"), mistakes=QKV_MISTAKES, hints=hints["qkv"]),
         value("scores", "Attention scores", ("attn_scores",), ref_scores, reads=("queries", "keys"),
               mistakes=SCORES_MISTAKES, hints=hints["scores"]),
         value("softmax", "Attention weights (softmax)", ("attn_weights",), ref_softmax,

@@ -25,7 +25,16 @@ import numpy as np
 from ..reference import global_softmax, softmax, sum_normalise
 from ..spec import Exercise, register, upstream_of
 from . import nb01
-from .nb01 import ROUNDED_WEIGHTS, SCORES_MISTAKES, SOFTMAX_MISTAKES, ref_qkv, ref_scores, ref_softmax, swapped_qkv
+from .nb01 import (
+    QKV_MISTAKES,
+    REVERSED_QKV_HINT,
+    ROUNDED_WEIGHTS,
+    SCORES_MISTAKES,
+    SOFTMAX_MISTAKES,
+    ref_qkv,
+    ref_scores,
+    ref_softmax,
+)
 
 NOTEBOOK = "03_hands_on_steps"
 SEED = "002_b79901dd11caa054.txt"  # every number it prints must appear in the stored outputs
@@ -121,7 +130,7 @@ def ref_scores_shape(n, **_):
 
 PREDICT_SCORES_MISTAKES = {
     "elementwise_product": lambda n, d_k, **_: _shape("scores_shape", n, d_k),
-    "transposed_wrong_factor": lambda d_k, **_: _shape("scores_shape", d_k, d_k),
+    "transposed_first_operand": lambda d_k, **_: _shape("scores_shape", d_k, d_k),
     "one_query_only": lambda n, **_: _shape("scores_shape", n),
 }
 
@@ -196,6 +205,9 @@ OUTPUT_MISTAKES = {
     "no_softmax": lambda attn_scores, values, **_: {"outputs": attn_scores @ values},
     "rounded_weights": lambda values, **_: {"outputs": ROUNDED_WEIGHTS @ values},
     "mean_instead_of_sum": lambda weighted_values, **_: {"outputs": np.asarray(weighted_values).mean(axis=1)},
+    # .sum(dim=1, keepdim=True): the summed axis kept, (n, 1, d_v)
+    "missing_squeeze": lambda weighted_values, **_: {"outputs": np.asarray(weighted_values).sum(axis=1, keepdims=True)},
+    "sum_without_axis": lambda weighted_values, **_: {"outputs": np.asarray(weighted_values).sum()},
 }
 
 
@@ -275,10 +287,11 @@ _SUM_FEATURES_OUT = ("You summed over axis 2, the features: that adds up the num
                      "axis 1.")
 
 HINTS = {
+    "qkv": {"product_order_reversed": REVERSED_QKV_HINT},
     "predict_scores": {
         "elementwise_product": "(n, d_k) is the shape of queries and keys multiplied entry by entry. A score is "
         "one number for each pair (query i, key j): a dot product of two whole vectors.",
-        "transposed_wrong_factor": "(d_k, d_k) is what the transposed queries times the keys would give: it "
+        "transposed_first_operand": "(d_k, d_k) is what the transposed queries times the keys would give: it "
         "pairs features with features. Scores pair tokens with tokens, query i with key j.",
         "one_query_only": "(n,) are the scores of one query, one per key. All queries at once give one such "
         "row per query.",
@@ -316,7 +329,7 @@ HINTS = {
         "unexpected_scale": _NO_SCALE,
         "transposed_scores": "Row i of the scores must belong to query i: you have keys against queries. The "
         "example's scores happen to be symmetric and hide this; other inputs do not.",
-        "transposed_wrong_factor": "You transposed the queries instead of the keys, so your product pairs "
+        "transposed_first_operand": "You transposed the queries instead of the keys, so your product pairs "
         "feature columns with feature columns. Query i is a row of the queries, key j a row of the keys: it is "
         "the keys that must become columns.",
     },
@@ -353,6 +366,10 @@ HINTS = {
         "step keeps every weighted value on its own, one per (query, token) pair: (n, n, d_v).",
     },
     "outputs": {
+        "missing_squeeze": "Your sum kept the summed axis as an axis of length 1 (keepdim=True): (n, 1, d_v). "
+        "The outputs are (n, d_v): sum without keeping it.",
+        "sum_without_axis": "You summed without an axis, which adds up every entry into one number. Sum over "
+        "one axis only, the tokens, so that each query keeps an output vector.",
         "sum_wrong_axis": _SUM_AXIS_OUT,
         "sum_over_features": _SUM_FEATURES_OUT,
         "no_softmax": "Your outputs mix the values with the raw scores. Sum the weighted values made from the "
@@ -411,7 +428,7 @@ register(
            mistakes={"swapped_projections": swapped_tensors}),
     _value("qkv", "Queries, keys and values", ("queries", "keys", "values"), ref_qkv,
            reads=("x", "w_query", "w_key", "w_value"), framework="torch",
-           mistakes={"swapped_projections": swapped_qkv}),
+           mistakes=QKV_MISTAKES),
     _predict_shape("predict_scores", "Prediction: the shape of the scores", "scores_shape", ref_scores_shape,
                    PREDICT_SCORES_MISTAKES),
     _value("scores", "The attention scores", ("attn_scores",), ref_scores, reads=("queries", "keys"),
