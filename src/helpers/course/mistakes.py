@@ -292,6 +292,37 @@ _ROWS = [
     ("rope_only_queries", "only the queries rotated",
      "Only your queries were rotated. Turn each key too, by the angles of its own position: then a score depends "
      "on the difference of the two positions."),
+    # --- notebook 01/03
+    # transposed_first_operand, keys_not_transposed, values_times_weights, values_transposed,
+    # product_order_reversed, missing_squeeze, sum_without_axis: catalogued under notebooks 04/05 (the same
+    # misconceptions)
+    ("one_query_only", "one query's result instead of all queries'",
+     "Your answer is what a single query gets. All queries at once add an axis in front: one slice per query."),
+    ("no_new_axis", "weights times values without a new axis",
+     "You multiplied the weights and the values entry by entry as they are, so weight (i, j) met entry (i, j) "
+     "of the values (this only runs when the sizes happen to agree). Weight (i, j) must scale the whole of "
+     "value j: give the weights a new last axis first."),
+    ("sum_over_features", "summed the features of each value",
+     "You summed over the features: that adds up the numbers inside each value vector. An output keeps the "
+     "features of the values and adds up the weighted values of the different inputs."),
+    ("width_of_keys", "d_k where the values' width d_v belongs",
+     "You gave the values' side the width of the keys, d_k. Keys and queries must share a width to be "
+     "compared; the values have their own width, d_v, and so have the outputs made from them."),
+    ("width_of_inputs", "d_model where the values' width d_v belongs",
+     "You gave the result the width of the inputs, d_model. An output is a mix of values, so it has the "
+     "values' width, d_v."),
+    ("summed_too_early", "the weighted values already summed",
+     "You computed the outputs (the weights times the values, already summed over the inputs). This step keeps "
+     "every weighted value on its own: one vector for each (query, input) pair, summed only in the next step."),
+    ("new_axis_on_values", "the new axis given to the values instead of the weights",
+     "You gave the values the new axis. Weight (i, j) must scale every feature of value j, so it is the weights "
+     "that need a new last axis, to be stretched along the features."),
+    ("mean_instead_of_sum", "averaged instead of summed",
+     "You took the mean. The weights of each query already sum to 1, so the plain sum of the weighted values "
+     "is their weighted average; dividing by the number of tokens again shrinks every output."),
+    ("missing_sum", "the sum over the tokens left out",
+     "Your result still has the axis of the tokens being mixed: the weighted values are not added up yet. Sum "
+     "them over that axis."),
 ]
 
 _PROPERTY_ROWS = [
