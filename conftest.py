@@ -1,8 +1,15 @@
 """pytest set-up for the whole repository (nbval over solutions/ and the tests/)."""
 
 import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
 
 from helpers.execute import QUIET_ENV
+
+sys.path.insert(0, str(Path(__file__).parent / "tests"))  # tests/frameworks.py
 
 os.environ.update(QUIET_ENV)  # every kernel nbval or nbclient starts inherits this
 
@@ -23,8 +30,10 @@ _SLOW_MODULES = {  # rough seconds on 2 cores; notebooks are estimated from thei
     "test_grade_attacks.py": 60,
     "test_grade.py": 40,
     "test_browser.py": 35,
-    "test_checks.py": 8,
-    "test_properties.py": 8,
+    "test_feedback_page.py": 25,
+    "test_environment.py": 40,
+    "test_checks.py": 20,
+    "test_properties.py": 30,
 }
 
 
@@ -36,14 +45,59 @@ def _cost(item, cache={}):  # noqa: B006 (a per-run memo)
     scope = _scope(item)
     if scope not in cache:
         path = item.path
-        if path.suffix == ".ipynb" or "TestExercise_" in scope:
-            name = path.name if path.suffix == ".ipynb" else scope.split("TestExercise_")[1][3:] + ".ipynb"
+        classes = ("TestExercise_", "TestCorpus_")
+        if path.suffix == ".ipynb" or any(c in scope for c in classes):
+            if path.suffix == ".ipynb":
+                name = path.name
+            else:
+                name = scope.split(next(c for c in classes if c in scope))[1][3:] + ".ipynb"
             source = next(iter(path.parent.parent.glob(f"solutions/*{name}")), path).read_text(errors="ignore")
-            cache[scope] = 12 if ("import tensorflow" in source or "import keras" in source) else 6
+            uses_tf = "import tensorflow" in source or "import keras" in source or "import_tensorflow" in source
+            cache[scope] = (12 if uses_tf else 6) + (8 if "TestCorpus_" in scope else 0)
         else:
             cache[scope] = _SLOW_MODULES.get(path.name, 1)
     return cache[scope]
 
 
+# --- frameworks: what a test needs, skipped with the reason where it is not installed ---------
+# Notebooks (nbval, the untouched exercise runs, the corpus) need what they import; these test
+# modules run notebooks or the grader on them.
+_MODULE_NEEDS = {
+    "test_grade.py": ("torch", "tensorflow"),
+    "test_grade_attacks.py": ("torch", "tensorflow"),
+    "test_feedback_page.py": ("torch", "tensorflow"),
+    "test_browser.py": ("torch", "tensorflow"),
+}
+_IMPORTS = {"torch": re.compile(r"^\s*(?:import|from)\s+torch\b", re.M),
+            "tensorflow": re.compile(r"^\s*(?:import|from)\s+(?:tensorflow|keras)\b|import_tensorflow", re.M)}
+
+
+def _notebook_of(item) -> Path | None:
+    scope = _scope(item)
+    if item.path.suffix == ".ipynb":
+        return item.path
+    for cls in ("TestExercise_", "TestCorpus_"):
+        if cls in scope:
+            name = scope.split(cls)[1][3:] + ".ipynb"
+            return next(iter(item.path.parent.parent.glob(f"solutions/*{name}")), None)
+    return None
+
+
+def _needs(item, cache={}):  # noqa: B006 (a per-run memo)
+    nb = _notebook_of(item)
+    if nb is not None:
+        if nb not in cache:
+            source = nb.read_text(errors="ignore")
+            cache[nb] = tuple(f for f, rx in _IMPORTS.items() if rx.search(source))
+        return cache[nb]
+    return _MODULE_NEEDS.get(item.path.name, ())
+
+
 def pytest_collection_modifyitems(items):
+    from frameworks import missing
+
+    for item in items:
+        gone = missing(_needs(item))
+        if gone:
+            item.add_marker(pytest.mark.skip(reason=f"needs {', '.join(gone)}, which is not installed here"))
     items.sort(key=_cost, reverse=True)  # stable: keeps each scope's own order

@@ -8,6 +8,7 @@ numbers, on the student's own upstream values, and with its "cell" replayed on f
 
 import numpy as np
 import pytest
+from frameworks import needs
 
 from helpers.checks import check, format_outcome, judge
 from helpers.convert import to_array
@@ -19,10 +20,16 @@ spec._load_all()
 EXERCISES = sorted(spec.REGISTRY.values(), key=lambda e: e.id)
 PAIRS = [(ex, code) for ex in EXERCISES for code in ex.mistakes]
 VALUES = [ex for ex in EXERCISES if ex.kind == "value"]
+# parameters that skip, with the reason, where the exercise's framework is not installed
+EX_PARAMS = [pytest.param(ex, id=ex.id, marks=needs(ex.framework, "torch" if ex.module else None))
+             for ex in EXERCISES]
+PAIR_PARAMS = [pytest.param(ex, code, id=f"{ex.id}:{code}", marks=needs(ex.framework)) for ex, code in PAIRS]
 
 
 def _frameworks(ex):
-    return [ex.framework] if ex.framework else ["numpy", "torch", "tensorflow", "list"]
+    if ex.framework:
+        return [ex.framework]
+    return ["numpy", "list"] + [fw for fw in ("torch", "tensorflow") if not needs(fw)]
 
 
 def _judge(ex, code=None, fw=None, rng=None):
@@ -31,7 +38,7 @@ def _judge(ex, code=None, fw=None, rng=None):
     return judge(ex, answer_namespace(ex, code, fw), rng, cell=cell)
 
 
-@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
+@pytest.mark.parametrize("ex", EX_PARAMS)
 def test_reference_answer_passes_in_every_allowed_framework(ex):
     for fw in _frameworks(ex):
         if fw == "list" and ex.dtype:
@@ -41,7 +48,7 @@ def test_reference_answer_passes_in_every_allowed_framework(ex):
         assert outcome.points == ex.points
 
 
-@pytest.mark.parametrize("ex, code", PAIRS, ids=[f"{e.id}:{c}" for e, c in PAIRS])
+@pytest.mark.parametrize("ex, code", PAIR_PARAMS)
 def test_each_mistake_is_diagnosed_with_exactly_its_code(ex, code):
     outcome = _judge(ex, code, rng=np.random.default_rng(0))
     assert outcome.status == "fail"
@@ -49,7 +56,7 @@ def test_each_mistake_is_diagnosed_with_exactly_its_code(ex, code):
     assert outcome.message.startswith(ex.hint(code))
 
 
-@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
+@pytest.mark.parametrize("ex", EX_PARAMS)
 def test_random_wrong_answers_get_no_diagnosis(ex):
     rng = np.random.default_rng(42)
     fw = ex.framework or "numpy"
@@ -75,14 +82,14 @@ def test_random_wrong_answers_get_no_diagnosis(ex):
     assert "differs" in outcome.message
 
 
-@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
+@pytest.mark.parametrize("ex", EX_PARAMS)
 def test_missing_answer_is_not_done(ex, capsys):
     check(ex.id, {})
     out = capsys.readouterr().out
     assert out.startswith(f"⏳ {ex.id} — not done yet:") and "not defined yet" in out
 
 
-@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
+@pytest.mark.parametrize("ex", EX_PARAMS)
 def test_wrong_shape_is_named(ex):
     fw = ex.framework or "numpy"
     if ex.kind == "value":
@@ -95,6 +102,7 @@ def test_wrong_shape_is_named(ex):
 
 
 def test_placeholders_and_bad_values_never_raise(capsys):
+    pytest.importorskip("torch")
     ex = spec.get("01.scores")
     for value in (None, "scores", ..., [[1, 2], [3]], float("nan"), object()):
         check(ex.id, {"attn_scores": value})
@@ -105,13 +113,13 @@ def test_placeholders_and_bad_values_never_raise(capsys):
 
 
 def test_function_that_raises_is_reported_with_the_students_line():
-    ex = next(e for e in EXERCISES if e.kind == "function")
+    ex = next(e for e in EXERCISES if e.kind == "function" and e.framework == "numpy")
 
     def student(*args):
         return args[0] @ "oops"
 
     outcome = judge(ex, {ex.answers[0]: student})
-    assert outcome.status == "fail" and "raised TypeError" in outcome.message and "`return args[0]" in outcome.message
+    assert outcome.status == "fail" and "raised " in outcome.message and "`return args[0]" in outcome.message
 
     def todo(*args):
         raise NotImplementedError("TO-DO")
@@ -222,6 +230,7 @@ def test_the_dtype_the_todo_asks_for_is_checked():
 
 
 def test_a_function_returning_another_frameworks_tensor_is_named():
+    pytest.importorskip("torch")
     ex = spec.get("02.self_attention")
     right = answer_namespace(ex, None, "numpy")["self_attention"]
     outcome = judge(ex, {"self_attention": right})

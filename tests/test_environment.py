@@ -1,8 +1,10 @@
 """The pinned environment lives in requirements.txt; environment.yml must agree with it."""
 
+import os
 import re
 import tomllib
 
+import pytest
 import yaml
 
 from paths import ROOT
@@ -66,3 +68,20 @@ def test_every_pinned_package_is_declared_by_the_package():
     pinned = set(requirements_pins())
     assert declared - pinned == set(), f"declared but not pinned: {sorted(declared - pinned)}"
     assert pinned - declared == set(), f"pinned but not declared: {sorted(pinned - declared)}"
+
+
+@pytest.mark.parametrize("blocked", ["torch", "tensorflow"])
+def test_without_a_framework_the_tests_that_need_it_skip_with_the_reason(blocked):
+    """A course taught with one framework: the tests that need the other one skip, saying why; none fails."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ATTENTION_COURSE_BLOCK": blocked, "PYTHONPATH": str(ROOT / "tests")}
+    tests = ["tests/test_checks.py::test_reference_answer_passes_in_every_allowed_framework",
+             "tests/test_convert.py", "solutions/01_illustrated_self_attention.ipynb"]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "block_framework", "-p", "no:xdist", "-q", "-rs",
+                           "--nbval", *tests], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    tail = proc.stdout[-3000:]
+    assert proc.returncode == 0, tail
+    assert re.search(r"\d+ passed", tail) and re.search(r"\d+ skipped", tail), tail
+    assert f"needs {blocked}, which is not installed here" in proc.stdout, tail

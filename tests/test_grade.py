@@ -457,3 +457,24 @@ def test_one_worker_leaves_no_trace_and_a_dead_sandbox_is_restarted(tmp_path):
         assert worker.proc.pid != first
     finally:
         worker.close()
+
+
+def _carried_softmax_record():
+    """01.softmax right on top of wrong scores: the student's own upstream, replays right."""
+    ex = spec.get("01.softmax")
+    wrong = np.array([[2.0, 4, 4], [4, 16, 12], [4, 12, 9]])
+    e = np.exp(wrong - wrong.max(axis=1, keepdims=True))
+    return {"answers": _answers("01.softmax", {"attn_weights": encode_array(e / e.sum(axis=1, keepdims=True))}),
+            "upstream": {"attn_scores": encode_array(wrong)}, "replay": {"available": True, "error": None},
+            "facts": {"framework": {"attn_weights": "torch"}, "dtype": {"attn_weights": "float32"}}}, ex
+
+
+def test_a_right_step_on_a_wrong_earlier_answer_is_credited_unless_carry_forward_is_off():
+    record, ex = _carried_softmax_record()
+    blob = _blob(_rec("01.softmax", **record), {"t": "done"})
+    on = {o.exercise: o for o in decide(EXS, PLANS, DONE, blob, CELLS, 60).outcomes}["01.softmax"]
+    assert on.status == "carried" and on.points == ex.points and "01.scores" in on.message
+    assert on.as_dict()["carried_forward"] is True
+    off = {o.exercise: o for o in decide(EXS, PLANS, DONE, blob, CELLS, 60, carry_forward=False).outcomes}
+    assert off["01.softmax"].status == "carried" and off["01.softmax"].points == 0
+    assert "not given" in off["01.softmax"].message

@@ -783,3 +783,190 @@ def test_a_journal_line_stays_one_line_whatever_a_name_holds():
     row = {"student": "a\u2028b\u2029c\x85d\ne\rf", "notebook": NB_ID}
     line = report.json_line(row)
     assert len(line.splitlines()) == 1 and json.loads(line) == row
+
+
+# ----------------------------------------------------------------------------- full marks for a blank notebook?
+# A blank exercise notebook (every TO-DO still raises) plus a cell that tries to produce the answers
+# without doing the exercise: patch the recorder, its serialisation, `check`, builtins, import the
+# registry by name or by path. The sandbox holds no reference computation, so each gets nothing for
+# the steps it did not do; honest submissions in the same batch keep their exact scores.
+
+# The notebook's own answers, as a student could type them from the printed outputs.
+_PRINTED = """
+import numpy as np
+PRINTED = {
+    "x": [[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]],
+    "w_key": [[0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 1, 0]],
+    "w_query": [[1, 0, 1], [1, 0, 0], [0, 0, 1], [0, 1, 1]],
+    "w_value": [[0, 2, 0], [0, 3, 0], [1, 0, 3], [1, 1, 0]],
+    "keys": [[0, 1, 1], [4, 4, 0], [2, 3, 1]],
+    "queries": [[1, 0, 2], [2, 2, 2], [2, 1, 3]],
+    "values": [[1, 2, 3], [2, 8, 0], [2, 6, 3]],
+    "attn_scores": [[2, 4, 4], [4, 16, 12], [4, 12, 10]],
+    "attn_weights": [[6.3379e-02, 4.6831e-01, 4.6831e-01], [6.0337e-06, 9.8201e-01, 1.7986e-02],
+                     [2.9539e-04, 8.8054e-01, 1.1917e-01]],
+    "outputs": [[1.9366, 6.6831, 1.5951], [2.0, 7.9640, 0.0540], [1.9997, 7.7599, 0.3584]],
+    "outputs_rounded": [[2.0, 7.0, 1.5], [2.0, 8.0, 0.0], [2.0, 7.8, 0.3]],
+}
+"""
+
+_PATCH_RECORDER = _PRINTED + """
+import helpers
+
+try:  # the exploit of old: compute the references in here, for the grader's own fresh inputs
+    from helpers.course import spec as registry
+except ImportError:
+    registry = None
+
+def fake_collect(plan, namespace, history=None, cell=None, shell=None):
+    answers = {n: np.asarray(PRINTED[n], float) for n in plan["answers"]}
+    n_trials = 1 + len(plan.get("trials") or [])
+    if registry is not None:
+        ex = registry.get(plan["id"])
+        worlds = [ex.inputs(None), *plan["trials"]]
+        return {"id": plan["id"], "answers": [ex.expected(w) for w in worlds],
+                "replay": {"available": True, "error": None}, "upstream": {},
+                "facts": {"framework": {n: plan["framework"] for n in answers},
+                          "dtype": {n: "float32" for n in answers}}}
+    return {"id": plan["id"], "answers": [answers] * n_trials,  # the notebook's answers for every trial
+            "replay": {"available": True, "error": None}, "upstream": {},
+            "facts": {"framework": {n: plan["framework"] for n in answers},
+                      "dtype": {n: "float32" for n in answers}}}
+
+recorder = helpers._check_hook.__self__
+recorder._collect = fake_collect
+import helpers.runtime.collect
+helpers.runtime.collect.collect = fake_collect
+"""
+
+_PATCH_NO_REPLAY = _PRINTED + """
+import helpers
+
+def no_replay(plan, namespace, history=None, cell=None, shell=None):
+    answers = {n: np.asarray(PRINTED[n], float) for n in plan["answers"]}
+    return {"id": plan["id"], "answers": [answers], "replay": {"available": False, "error": None},
+            "facts": {"framework": {n: plan["framework"] for n in answers}, "dtype": {n: "float32" for n in answers}}}
+
+helpers._check_hook.__self__._collect = no_replay
+"""
+
+_PATCH_SERIALISATION = """
+import json, helpers, helpers.grading.protocol as protocol, helpers.grading.zygote as zygote
+claim = {"status": "pass", "passed": True, "points": 1, "carried_forward": True}
+protocol.encode_record = lambda record, depth=0: claim
+zygote.encode_record = lambda record, depth=0: claim
+real_dumps = json.dumps
+json.dumps = lambda obj, *a, **k: real_dumps({**obj, "record": claim} if isinstance(obj, dict) else obj, *a, **k)
+"""
+
+_PATCH_CHECK_AND_BUILTINS = """
+import builtins, sys, types, helpers
+fake = types.ModuleType("helpers.course.spec")
+fake.evaluate = lambda *a, **k: "pass"
+sys.modules["helpers.course"] = types.ModuleType("helpers.course")
+sys.modules["helpers.course.spec"] = fake
+real_import = builtins.__import__
+def rigged_import(name, *args, **kwargs):
+    if name.startswith("helpers.course"):
+        return fake
+    return real_import(name, *args, **kwargs)
+builtins.__import__ = rigged_import
+def check(exercise_id, namespace=None):
+    print(f"✅ {exercise_id} — correct.")
+helpers.check = check
+helpers._check_hook = None
+"""
+
+# Evidence through a point: x is assigned (and 01.x earns its point) only if no part of the registry can
+# be imported or found on disk from inside the sandbox, and none was imported before the notebook ran.
+_LOOK_FOR_THE_REGISTRY = """
+import glob, importlib, importlib.util, os, sys
+import helpers
+seen = [m for m in sys.modules if m.startswith(("helpers.course", "helpers.checks", "helpers.grade"))]
+for name in ("helpers.course", "helpers.course.spec", "helpers.course.exercises.nb01", "helpers.checks",
+             "helpers.course.reference", "helpers.grading.verdict", "helpers.grade"):
+    try:
+        importlib.import_module(name)
+        seen.append(name)
+    except Exception:
+        pass
+root = os.path.dirname(helpers.__file__)
+for path in [os.path.join(root, "course", "exercises", "nb01.py"), os.path.join(root, "course", "spec.py"),
+             os.path.join(root, "checks.py")]:
+    if os.path.exists(path):
+        seen.append(path)
+        try:
+            spec = importlib.util.spec_from_file_location("stolen", path)
+            importlib.util.module_from_spec(spec)
+        except Exception:
+            pass
+for base in sys.path + [os.path.dirname(root)]:
+    if os.path.isdir(base):
+        seen += glob.glob(os.path.join(base, "**", "nb01.py"), recursive=True)[:3]
+        seen += glob.glob(os.path.join(base, "**", "01_illustrated_self_attention.ipynb"), recursive=True)[:3]
+if not seen:
+    x = torch.tensor(x_list, dtype=torch.float32)
+"""
+
+
+def _after_imports(nb, *sources):
+    """The exercise notebook with cells inserted right after the cell that imports `check`."""
+    at = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "from helpers import check" in c.source)
+    nb.cells[at + 1:at + 1] = [new_code_cell(s) for s in sources]
+    return nb
+
+
+def _blank(*sources):
+    import nbformat
+
+    return _after_imports(nbformat.read(EXERCISE, as_version=4), *sources)
+
+
+class TestBlankNotebookGetsNothing:
+    @pytest.fixture(scope="class")
+    def blank(self, tmp_path_factory):
+        base = tmp_path_factory.mktemp("blank")
+        root, out = base / "submissions", base / "grades"
+        place(root, "honest_full", SOLUTION)
+        place(root, "honest_torch_half", minimal(*interleaved()))
+        place(root, "blank", EXERCISE)
+        place(root, "patch_recorder", _blank(_PATCH_RECORDER))
+        place(root, "patch_no_replay", _blank(_PATCH_NO_REPLAY))
+        place(root, "patch_serialisation", _blank(_PATCH_SERIALISATION))
+        place(root, "patch_check_builtins", _blank(_PATCH_CHECK_AND_BUILTINS))
+        place(root, "look_for_registry", minimal(_LOOK_FOR_THE_REGISTRY, 'check("01.x")'))
+        # the TO-DO cell raised; a later cell puts the right value in the variable before the check
+        typed_in = _PRINTED + "x = torch.tensor(PRINTED['x'], dtype=torch.float32)"
+        late = minimal('raise NotImplementedError("TO-DO: replace this line with your code")\nx = None',
+                       "globals()['x'] = torch.tensor(x_list, dtype=torch.float32)", 'check("01.x")',
+                       typed_in, 'check("01.weights")')
+        place(root, "late_assignment", late)
+        proc = run_grader(root, "--out", out, "--jobs", "2", "--timeout", "60", "--memory", "1024", "--quiet")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return {r["student"]: r for r in read_rows(out)}
+
+    def test_honest_submissions_keep_their_exact_scores(self, blank):
+        assert (blank["honest_full"]["status"], blank["honest_full"]["score"]) == ("graded", MAX_SCORE)
+        assert (blank["honest_torch_half"]["status"], blank["honest_torch_half"]["score"]) == ("graded", 7)
+        assert blank["blank"]["score"] == 0
+
+    @pytest.mark.parametrize("student", ["patch_recorder", "patch_no_replay", "patch_serialisation",
+                                         "patch_check_builtins"])
+    def test_patching_the_recorder_its_serialisation_check_or_builtins_gains_nothing(self, blank, student):
+        row = blank[student]
+        assert row["status"] in ("graded", "crashed") and row["score"] == 0, [
+            (e["id"], e["status"], e["message"][:120]) for e in row["exercises"] if e["points"]]
+        assert not any(e["passed"] or e.get("carried_forward") for e in row["exercises"])
+
+    def test_the_registry_is_neither_importable_nor_on_disk_in_the_sandbox(self, blank):
+        row = blank["look_for_registry"]
+        assert outcome(row, "01.x")["passed"], outcome(row, "01.x")["message"]  # the evidence: nothing found
+        assert row["score"] == 1
+
+    def test_a_step_whose_cell_raised_is_not_done_whatever_a_later_cell_puts_in_its_variables(self, blank):
+        row = blank["late_assignment"]
+        x, weights = outcome(row, "01.x"), outcome(row, "01.weights")
+        assert x["status"] == "not_done" and not x["passed"], x
+        assert not weights["passed"], weights  # typed in from the printed outputs: fails the fresh inputs
+        assert row["score"] == 0
+        assert any("NotImplementedError" in e["text"] for e in row["errors"])  # the row says which cell raised

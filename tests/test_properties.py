@@ -7,6 +7,7 @@ and the way the grader does (one seed per trial).
 
 import numpy as np
 import pytest
+from frameworks import needs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -19,8 +20,11 @@ from helpers.runtime.collect import collect
 
 spec._load_all()
 EXERCISES = sorted(spec.REGISTRY.values(), key=lambda e: e.id)
-VALUE_EXERCISES = [e for e in EXERCISES if e.kind == "value"]
+VALUE_EXERCISES = [e for e in EXERCISES if e.kind == "value" and not needs(e.framework, "torch" if e.module else None)]
 PAIRS = [(ex, code) for ex in EXERCISES for code in ex.mistakes]
+EX_PARAMS = [pytest.param(ex, id=ex.id, marks=needs(ex.framework, "torch" if ex.module else None))
+             for ex in EXERCISES]
+PAIR_PARAMS = [pytest.param(ex, code, id=f"{ex.id}:{code}", marks=needs(ex.framework)) for ex, code in PAIRS]
 finite = st.floats(-1e6, 1e6, allow_nan=False, width=32)
 DRAWS = 4  # fresh draws per (exercise, mistake) pair, each way (benchmarks/checks.py --draws runs many more)
 
@@ -63,7 +67,7 @@ def _record(ex, code, plan):
     return collect(plan.data, answer_namespace(ex, code, fw), cell=cell)
 
 
-@pytest.mark.parametrize("ex, code", PAIRS, ids=[f"{e.id}:{c}" for e, c in PAIRS])
+@pytest.mark.parametrize("ex, code", PAIR_PARAMS)
 def test_every_mistake_is_named_on_every_draw(ex, code):
     """The student's way (one generator for all trials) and the grader's (a seed per trial). A step
     without fresh inputs (seeded draws) is judged on the notebook's numbers alone: once is every draw."""
@@ -78,7 +82,7 @@ def test_every_mistake_is_named_on_every_draw(ex, code):
     assert not missed, missed
 
 
-@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
+@pytest.mark.parametrize("ex", EX_PARAMS)
 def test_the_reference_passes_on_every_draw(ex):
     for draw in range(DRAWS):
         plan = spec.make_plan(ex, seeds=[31 * draw + t for t in range(spec.seeds_needed(ex))])

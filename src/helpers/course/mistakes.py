@@ -123,6 +123,30 @@ _ROWS = [
     ("max_from_zero", "the running maximum started at 0",
      "Your running maximum starts at 0, so a stream of very negative scores underflows: every exp(s − 0) is 0. "
      "Start it at −∞ (or at the first score)."),
+    # --- notebook 06
+    ("dropout_in_eval", "dropout applied in evaluation",
+     "Dropout is only for training. In evaluation mode (`model.eval()`, `training=False`) return the weights "
+     "unchanged."),
+    ("missing_dropout", "no dropout while training",
+     "In training mode (`model.train()`, `training=True`) dropout must act on the attention weights: multiply "
+     "them by the keep-mask and divide by (1 − p)."),
+    ("dropout_mode_inverted", "dropout in evaluation instead of training",
+     "Your dropout acts in evaluation mode and not in training mode: the test of the mode is the wrong way "
+     "round. Drop weights only when training (`self.training` is True / `training=True`)."),
+    ("fully_masked_row", "a row with every key masked",
+     "In some rows your mask hides every key, so the softmax there is 0/0 = NaN. Every query needs at least one "
+     "key it may attend to: check which positions your mask hides (keys, not whole rows)."),
+    ("causal_mask_inverted", "causal mask the wrong way round",
+     "Your mask hides what each query may see (keys j ≤ i, itself included) and shows the future. Hide only the "
+     "positions above the diagonal (j > i)."),
+    ("missing_causal_mask", "no causal mask",
+     "Every query still sees the keys after it: the causal mask is missing. Hide the scores above the diagonal "
+     "(key j > query i) before the softmax."),
+    ("missing_padding_mask", "no padding mask",
+     "The padded keys are not hidden. Hide the scores of the keys at positions ≥ the sentence's length before "
+     "the softmax."),
+    ("padding_mask_off_by_one", "padding mask off by one",
+     "Your mask shows one padded key too many: positions count from 0, so key j is real when j < length (not ≤)."),
     # --- notebook 07
     ("acc_not_rescaled", "the running output not rescaled",
      "You rescaled the running sum when the maximum grew, but not the running output: both were measured "
@@ -134,18 +158,12 @@ _ROWS = [
     ("block_max_in_exp", "a block's exponentials taken against the block's own maximum",
      "You exponentiated each block's scores minus that block's own maximum, while the running sums are measured "
      "against the running maximum m_new: the blocks end up summed on different scales. Subtract m_new."),
-    ("causal_mask_missing", "no causal mask",
-     "Your output is attention without a mask: every query also uses the keys that come after it. Causal "
-     "attention lets query i use only the keys j ≤ i."),
     ("diagonal_block_unmasked", "the diagonal block used without its mask",
      "You skip the blocks above the diagonal but use the whole diagonal block. Inside it, the keys after a "
      "query are still in its future: hide the keys j > i there (score −∞)."),
     ("diagonal_block_skipped", "the diagonal block left out",
      "Your loop over the key blocks stops before the diagonal block, so no query sees the keys of its own block "
      "(and the first block's queries see nothing at all: 0/0). Include the diagonal block, with its mask."),
-    ("diagonal_masked", "the diagonal masked as well",
-     "You hid key j = i too. A query may attend to itself: hide only the keys j > i (the first query has no "
-     "other key, so it gets 0/0)."),
     ("triangle_mask_every_block", "the diagonal block's triangle mask applied to every block",
      "You masked the upper triangle of every block, not only of the diagonal one. In a block below the diagonal "
      "every key comes before every query, so nothing there is hidden: mask only the diagonal block (or compare "

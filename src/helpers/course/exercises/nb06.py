@@ -1,9 +1,15 @@
 """Notebook 06 — masks, dropout and multi-head attention (beyond the seeds), PyTorch and TensorFlow.
 
-Every exercise here is a function, checked on the notebook's example and on fresh random
+Most exercises here are functions, checked on the notebook's example and on fresh random
 inputs whose shapes change from trial to trial. The examples are made with NumPy's seeded
 generator exactly as the notebook makes them, so trial 0 is the example the student sees.
 Masks are built from shapes and lengths inside the functions, so no input is boolean.
+
+The last PyTorch step is a value step: the student's cell defines one module (causal mask
+buffer, padding mask, dropout, output projection), loads the notebook's weights into it and
+runs it in evaluation and in training mode on a batch with a given dropout draw. Its cell is
+replayed on fresh worlds (:func:`world`), and both outputs are compared, so a module that
+drops weights in evaluation mode, or forgets to in training mode, shows on every draw.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..reference import softmax
-from ..spec import Exercise, register
+from ..spec import Exercise, register, upstream_of
 
 NOTEBOOK = "06_masks_dropout_multihead"
 
@@ -20,6 +26,8 @@ NOTEBOOK = "06_masks_dropout_multihead"
 SEQ_LEN, D_K = 5, 4  # "the cat sat on mats", 4-d queries/keys/values
 LENGTHS = np.array([5, 3])  # a batch of two sentences, the second padded by two
 D_MODEL, NUM_HEADS = 6, 2
+P_DROP = 0.2  # the module's dropout probability in the notebook
+MAX_LEN = 8  # the module's causal buffer is MAX_LEN × MAX_LEN
 
 
 def causal_example() -> dict:
@@ -49,8 +57,16 @@ def heads_example() -> dict:
 def mha_example() -> dict:
     rng = np.random.default_rng(9)
     x = rng.normal(size=(2, 4, D_MODEL)).round(1)
-    w_q, w_k, w_v, w_o = (rng.normal(size=(4, D_MODEL, D_MODEL)) / np.sqrt(D_MODEL)).round(2)
-    return {"x": x, "w_q": w_q, "w_k": w_k, "w_v": w_v, "w_o": w_o, "num_heads": NUM_HEADS}
+    w_query, w_key, w_value, w_out = (rng.normal(size=(4, D_MODEL, D_MODEL)) / np.sqrt(D_MODEL)).round(2)
+    return {"x": x, "w_query": w_query, "w_key": w_key, "w_value": w_value, "w_out": w_out, "num_heads": NUM_HEADS}
+
+
+def module_example() -> dict:
+    """Part 5's batch: two sentences of 5 and 3 tokens (zero padding), and one dropout draw."""
+    x_pad = np.random.default_rng(10).normal(size=(2, SEQ_LEN, D_MODEL)).round(1)
+    x_pad[1, LENGTHS[1]:] = 0.0
+    keep = (np.random.default_rng(11).random((2, NUM_HEADS, SEQ_LEN, SEQ_LEN)) >= P_DROP).astype(np.float64)
+    return {"x_pad": x_pad, "lengths_pad": LENGTHS.copy(), "p_drop": P_DROP, "keep_draw": keep}
 
 
 # --- random inputs: shapes move so that hard-coded sizes fail ---------------------------
@@ -74,7 +90,7 @@ def padded_inputs(rng=None) -> dict:
     b = int(rng.integers(2, 4))
     inp = _qkv(rng, (b,))
     n = inp["q"].shape[-2]
-    lengths = rng.integers(1, n + 1, size=b)
+    lengths = rng.integers(1, n, size=b)  # every sentence but the first is padded
     lengths[0] = n  # one sentence fills the batch, as in a real padded batch
     inp["lengths"] = lengths
     return inp
@@ -107,44 +123,55 @@ def merge_inputs(rng=None) -> dict:
     return {"x": rng.normal(size=(b, h, s, dh))}
 
 
+def _weights(rng, d: int) -> dict:
+    w_query, w_key, w_value, w_out = rng.normal(size=(4, d, d)) / np.sqrt(d)
+    return {"w_query": w_query, "w_key": w_key, "w_value": w_value, "w_out": w_out}
+
+
 def mha_inputs(rng=None) -> dict:
     if rng is None:
         return mha_example()
     b, s, h, dh = _heads_shape(rng)
     d = h * dh
-    w_q, w_k, w_v, w_o = rng.normal(size=(4, d, d)) / np.sqrt(d)
-    return {"x": rng.normal(size=(b, s, d)), "w_q": w_q, "w_k": w_k, "w_v": w_v, "w_o": w_o, "num_heads": h}
+    return {"x": rng.normal(size=(b, s, d)), **_weights(rng, d), "num_heads": h}
 
 
 # --- building blocks (NumPy, float64) ----------------------------------------------------
 
 
 def causal_scores(q, k, v=None, scale=True):
+    """q·kᵀ, divided by √d_k (``scale=True``), by d_k (``scale="d"``) or not at all (``scale=False``)."""
     s = q @ np.swapaxes(k, -1, -2)
+    if scale == "d":
+        return s / k.shape[-1]
     return s / np.sqrt(k.shape[-1]) if scale else s
+
+
+def _masked_softmax(scores, allowed, how="inf", axis=-1):
+    """Softmax of ``scores`` with the positions where ``allowed`` is False hidden, the way ``how`` says."""
+    if how == "inf":
+        with np.errstate(invalid="ignore"):  # a row with nothing allowed is 0/0: NaN, as in the frameworks
+            return softmax(np.where(allowed, scores, -np.inf), axis=axis)
+    if how == "zero":
+        return softmax(np.where(allowed, scores, 0.0), axis=axis)
+    if how == "after":
+        return softmax(scores, axis=axis) * allowed
+    raise ValueError(how)
 
 
 def _attend(scores, allowed, v, how="inf", axis=-1):
     """Masked softmax of ``scores`` (``allowed`` True = may attend), times the values."""
-    if how == "inf":
-        with np.errstate(invalid="ignore"):  # a row with nothing allowed is 0/0: NaN, as in the frameworks
-            w = softmax(np.where(allowed, scores, -np.inf), axis=axis)
-    elif how == "zero":
-        w = softmax(np.where(allowed, scores, 0.0))
-    elif how == "after":
-        w = softmax(scores) * allowed
-    else:
-        raise ValueError(how)
-    return w @ v
+    return _masked_softmax(scores, allowed, how, axis) @ v
 
 
 def _lower(n):
+    """(n, n): True where key j ≤ query i (what a causal query may see)."""
     return np.tril(np.ones((n, n), dtype=bool))
 
 
-def _causal(q, k, v, how="inf", scale=True, allowed=None):
+def _causal(q, k, v, how="inf", scale=True, allowed=None, axis=-1):
     n = q.shape[-2]
-    return _attend(causal_scores(q, k, scale=scale), _lower(n) if allowed is None else allowed, v, how)
+    return _attend(causal_scores(q, k, scale=scale), _lower(n) if allowed is None else allowed, v, how, axis)
 
 
 def ref_causal(q, k, v):
@@ -156,37 +183,59 @@ CAUSAL_MISTAKES = {
     "mask_wrong_triangle": lambda q, k, v: _causal(q, k, v, allowed=_lower(q.shape[-2]).T),
     "mask_with_zero": lambda q, k, v: _causal(q, k, v, how="zero"),
     "missing_scale": lambda q, k, v: _causal(q, k, v, scale=False),
+    "scale_by_d": lambda q, k, v: _causal(q, k, v, scale="d"),
+    "softmax_wrong_axis": lambda q, k, v: _causal(q, k, v, axis=-2),
+    # torch.triu(...) without diagonal=1: the diagonal is hidden too, and query 0 sees nothing
+    "fully_masked_row": lambda q, k, v: _causal(q, k, v, allowed=np.tril(np.ones((q.shape[-2],) * 2, bool), -1)),
+    # the allowed triangle handed to masked_fill: the past and the token itself hidden, the future shown
+    "causal_mask_inverted": lambda q, k, v: _causal(q, k, v, allowed=~_lower(q.shape[-2])),
 }
 
 
-def key_allowed(lengths, n):
+def _real(lengths, n, off_by_one=False):
+    """(batch, n): True where position j is a real token of its sentence."""
+    lengths = np.asarray(lengths)[:, None]
+    return np.arange(n)[None, :] <= lengths if off_by_one else np.arange(n)[None, :] < lengths
+
+
+def key_allowed(lengths, n, off_by_one=False):
     """(batch, 1, n): True where key j is a real token of its sentence."""
-    return (np.arange(n)[None, :] < np.asarray(lengths)[:, None])[:, None, :]
+    return _real(lengths, n, off_by_one)[:, None, :]
 
 
 def query_allowed(lengths, n):
     """(batch, n, 1): True where query i is a real token (the wrong axis to mask)."""
-    return (np.arange(n)[None, :] < np.asarray(lengths)[:, None])[:, :, None]
+    return _real(lengths, n)[:, :, None]
 
 
-def _padded(q, k, v, lengths, how="inf", scale=True, allowed=None):
+def _padded(q, k, v, lengths, how="inf", scale=True, allowed=None, axis=-1):
     allowed = key_allowed(lengths, k.shape[-2]) if allowed is None else allowed
-    return _attend(causal_scores(q, k, scale=scale), allowed, v, how)
+    return _attend(causal_scores(q, k, scale=scale), allowed, v, how, axis)
 
 
 def ref_padded(q, k, v, lengths):
     return _padded(q, k, v, lengths)
 
 
+def _square(allowed, lengths, n):
+    return np.broadcast_to(allowed, (len(lengths), n, n))
+
+
 PADDED_MISTAKES = {
     "padding_mask_on_queries": lambda q, k, v, lengths: _padded(
-        q, k, v, lengths, allowed=np.broadcast_to(query_allowed(lengths, q.shape[-2]),
-                                                  (len(lengths),) + (q.shape[-2],) * 2)),
+        q, k, v, lengths, allowed=_square(query_allowed(lengths, q.shape[-2]), lengths, q.shape[-2])),
     "padding_mask_inverted": lambda q, k, v, lengths: _padded(
         q, k, v, lengths, allowed=~key_allowed(lengths, k.shape[-2])),
     "mask_after_softmax": lambda q, k, v, lengths: _padded(q, k, v, lengths, how="after"),
     "mask_with_zero": lambda q, k, v, lengths: _padded(q, k, v, lengths, how="zero"),
     "missing_scale": lambda q, k, v, lengths: _padded(q, k, v, lengths, scale=False),
+    "scale_by_d": lambda q, k, v, lengths: _padded(q, k, v, lengths, scale="d"),
+    "softmax_wrong_axis": lambda q, k, v, lengths: _padded(q, k, v, lengths, axis=-2),
+    # padded queries hidden as well as padded keys: their rows have no key left (NaN)
+    "fully_masked_row": lambda q, k, v, lengths: _padded(
+        q, k, v, lengths, allowed=query_allowed(lengths, q.shape[-2]) & key_allowed(lengths, k.shape[-2])),
+    "padding_mask_off_by_one": lambda q, k, v, lengths: _padded(
+        q, k, v, lengths, allowed=key_allowed(lengths, k.shape[-2], off_by_one=True)),
 }
 
 
@@ -221,29 +270,127 @@ def merge_heads_wrong(x):
     return x.reshape(b, s, h * dh)
 
 
-def _mha(x, w_q, w_k, w_v, w_o, num_heads, wrong_heads=False, scale=True, d_model_scale=False, axis=-1,
-         project=True):
-    split, merge = (split_heads_wrong, merge_heads_wrong) if wrong_heads else (split_heads, merge_heads)
-    q, k, v = (split(x @ w, int(num_heads)) for w in (w_q, w_k, w_v))
-    allowed = np.ones((q.shape[-2], k.shape[-2]), dtype=bool)
-    scores = causal_scores(q, k, scale=scale and not d_model_scale)
-    if d_model_scale:
+def _heads_scores(x, w_query, w_key, w_value, num_heads, wrong_heads=False, scale="head"):
+    """Queries, keys and values split into heads, and the scores of every head."""
+    split = split_heads_wrong if wrong_heads else split_heads
+    q, k, v = (split(x @ w, int(num_heads)) for w in (w_query, w_key, w_value))
+    scores = causal_scores(q, k, scale=scale == "head")
+    if scale == "model":
         scores = scores / np.sqrt(x.shape[-1])
-    merged = merge(_attend(scores, allowed, v, axis=axis))
-    return merged @ w_o if project else merged
+    return scores, v
 
 
-def ref_mha(x, w_q, w_k, w_v, w_o, num_heads):
-    return _mha(x, w_q, w_k, w_v, w_o, num_heads)
+def _mha(x, w_query, w_key, w_value, w_out, num_heads, wrong_heads=False, scale="head", axis=-1, project=True):
+    scores, v = _heads_scores(x, w_query, w_key, w_value, num_heads, wrong_heads, scale)
+    allowed = np.ones(scores.shape[-2:], dtype=bool)
+    merged = (merge_heads_wrong if wrong_heads else merge_heads)(_attend(scores, allowed, v, axis=axis))
+    return merged @ w_out if project else merged
+
+
+def ref_mha(x, w_query, w_key, w_value, w_out, num_heads):
+    return _mha(x, w_query, w_key, w_value, w_out, num_heads)
 
 
 MHA_MISTAKES = {
     "heads_reshaped_without_transpose": lambda **i: _mha(**i, wrong_heads=True),
-    "missing_scale": lambda **i: _mha(**i, scale=False),
-    "scale_by_d_model": lambda **i: _mha(**i, d_model_scale=True),
+    "missing_scale": lambda **i: _mha(**i, scale="none"),
+    "scale_by_d_model": lambda **i: _mha(**i, scale="model"),
     "softmax_over_heads": lambda **i: _mha(**i, axis=1),
     "missing_output_projection": lambda **i: _mha(**i, project=False),
 }
+
+
+# --- part 5: one module, run in evaluation and in training mode --------------------------
+
+
+def world(rng: np.random.Generator | None = None) -> dict:
+    """The names of part 4 that the module's cell can read, in notebook order, and its answers.
+
+    Fresh worlds change the model width, the number of heads, the batch, the sentence length
+    (at most ``MAX_LEN - 1``, so the buffer must be cut to the sequence), the lengths (the first
+    sentence full, every other one padded), the dropout probability (never 0.5, where dividing
+    by p and by 1 − p agree) and the dropout draw.
+    """
+    if rng is None:
+        example = mha_example()
+        heads = {"x_mha": example.pop("x"), **example}
+        part5 = module_example()
+    else:
+        b, s, h, dh = _heads_shape(rng)
+        d = h * dh
+        heads = {"x_mha": rng.normal(size=(b, s, d)), **_weights(rng, d), "num_heads": h}
+        batch, n = int(rng.integers(2, 4)), int(rng.integers(4, MAX_LEN))
+        lengths = rng.integers(1, n, size=batch)
+        lengths[0] = n
+        p = float(rng.choice([0.1, 0.2, 0.3]))
+        part5 = {"x_pad": rng.normal(size=(batch, n, d)), "lengths_pad": lengths, "p_drop": p,
+                 "keep_draw": (rng.random((batch, h, n, n)) >= p).astype(np.float64)}
+    names = {**heads, **part5}
+    return {**names, **ref_module(**names)}
+
+
+MODULE_READS = ("x_pad", "lengths_pad", "w_query", "w_key", "w_value", "w_out", "num_heads", "p_drop", "keep_draw")
+
+
+def _module(x_pad, lengths_pad, w_query, w_key, w_value, w_out, num_heads, p_drop, keep_draw, *, causal="lower",
+            padding="keys", how="inf", scale="head", wrong_heads=False, project=True, dropout="train", **_):
+    """Both outputs of the module: ``{"out_eval": …, "out_train": …}``; the keywords make its wrong variants."""
+    scores, v = _heads_scores(x_pad, w_query, w_key, w_value, num_heads, wrong_heads, scale)
+    n = x_pad.shape[-2]
+    allowed = {"lower": _lower(n), "none": np.ones((n, n), bool), "upper": _lower(n).T,
+               "inverted": ~_lower(n)}[causal]
+    real = _real(lengths_pad, n)
+    if padding in ("keys", "both"):
+        allowed = allowed & real[:, None, None, :]
+    if padding in ("queries", "both"):
+        allowed = allowed & real[:, None, :, None]
+    if padding == "inverted":
+        allowed = allowed & ~real[:, None, None, :]
+    weights = _masked_softmax(scores, allowed, how)
+    dropped = {"train": weights * keep_draw / (1 - p_drop), "none": weights, "no_rescale": weights * keep_draw,
+               "times_keep": weights * keep_draw * (1 - p_drop), "by_p": weights * keep_draw / p_drop}
+    eval_weights = dropped["train"] if dropout in ("in_eval", "inverted") else weights
+    train_weights = dropped[{"in_eval": "train", "inverted": "none"}.get(dropout, dropout)]
+    merge = merge_heads_wrong if wrong_heads else merge_heads
+
+    def out(w):
+        merged = merge(w @ v)
+        return merged @ w_out if project else merged
+
+    return {"out_eval": out(eval_weights), "out_train": out(train_weights)}
+
+
+def ref_module(**names):
+    return _module(**names)
+
+
+def _variant(**how):
+    return lambda **names: _module(**names, **how)
+
+
+MODULE_MISTAKES = {
+    "dropout_in_eval": _variant(dropout="in_eval"),
+    "missing_dropout": _variant(dropout="none"),
+    "dropout_mode_inverted": _variant(dropout="inverted"),
+    "dropout_no_rescale": _variant(dropout="no_rescale"),
+    "dropout_scale_by_keep": _variant(dropout="times_keep"),
+    "dropout_divide_by_p": _variant(dropout="by_p"),
+    "missing_scale": _variant(scale="none"),
+    "scale_by_d_model": _variant(scale="model"),
+    "missing_causal_mask": _variant(causal="none"),
+    "mask_wrong_triangle": _variant(causal="upper"),
+    "causal_mask_inverted": _variant(causal="inverted"),
+    "missing_padding_mask": _variant(padding="none"),
+    # with the causal mask, masking the padded queries only or queries and keys give the same rows
+    "fully_masked_row": _variant(padding="both"),
+    "padding_mask_inverted": _variant(padding="inverted"),
+    "mask_after_softmax": _variant(how="after"),
+    "mask_with_zero": _variant(how="zero"),
+    "heads_reshaped_without_transpose": _variant(wrong_heads=True),
+    "missing_output_projection": _variant(project=False),
+}
+
+# --- hints in this notebook's words ---------------------------------------------------------
 
 MERGE_HINT = (
     "You reshaped (batch, heads, seq, d_head) straight to (batch, seq, d_model), which mixes "
@@ -252,28 +399,87 @@ MERGE_HINT = (
 )
 MHA_SCALE_HINT = (
     "Your scores were not divided by √d_head. Inside each head, divide q·kᵀ by the square root "
-    "of the head size (d_model // num_heads) before the softmax."
+    "of the head size, d_head = d_model // num_heads, before the softmax."
 )
-WRONG_TRIANGLE_HINT = (
-    "You hid the past instead of the future. Query i may look at keys j ≤ i: hide the positions "
-    "above the diagonal (torch.triu(..., diagonal=1) / the upper triangle), keep the lower one."
+MHA_D_MODEL_HINT = (
+    "You divided the scores by √d_model. Each head's scores are dot products of vectors of size d_head = "
+    "d_model // num_heads: divide by √d_head."
+)
+OUTPUT_PROJECTION_HINT = (
+    "You put the heads side by side but left out the output projection. Multiply the merged heads by w_out: "
+    "it mixes the heads' results into every output feature."
+)
+SCALE_HINT = (
+    "Your scores were not divided by √d_k. Divide them by the square root of the key size (k.shape[-1]) "
+    "before the softmax."
 )
 PADDED_ZERO_HINT = (
     "A score of 0 still gets weight after the softmax (exp(0) = 1), so the padding positions "
     "leak into the output. Fill the scores of padded keys with −∞ (float('-inf'))."
 )
+PADDED_HINTS = {
+    "mask_with_zero": PADDED_ZERO_HINT,
+    "missing_scale": SCALE_HINT,
+    "padding_mask_on_queries": "You hid the padded queries (rows) instead of the padded keys (columns): a padded "
+    "query then has no key left, so its row is 0/0 = NaN, and the real tokens still attend to the padding. Hide "
+    "the columns of the padded keys: key j of sentence b is real when j < lengths[b].",
+    "fully_masked_row": "You hid the padded queries (rows) as well as the padded keys, so a padded query has no key "
+    "left: its softmax row is 0/0 = NaN. Hide only the padded keys (columns); every query then keeps at least one "
+    "real key, and the outputs at padded positions are dropped later anyway.",
+    "padding_mask_off_by_one": "Your mask shows one padded key to every query of a padded sentence: positions count "
+    "from 0, so key j of sentence b is real when j < lengths[b] (not ≤).",
+}
+
+
+def _causal_hints(framework: str) -> dict:
+    torch_ = framework == "torch"
+    hide = "torch.triu(…, diagonal=1)" if torch_ else "key j ≤ query i is allowed: `<=`, not `<`"
+    return {
+        "missing_scale": SCALE_HINT,
+        "mask_wrong_triangle": "You hid the past instead of the future. Query i may look at keys j ≤ i: hide the "
+        "positions above the diagonal, keep the lower triangle"
+        + (" (torch.triu(…, diagonal=1) is the part to hide)." if torch_ else "."),
+        "fully_masked_row": "Your mask hides the diagonal too, so the first query has no key left and its row is "
+        f"0/0 = NaN. A token may attend to itself: hide only the keys after it, j > i ({hide}).",
+        "causal_mask_inverted": "Your mask is the wrong way round: it hides what each query may see (the keys "
+        "j ≤ i, itself included) and shows the future, so the last query has nothing left (NaN). "
+        + ("In masked_fill, True means 'hide': pass the positions above the diagonal, "
+           "torch.triu(…, diagonal=1), not the lower triangle." if torch_ else
+           "In tf.where(condition, scores, −∞), the condition is what is kept: the lower triangle, key j ≤ query i."),
+    }
+
+
+MODULE_HINTS = {
+    "missing_scale": MHA_SCALE_HINT,
+    "missing_output_projection": OUTPUT_PROJECTION_HINT,
+    "scale_by_d_model": MHA_D_MODEL_HINT,
+    "dropout_in_eval": "Your module drops attention weights in evaluation mode too. Dropout is only for training: "
+    "apply the draw only when `self.training` is True; after `module.eval()` return the weights unchanged.",
+    "missing_dropout": "In training mode your module leaves the attention weights as they are. After "
+    "`module.train()`, multiply them by the keep-mask and divide by (1 − p), as inverted_dropout does.",
+    "mask_wrong_triangle": "Your causal mask hides the past instead of the future: query i may look at keys j ≤ i. "
+    "Hide the positions above the diagonal (torch.triu(…, diagonal=1)).",
+    "causal_mask_inverted": "Your causal mask is the wrong way round: it hides what each query may see (keys j ≤ i) "
+    "and shows the future. In masked_fill, True means 'hide': the positions above the diagonal.",
+    "fully_masked_row": "The rows of the padded queries hide every key, so their softmax is 0/0 = NaN: you masked "
+    "the padded queries (rows). Hide only the padded keys (columns); every query then keeps at least one key.",
+    "missing_padding_mask": "The padded keys are not hidden. With the causal mask a real token never sees the "
+    "padding after it, so only the outputs at padded positions differ, but a padded query must still attend to "
+    "real keys only: hide the keys at positions ≥ the sentence's length.",
+}
 
 
 def _exercises() -> list[Exercise]:
     common = {"notebook": NOTEBOOK, "kind": "function"}
     torch_ = {**common, "framework": "torch"}
     tf_ = {**common, "framework": "tensorflow"}
-    causal = {"inputs": causal_inputs, "reference": ref_causal, "mistakes": CAUSAL_MISTAKES,
-              "hints": {"mask_wrong_triangle": WRONG_TRIANGLE_HINT}}
+    causal = {"inputs": causal_inputs, "reference": ref_causal, "mistakes": CAUSAL_MISTAKES}
     mha = {"inputs": mha_inputs, "reference": ref_mha, "mistakes": MHA_MISTAKES, "atol": 1e-5,
-           "hints": {"missing_scale": MHA_SCALE_HINT}}
+           "hints": {"missing_scale": MHA_SCALE_HINT, "scale_by_d_model": MHA_D_MODEL_HINT,
+                     "missing_output_projection": OUTPUT_PROJECTION_HINT}}
     return [
-        Exercise("06.causal_attention", title="Causal attention", answers=("causal_attention",), **causal, **torch_),
+        Exercise("06.causal_attention", title="Causal attention", answers=("causal_attention",),
+                 hints=_causal_hints("torch"), **causal, **torch_),
         Exercise(
             "06.padded_attention",
             title="Attention over a padded batch",
@@ -281,7 +487,7 @@ def _exercises() -> list[Exercise]:
             inputs=padded_inputs,
             reference=ref_padded,
             mistakes=PADDED_MISTAKES,
-            hints={"mask_with_zero": PADDED_ZERO_HINT},
+            hints=PADDED_HINTS,
             **torch_,
         ),
         Exercise(
@@ -321,8 +527,24 @@ def _exercises() -> list[Exercise]:
             **torch_,
         ),
         Exercise(
+            "06.module",
+            notebook=NOTEBOOK,
+            title="One multi-head attention module, in evaluation and in training mode",
+            answers=("out_eval", "out_train"),
+            inputs=upstream_of(world, "out_eval"),
+            reference=ref_module,
+            reads=MODULE_READS,
+            mistakes=MODULE_MISTAKES,
+            hints=MODULE_HINTS,
+            framework="torch",
+            module="mhsa",
+            trainable=4,
+            atol=1e-5,
+            points=2,
+        ),
+        Exercise(
             "06.tf_causal_attention", title="Causal attention in TensorFlow", answers=("tf_causal_attention",),
-            **causal, **tf_,
+            hints=_causal_hints("tensorflow"), **causal, **tf_,
         ),
         Exercise(
             "06.tf_multi_head_attention",

@@ -276,10 +276,11 @@ CAUSAL_MISTAKES = {
                                                             rescale_total=False, rescale_acc=False),
     "max_from_zero": lambda q, k, v, block_size: _causal(q, k, v, block_size, shift="zero"),
     "dropped_last_block": _last_tile_dropped,
-    "causal_mask_missing": lambda q, k, v, block_size: _causal(q, k, v, block_size, "none"),
+    "missing_causal_mask": lambda q, k, v, block_size: _causal(q, k, v, block_size, "none"),
     "diagonal_block_unmasked": lambda q, k, v, block_size: _causal(q, k, v, block_size, "unmasked"),
     "diagonal_block_skipped": lambda q, k, v, block_size: _causal(q, k, v, block_size, "skip"),
-    "diagonal_masked": lambda q, k, v, block_size: _causal(q, k, v, block_size, "strict"),
+    # j < i: the diagonal hidden too, so query 0 sees nothing (the code notebook 06 uses for it)
+    "fully_masked_row": lambda q, k, v, block_size: _causal(q, k, v, block_size, "strict"),
     "mask_wrong_triangle": lambda q, k, v, block_size: _causal(q, k, v, block_size, "wrong"),
     "mask_with_zero": lambda q, k, v, block_size: _causal(q, k, v, block_size, "zero"),
     "triangle_mask_every_block": lambda q, k, v, block_size: _causal(q, k, v, block_size, "local"),
@@ -649,6 +650,11 @@ register(
             "shorter: start one at every multiple of block_size below n.",
             "max_from_zero": "Your running maximum starts at 0. For a query whose scores are all far below 0 (below "
             "about −745), every exp(score − 0) underflows to 0, and its output becomes 0/0. Start it at −∞.",
+            "fully_masked_row": "You hid key j = i as well, so the first query has no key left and its row is "
+            "0/0 = NaN. A query may attend to itself: in the diagonal block, hide only the keys after it, j > i.",
+            "missing_causal_mask": "Your output is attention without a mask: every query also uses the keys after "
+            "it. Causal attention lets query i use only the keys j ≤ i: skip the blocks above the diagonal and "
+            "hide the later keys inside the diagonal block.",
             "mask_wrong_triangle": WRONG_TRIANGLE_HINT,
             "mask_with_zero": "In the diagonal block you set the scores of later keys to 0, but a score of 0 still "
             "gets a weight (exp(0 − m) > 0). Give them −∞, so that their weight is exactly 0.",
