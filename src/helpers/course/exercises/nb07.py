@@ -15,9 +15,13 @@ the process:
   objects; the grader's sandbox receives plain arrays (JSON) and checks the values only.
 
 The notebook's examples are made here and in the notebook by the same seeded NumPy generators, so
-the check's "notebook example" is exactly what the student sees. Every reference and variant of the
-blockwise steps works on all queries at once, key block by key block (at most ~20 blocks), so a
-check stays fast; the causal ones reproduce what a loop over query tiles computes.
+the check's "notebook example" is exactly what the student sees. The references and most variants of
+the blockwise steps are computed in closed form (:func:`_attend`, a chunk of queries at a time, so that
+the reference itself stays far below an n × n matrix on the long inputs); the variants whose result
+depends on the order of the blocks (a missing rescaling, a block's own maximum) run the blocks in order
+(:func:`_blockwise`). The causal ones give what a loop over query tiles that skips the blocks above
+the diagonal computes. Checks stay fast: the pairwise comparison of the variants on the fresh draws is
+most of their cost.
 """
 
 from __future__ import annotations
