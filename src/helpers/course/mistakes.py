@@ -157,6 +157,23 @@ _ROWS = [
     ("scale_by_n", "scaled by √n instead of √d_k",
      "You divided by the square root of the number of tokens n (the first axis of the keys). d_k is the width "
      "of one key, the last axis of the keys."),
+    # --- notebook 05
+    # scale_after_softmax: catalogued under notebook 04 (the same misconception)
+    ("max_without_keepdim", "a row maximum without keepdims",
+     "Your row maxima lost their axis (an (n,) vector), so NumPy lined them up with the columns: entry (i, j) "
+     "was shifted by the maximum of row j, which the softmax does not cancel. Keep the axis: keepdims=True."),
+    ("power_precedence", "`** 1/2` for a square root",
+     "`s / d_k ** 1/2` is (s / d_k) / 2: Python applies `** 1` first and then divides by 2, so no square "
+     "root is taken. Write d_k ** 0.5 (or np.sqrt(d_k))."),
+    ("sum_without_axis", "one sum over the whole array instead of one per row",
+     "You summed without an axis, which adds up every entry into one number. Sum along each row (axis=1 or "
+     "axis=-1), one sum per row."),
+    ("scale_multiplied", "multiplied by √d_k instead of divided",
+     "You multiplied the scores by √d_k. The scaling divides them by √d_k, which shrinks their spread back "
+     "to about 1."),
+    ("values_times_weights", "values @ weights instead of weights @ values",
+     "You computed values @ weights. Output i mixes the rows of the values with the weights of row i: "
+     "weights @ values."),
     # --- notebook 06
     ("dropout_in_eval", "dropout applied in evaluation",
      "Dropout is only for training. In evaluation mode (`model.eval()`, `training=False`) return the weights "
@@ -311,6 +328,10 @@ _PROCESS_ROWS = [
      "whole blocks above the diagonal. Skip the key blocks that lie after a block of queries; only the diagonal "
      "block needs a mask."),
 ]
+
+_ALL = [r[0] for r in (*_ROWS, *_PROPERTY_ROWS, *_PROCESS_ROWS)]
+if len(_ALL) != len(set(_ALL)):  # a code declared twice would silently lose one of its hints
+    raise ValueError(f"mistake codes declared twice: {sorted({c for c in _ALL if _ALL.count(c) > 1})}")
 
 MISTAKES: dict[str, Mistake] = {
     **{code: Mistake(code, title, hint) for code, title, hint in _ROWS},
