@@ -174,6 +174,33 @@ _ROWS = [
     ("values_times_weights", "values @ weights instead of weights @ values",
      "You computed values @ weights. Output i mixes the rows of the values with the weights of row i: "
      "weights @ values."),
+    # --- notebook 02
+    ("fixed_scale", "a fixed number instead of √d_k of the keys at hand",
+     "You divided by a fixed number (this notebook's √d_k) whatever the width of the keys. Take d_k from the "
+     "keys themselves (keys.shape[-1]), so that the code works for any size."),
+    ("counted_tensors", "weight tensors counted instead of their numbers",
+     "You counted the weight tensors, not the numbers in them. Add up the number of entries of each "
+     "parameter (a tensor's .numel())."),
+    ("softmax_instead_of_sum", "a softmax where the plain division by the sum was asked",
+     "These are softmax weights. This step divides the scores by their plain sum, without exponentials."),
+    ("mixed_inputs_not_values", "the inputs mixed instead of the values",
+     "You mixed the inputs x. With trainable weights, the context vectors mix the values (x projected by "
+     "w_value)."),
+    ("softmax_of_weights", "a softmax of weights instead of scores",
+     "You applied the softmax to weights that were already normalised. The softmax goes on the scores."),
+    ("features_paired", "xᵀ x (features against features) instead of x xᵀ",
+     "You multiplied x.T @ x, which pairs up the columns (the features). A score pairs up two rows (two "
+     "tokens): x @ x.T."),
+    ("exp_not_normalised", "exponentials not divided by their sum",
+     "You exponentiated the scores but did not divide by the sum of the exponentials, so the weights do not add "
+     "up to 1. A softmax does both."),
+    ("weight_shape_swapped", "weight matrices drawn as (d_k, d_model)",
+     "Your weight matrices have shape (d_k, d_model). x @ w needs as many rows as x has columns: draw them as "
+     "(d_model, d_k)."),
+    ("weights_returned", "the weights returned instead of the context vectors",
+     "You returned the attention weights. The context vectors mix the values with them: weights @ values."),
+    ("all_rows_or_one", "all the inputs where one was asked, or one where all were asked",
+     "Check which inputs this step is about: one row of x, or all of its rows."),
     # --- notebook 06
     ("dropout_in_eval", "dropout applied in evaluation",
      "Dropout is only for training. In evaluation mode (`model.eval()`, `training=False`) return the weights "
