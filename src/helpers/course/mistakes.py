@@ -225,6 +225,32 @@ _ROWS = [
      "the softmax."),
     ("padding_mask_off_by_one", "padding mask off by one",
      "Your mask shows one padded key too many: positions count from 0, so key j is real when j < length (not ≤)."),
+    # --- notebook 07
+    ("acc_not_rescaled", "the running output not rescaled",
+     "You rescaled the running sum when the maximum grew, but not the running output: both were measured "
+     "against the old maximum. Multiply the running output by the same exp(m_old − m_new) before adding the "
+     "new block's weighted values."),
+    ("missing_final_division", "the running output never divided by the running sum",
+     "Your output is the running sum of exp(score − m) · value, not yet divided by the running sum of "
+     "exp(score − m). Divide each query's output by its own total at the end."),
+    ("block_max_in_exp", "a block's exponentials taken against the block's own maximum",
+     "You exponentiated each block's scores minus that block's own maximum, while the running sums are measured "
+     "against the running maximum m_new: the blocks end up summed on different scales. Subtract m_new."),
+    ("diagonal_block_unmasked", "the diagonal block used without its mask",
+     "You skip the blocks above the diagonal but use the whole diagonal block. Inside it, the keys after a "
+     "query are still in its future: hide the keys j > i there (score −∞)."),
+    ("diagonal_block_skipped", "the diagonal block left out",
+     "Your loop over the key blocks stops before the diagonal block, so no query sees the keys of its own block "
+     "(and the first block's queries see nothing at all: 0/0). Include the diagonal block, with its mask."),
+    ("triangle_mask_every_block", "the diagonal block's triangle mask applied to every block",
+     "You masked the upper triangle of every block, not only of the diagonal one. In a block below the diagonal "
+     "every key comes before every query, so nothing there is hidden: mask only the diagonal block (or compare "
+     "positions in the whole sequence rather than within the block)."),
+    ("softmax_per_block", "each block's softmax taken on its own",
+     "You normalised each block's scores on their own and then combined the blocks' results. A query's weights "
+     "must sum to 1 over all the keys together: keep running sums across the blocks and divide once, at the end."),
+    ("normaliser_pair_swapped", "(total, m) returned instead of (m, total)",
+     "Your pair is the other way round: the maximum m comes first, then the total."),
     # --- notebook 08
     ("permutation_inverted", "reordered with the inverse permutation",
      "Your rows are reordered the other way round. Row i of the reordered tensor must be row perm[i] of the "
@@ -354,6 +380,11 @@ _PROCESS_ROWS = [
     ("not_one_pass", "the stream read more than once",
      "Your function reads the stream of scores more than once (or keeps all of it). An online softmax reads "
      "each score once, as it arrives, and keeps only a running maximum and a running sum."),
+    # --- notebook 07
+    ("future_blocks_computed", "blocks above the diagonal computed, then masked",
+     "Your causal function computes scores of keys that come after their query, which the mask then hides: "
+     "whole blocks above the diagonal. Skip the key blocks that lie after a block of queries; only the diagonal "
+     "block needs a mask."),
 ]
 
 _ALL = [r[0] for r in (*_ROWS, *_PROPERTY_ROWS, *_PROCESS_ROWS)]
