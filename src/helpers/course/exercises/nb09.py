@@ -349,8 +349,8 @@ DECODE_MISTAKES = {
     "cache_mask_off_by_one": lambda **names: _decode(**names, sees="before"),
     "cache_remasked": lambda **names: _decode(**names, sees="first"),
     "cache_position_offset": lambda **names: _decode(**names, positions="zero"),
-    "cache_position_off_by_one": lambda **names: _decode(**names, positions="next"),
-    "position_embedding_missing": lambda **names: _decode(**names, positions="none"),
+    "positions_from_one": lambda **names: _decode(**names, positions="next"),
+    "positions_not_added": lambda **names: _decode(**names, positions="none"),
     "swapped_projections": lambda **names: _decode(**names, swap_kv=True),
     "missing_scale": lambda **names: _decode(**names, scale=False),
     "copied_answer": lambda full_out, **_: {"decoded": full_out},
@@ -429,6 +429,11 @@ CACHED_HINTS = {
     "weights over the keys must sum to 1: softmax over the last axis (dim=-1).",
 }
 DECODE_HINTS = {
+    "positions_from_one": "Every token gets the position after its own: t + 1 instead of t (positions counted "
+    "from 1, or the cache's length read after appending to it). Token t is at position t, the number of tokens "
+    "in the cache before it is added: its position embedding is row t of pos_table.",
+    "positions_not_added": "Your tokens enter the layer without their position embedding, so the layer cannot "
+    "tell where each one stands. Add row t of pos_table to token t's vector before projecting it.",
     "missing_scale": "Your scores were not divided by √d_k. Divide each token's scores by the square root of the "
     "key size (d_k) before the softmax.",
     "cache_mask_off_by_one": "Each token misses its own key, and the first token has no key at all (NaN): the "
