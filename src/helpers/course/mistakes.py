@@ -349,6 +349,48 @@ _ROWS = [
     ("missing_sum", "the sum over the tokens left out",
      "Your result still has the axis of the tokens being mixed: the weighted values are not added up yet. Sum "
      "them over that axis."),
+    # --- notebook 09
+    ("cross_keys_from_decoder", "cross-attention keys and values taken from the decoder",
+     "Your keys and values come from the decoder's own tokens, which makes it self-attention again. In "
+     "cross-attention only the queries come from the decoder; the keys and values come from the encoder's outputs."),
+    ("cross_queries_from_encoder", "cross-attention queries taken from the encoder",
+     "Your queries come from the encoder, so you get one output per encoder token. The queries come from the "
+     "decoder (one output per token being written); the keys and values from the encoder."),
+    ("cross_roles_swapped", "the two sequences' roles swapped in cross-attention",
+     "You took the queries from the encoder and the keys and values from the decoder: the roles the wrong way "
+     "round. The decoder asks (queries); the encoder's outputs are looked up (keys and values)."),
+    ("cross_causal_mask", "a causal mask in cross-attention",
+     "Cross-attention needs no causal mask: the whole source sentence is known before decoding starts, so every "
+     "decoder token may look at every real encoder token. Hide only the encoder's padding."),
+    ("cache_not_appended", "the new key and value never stored in the cache",
+     "Each token attends to its own key only: the new key and value are not kept in the cache, so the cache "
+     "stays empty. Append them to the cache at every step, then attend over everything the cache holds."),
+    ("cache_appended_late", "the new key and value appended after attending",
+     "Each token attends to the earlier tokens but not to itself: its key and value are added to the cache only "
+     "after the attention. Append first, then attend: a token may look at itself."),
+    ("cache_remasked", "the cached keys hidden by a mask counted from 0",
+     "Your causal mask counts the new queries as positions 0, 1, …, so it hides cached keys that lie in the past. "
+     "The new queries come after everything in the cache: with t keys cached, new query i is at position t + i "
+     "and may see keys j ≤ t + i (one new token sees the whole cache, no mask needed)."),
+    ("cache_mask_off_by_one", "the cache mask's offset one too small",
+     "Your mask's offset is one too small: each new query loses its own key. With t keys cached, new query i is "
+     "at position t + i and may see keys j ≤ t + i, itself included."),
+    ("cache_mask_sees_next", "the cache mask's offset one too large",
+     "Your mask's offset is one too large: each new query also sees the new token after it. With t keys cached, "
+     "new query i is at position t + i and may see keys j ≤ t + i, not j ≤ t + i + 1."),
+    ("cache_position_offset", "the new token's position counted from 0",
+     "Every new token gets position 0: its position embedding is counted within the one-token input instead of "
+     "within the whole sequence. Token t is at position t (the number of tokens already in the cache)."),
+    ("cache_missing_kv_factor", "the cache counted without its values (no factor 2)",
+     "The cache holds two tensors per layer, the keys and the values: multiply by 2."),
+    ("cache_missing_layers", "the cache of one layer only",
+     "Every layer keeps its own keys and values: multiply by the number of layers."),
+    ("cache_counted_in_numbers", "the cache counted in numbers, not bytes",
+     "You counted the numbers in the cache, not their bytes: multiply by the bytes of one number (4 in float32, "
+     "2 in float16)."),
+    ("cache_quadratic_in_n", "the cache counted as n × n",
+     "The cache grows linearly with n: each token adds one key and one value per layer and head. An n × n matrix "
+     "is the size of the scores, which the cache does not keep."),
 ]
 
 _PROPERTY_ROWS = [
