@@ -219,6 +219,28 @@ def test_changing_an_input_in_place_is_named():
     assert outcome.diagnosis == "mutates_input" and "`attn_scores`" in outcome.message
 
 
+def test_giving_an_input_a_new_value_is_named_as_that_not_as_in_place():
+    torch = pytest.importorskip("torch")
+    ex = spec.get("01.softmax")
+    ns = answer_namespace(ex, None, "torch") | {"torch": torch}
+    cell = "attn_scores = attn_scores - attn_scores.max(dim=-1, keepdim=True).values\n" \
+           "attn_weights = torch.softmax(attn_scores, -1)"
+    exec(cell, ns)
+    outcome = judge(ex, ns, cell=cell)
+    assert outcome.diagnosis == "overwrites_input" and "`attn_scores`" in outcome.message
+    assert "in place" not in outcome.message
+
+
+def test_a_new_name_for_a_shifted_input_is_right():
+    torch = pytest.importorskip("torch")
+    ex = spec.get("01.softmax")
+    ns = answer_namespace(ex, None, "torch") | {"torch": torch}
+    cell = "shifted = attn_scores - attn_scores.max(dim=-1, keepdim=True).values\n" \
+           "attn_weights = torch.softmax(shifted, -1)"
+    exec(cell, ns)
+    assert judge(ex, ns, cell=cell).status == "pass"
+
+
 def test_the_dtype_the_todo_asks_for_is_checked():
     torch = pytest.importorskip("torch")
     ex = spec.get("01.x")

@@ -68,18 +68,18 @@ def inside(rect: Rectangle, text) -> bool:
 
 
 def test_attention_numbers_reproduce_the_seed():
-    nums = attention_numbers(X, W_KEY, W_QUERY, W_VALUE)
+    nums = attention_numbers(X, W_QUERY, W_KEY, W_VALUE)
     np.testing.assert_array_equal(nums["keys"], KEYS)
     np.testing.assert_array_equal(nums["scores"], SCORES)
     np.testing.assert_allclose(nums["weights"][0], [0.063379, 0.468311, 0.468311], atol=1e-6)
     np.testing.assert_allclose(nums["outputs"][0], [1.9366, 6.6831, 1.5951], atol=1e-4)
-    scaled = attention_numbers(X, W_KEY, W_QUERY, W_VALUE, scale=True)["scores"]
+    scaled = attention_numbers(X, W_QUERY, W_KEY, W_VALUE, scale=True)["scores"]
     np.testing.assert_allclose(scaled, np.array(SCORES) / np.sqrt(3))
 
 
 def test_attention_numbers_name_a_shape_mismatch():
     with pytest.raises(ValueError, match=r"x has 4 columns .* w_value has 3 rows"):
-        attention_numbers(X, W_KEY, W_QUERY, W_VALUE[:3])
+        attention_numbers(X, W_QUERY, W_KEY, W_VALUE[:3])
     with pytest.raises(ValueError, match="same size"):
         attention_numbers(X, W_KEY, [row[:2] for row in W_QUERY], W_VALUE)
 
@@ -94,7 +94,7 @@ def test_importing_plotting_does_not_import_matplotlib():
 
 
 def test_heatmap_writes_each_weight_in_its_cell_with_a_readable_colour():
-    w = attention_numbers(X, W_KEY, W_QUERY, W_VALUE)["weights"]
+    w = attention_numbers(X, W_QUERY, W_KEY, W_VALUE)["weights"]
     ax = attention_heatmap(w, INPUTS, INPUTS, title="attention weights")
     cells = {t.get_gid(): t for t in ax.texts}
     assert len(cells) == 9
@@ -213,7 +213,7 @@ def test_product_rejects_mismatched_shapes_clearly():
 
 
 def test_qkv_step_shows_inputs_and_their_projections():
-    fig = attention_steps_figure(X, W_KEY, W_QUERY, W_VALUE, steps="qkv")
+    fig = attention_steps_figure(X, W_QUERY, W_KEY, W_VALUE, steps="qkv")
     assert grid(fig, "x", (3, 4)) == [[str(v) for v in row] for row in X]
     assert grid(fig, "keys", (3, 3)) == [[str(v) for v in row] for row in KEYS]
     assert grid(fig, "queries", (3, 3)) == [["1", "0", "2"], ["2", "2", "2"], ["2", "1", "3"]]
@@ -226,7 +226,7 @@ def test_qkv_step_shows_inputs_and_their_projections():
 
 @pytest.mark.parametrize("query, scores", [(0, ["2", "4", "4"]), (1, ["4", "16", "12"])])
 def test_scores_step_puts_the_query_against_every_key(query, scores):
-    fig = attention_steps_figure(X, W_KEY, W_QUERY, W_VALUE, query=query, steps="scores")
+    fig = attention_steps_figure(X, W_QUERY, W_KEY, W_VALUE, query=query, steps="scores")
     q = [["1", "0", "2"], ["2", "2", "2"]][query]
     assert grid(fig, "query", (3, 3)) == [q] * 3
     assert grid(fig, "keys", (3, 3)) == [[str(v) for v in row] for row in KEYS]
@@ -239,7 +239,7 @@ def test_scores_step_puts_the_query_against_every_key(query, scores):
 
 
 def test_softmax_step_shows_the_row_becoming_weights():
-    fig = attention_steps_figure(X, W_KEY, W_QUERY, W_VALUE, steps=["softmax"])
+    fig = attention_steps_figure(X, W_QUERY, W_KEY, W_VALUE, steps=["softmax"])
     assert [r[0] for r in grid(fig, "scores", (3, 1))] == ["2", "4", "4"]
     assert [r[0] for r in grid(fig, "exp", (3, 1))] == ["0.14", "1.00", "1.00"]
     assert [r[0] for r in grid(fig, "weights", (3, 1))] == ["0.06", "0.47", "0.47"]
@@ -249,7 +249,7 @@ def test_softmax_step_shows_the_row_becoming_weights():
 
 
 def test_weighted_step_sums_to_the_output():
-    fig = attention_steps_figure(X, W_KEY, W_QUERY, W_VALUE, steps="weighted", labels=["a", "b", "c"])
+    fig = attention_steps_figure(X, W_QUERY, W_KEY, W_VALUE, steps="weighted", labels=["a", "b", "c"])
     assert grid(fig, "weighted", (3, 3))[1] == ["0.94", "3.75", "0.00"]
     assert grid(fig, "output", (1, 3)) == [["1.94", "6.68", "1.60"]]
     found = texts(fig)
@@ -258,7 +258,7 @@ def test_weighted_step_sums_to_the_output():
 
 
 def test_weighted_values_figure_reproduces_the_seed_outputs_from_rounded_weights():
-    values = attention_numbers(X, W_KEY, W_QUERY, W_VALUE)["values"]
+    values = attention_numbers(X, W_QUERY, W_KEY, W_VALUE)["values"]
     for q, want in enumerate([["2.00", "7.00", "1.50"], ["2.00", "8.00", "0.00"], ["2.00", "7.80", "0.30"]]):
         fig = weighted_values_figure(ROUNDED, values, query=q)
         assert grid(fig, "output", (1, 3)) == [want]
@@ -268,7 +268,7 @@ def test_weighted_values_figure_reproduces_the_seed_outputs_from_rounded_weights
 
 
 def test_scores_figure_from_the_tensors():
-    nums = attention_numbers(X, W_KEY, W_QUERY, W_VALUE)
+    nums = attention_numbers(X, W_QUERY, W_KEY, W_VALUE)
     fig = scores_figure(nums["queries"], nums["keys"], query=2)
     assert [r[0] for r in grid(fig, "scores", (3, 1))] == ["4", "12", "10"]
     with pytest.raises(ValueError, match="same size"):
@@ -276,7 +276,7 @@ def test_scores_figure_from_the_tensors():
 
 
 def test_all_steps_stack_in_order():
-    fig = attention_steps_figure(X, W_KEY, W_QUERY, W_VALUE, query=2)
+    fig = attention_steps_figure(X, W_QUERY, W_KEY, W_VALUE, query=2)
     found = texts(fig)
     ys = [found[f"step:{s}"].get_position()[1] for s in ("qkv", "scores", "softmax", "weighted")]
     assert ys == sorted(ys)  # top to bottom (y grows downwards)
@@ -286,11 +286,11 @@ def test_all_steps_stack_in_order():
 
 def test_steps_reject_bad_arguments():
     with pytest.raises(ValueError, match="unknown step"):
-        attention_steps_figure(X, W_KEY, W_QUERY, W_VALUE, steps="outputs")
+        attention_steps_figure(X, W_QUERY, W_KEY, W_VALUE, steps="outputs")
     with pytest.raises(ValueError, match="query=3 does not exist"):
-        attention_steps_figure(X, W_KEY, W_QUERY, W_VALUE, query=3)
+        attention_steps_figure(X, W_QUERY, W_KEY, W_VALUE, query=3)
     with pytest.raises(ValueError, match="2 labels for 3"):
-        attention_steps_figure(X, W_KEY, W_QUERY, W_VALUE, labels=["a", "b"])
+        attention_steps_figure(X, W_QUERY, W_KEY, W_VALUE, labels=["a", "b"])
 
 
 # --- the GIF -----------------------------------------------------------------------------------
@@ -299,7 +299,7 @@ def test_steps_reject_bad_arguments():
 def test_gif_has_one_frame_per_step_each_adding_ink(tmp_path):
     from PIL import Image, ImageChops
 
-    path = save_attention_gif(tmp_path / "attention.gif", X, W_KEY, W_QUERY, W_VALUE, query=0, fps=2)
+    path = save_attention_gif(tmp_path / "attention.gif", X, W_QUERY, W_KEY, W_VALUE, query=0, fps=2)
     assert path == tmp_path / "attention.gif"
     assert plt.get_fignums() == []  # drawn off pyplot: nothing pops up in a notebook
     with Image.open(path) as im:
@@ -318,7 +318,7 @@ def test_gif_has_one_frame_per_step_each_adding_ink(tmp_path):
 
 def test_gif_rejects_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match=r"\.gif"):
-        save_attention_gif(tmp_path / "a.png", X, W_KEY, W_QUERY, W_VALUE)
+        save_attention_gif(tmp_path / "a.png", X, W_QUERY, W_KEY, W_VALUE)
     with pytest.raises(ValueError, match="fps"):
-        save_attention_gif(tmp_path / "a.gif", X, W_KEY, W_QUERY, W_VALUE, fps=0)
+        save_attention_gif(tmp_path / "a.gif", X, W_QUERY, W_KEY, W_VALUE, fps=0)
     assert not list(tmp_path.iterdir())

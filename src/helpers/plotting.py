@@ -9,8 +9,8 @@ matplotlib is imported inside the functions, so ``import helpers`` stays cheap.
 
     attention_heatmap(weights, queries_labels, keys_labels)          -> Axes
     matrix_product_figure(a, b, names=("x", "w_key", "keys"), highlight=(0, 1))  -> Figure
-    attention_steps_figure(x, w_key, w_query, w_value, query=0, steps="scores")   -> Figure
-    save_attention_gif(path, x, w_key, w_query, w_value, query=0)     -> Path of the GIF
+    attention_steps_figure(x, w_query, w_key, w_value, query=0, steps="scores")   -> Figure
+    save_attention_gif(path, x, w_query, w_key, w_value, query=0)     -> Path of the GIF
 
 The step figures follow the picture of the illustrated walk-through: inputs -> keys, queries
 and values; the scores of one query against every key; the softmax of that row; the values
@@ -238,14 +238,14 @@ class _Board:
 # --- the numbers of one self-attention computation ------------------------------------------
 
 
-def attention_numbers(x: Any, w_key: Any, w_query: Any, w_value: Any, *, scale: bool = False) -> dict[str, np.ndarray]:
+def attention_numbers(x: Any, w_query: Any, w_key: Any, w_value: Any, *, scale: bool = False) -> dict[str, np.ndarray]:
     """Keys, queries, values, scores, weights (row-wise softmax) and outputs, in NumPy.
 
     ``scale=True`` divides the scores by sqrt(d_k) before the softmax. Shapes are checked
     with messages that name the mismatch.
     """
     x = _matrix(x, "x")
-    ws = {n: _matrix(w, n) for n, w in (("w_key", w_key), ("w_query", w_query), ("w_value", w_value))}
+    ws = {n: _matrix(w, n) for n, w in (("w_query", w_query), ("w_key", w_key), ("w_value", w_value))}
     for n, w in ws.items():
         if w.shape[0] != x.shape[1]:
             raise ValueError(
@@ -423,13 +423,13 @@ def _check_query(query: int, n: int) -> int:
 
 
 def _panel_qkv(board: _Board, y: float, nums: dict, labels: list[str], fmt: Fmt) -> float:
-    """inputs -> keys, queries, values: one row per input. Returns the panel's height."""
+    """inputs -> queries, keys, values: one row per input. Returns the panel's height."""
     x = nums["x"]
     wx, h = board.matrix(x, 0.0, y, name="x", colour="input", fmt=fmt, title="inputs", subtitle="x",
                          row_labels=labels)
     pos = wx + 1.4
     board.sign(pos - 0.7, y + h / 2, "→", gid="sign:qkv")
-    for key, role, formula in (("keys", "key", "x @ w_key"), ("queries", "query", "x @ w_query"),
+    for key, role, formula in (("queries", "query", "x @ w_query"), ("keys", "key", "x @ w_key"),
                                ("values", "value", "x @ w_value")):
         arr = nums[key]
         f = _formatter(fmt, arr)
@@ -553,19 +553,19 @@ def _draw_steps(fig, nums: dict, steps: list[str], q: int, labels: list[str], fm
     return board, panels
 
 
-def attention_steps_figure(x: Any, w_key: Any, w_query: Any, w_value: Any, query: int = 0,
+def attention_steps_figure(x: Any, w_query: Any, w_key: Any, w_value: Any, query: int = 0,
                            steps: str | Sequence[str] | None = None, *, labels: Sequence[str] | None = None,
                            fmt: Fmt = None, titles: bool = True):
     """Draw the steps of self-attention for input number ``query`` (0-based) from the raw tensors.
 
-    ``steps``: one of :data:`STEPS` — ``"qkv"`` (inputs -> keys, queries, values), ``"scores"``
+    ``steps``: one of :data:`STEPS` — ``"qkv"`` (inputs -> queries, keys, values), ``"scores"``
     (query ``query`` against every key), ``"softmax"`` (that row of scores -> weights),
     ``"weighted"`` (weights × values, one row per input, and their sum: the output) — a list of
     them, or ``None`` for all four stacked. Everything is recomputed here in NumPy from
     ``x`` and the three weight matrices. ``labels`` name the inputs (default "input 1", ...).
     Returns the Figure (made with pyplot: ``plt.show()`` displays it).
     """
-    nums = attention_numbers(x, w_key, w_query, w_value)
+    nums = attention_numbers(x, w_query, w_key, w_value)
     n = nums["x"].shape[0]
     q = _check_query(query, n)
     fig = _pyplot_figure()
@@ -632,7 +632,7 @@ def weighted_values_figure(weights: Any, values: Any, query: int = 0, *, labels:
 # --- the animation --------------------------------------------------------------------------
 
 
-def save_attention_gif(path: str | Path, x: Any, w_key: Any, w_query: Any, w_value: Any, query: int = 0,
+def save_attention_gif(path: str | Path, x: Any, w_query: Any, w_key: Any, w_value: Any, query: int = 0,
                        fps: float = 1, *, dpi: int = 70, labels: Sequence[str] | None = None,
                        fmt: Fmt = None) -> Path:
     """Save an animated GIF of the steps for one query: one frame per step, each adding a panel.
@@ -648,7 +648,7 @@ def save_attention_gif(path: str | Path, x: Any, w_key: Any, w_query: Any, w_val
         raise ValueError(f"{path.name}: the file name must end in .gif")
     if fps <= 0:
         raise ValueError(f"fps must be positive, got {fps}.")
-    nums = attention_numbers(x, w_key, w_query, w_value)
+    nums = attention_numbers(x, w_query, w_key, w_value)
     n = nums["x"].shape[0]
     q = _check_query(query, n)
     fig = Figure()

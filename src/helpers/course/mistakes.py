@@ -401,6 +401,9 @@ _PROPERTY_ROWS = [
     ("mutates_input", "an input changed in place",
      "Your code changes one of its inputs in place, so the caller's variable changes too. Compute into a new "
      "tensor instead."),
+    ("overwrites_input", "an earlier step's variable overwritten",
+     "Your cell gives a variable of an earlier step a new value, so that step's result is gone for the cells "
+     "below. Put what you compute in new names."),
     ("not_trainable", "weights that cannot be trained",
      "The module's weights are not trainable parameters: create them as nn.Parameter(...) (or nn.Linear) and "
      "leave requires_grad at True."),

@@ -469,7 +469,13 @@ def _module_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
 def _mutation_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     mutated = record.get("mutated") or []
     if not mutated:
-        return None
+        rebound = record.get("rebound") or []
+        if not rebound:
+            return None
+        names = ", ".join(f"`{n}`" for n in rebound)
+        return _fail(ex, "overwrites_input", f"Your cell gives {names} a new value, so the earlier step's result "
+                                             "is gone for every cell below. Leave the inputs as they are and put "
+                                             "what you compute in new names.")
     names = ", ".join(f"`{n}`" for n in mutated)
     where = "Your cell" if ex.kind == "value" else f"`{ex.answers[0]}`"
     return _fail(ex, "mutates_input", f"{where} changes {names} in place (an in-place operation such as `-=`, "

@@ -125,6 +125,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
             "error": {"message": _text((err or {}).get("message"), 500)} if isinstance(err, dict) else None,
         }
     record["mutated"] = _names(raw.get("mutated") or [], set(), "the changed inputs")
+    record["rebound"] = _names(raw.get("rebound") or [], set(), "the overwritten inputs")
     record["globals_read"] = _names(raw.get("globals_read") or [], set(), "the globals read")
     module = raw.get("module")
     if isinstance(module, dict):

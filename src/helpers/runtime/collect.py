@@ -358,6 +358,7 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
         code = _compile_cell(code, shell)
     record["replay"] = {"available": bool(trials) and code is not None, "error": None}
     mutated: set[str] = set()
+    rebound: set[str] = set()
     if record["replay"]["available"]:
         for i, world in enumerate(trials, start=1):
             overlay = {name: _mimic(value, namespace.get(name), plan.get("framework")) for name, value in world.items()}
@@ -370,7 +371,11 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
                 record["replay"]["error"] = {"trial": i, "message": f"{type(exc).__name__}: {_first_line(exc)}"
                                                                      f"{student_frame_line(exc)}"}
                 break
-            mutated.update(_mutated(before, ns))
+            # in place: the very objects handed to the cell changed; rebound: the cell gave an earlier
+            # step's name a new value (the student's own variable is then lost for the cells below)
+            mutated.update(_mutated(before, overlay))
+            rebound.update(n for n in _mutated(before, {k: ns[k] for k in before if k in ns and ns[k] is not overlay[k]})
+                           if n not in answers)
             got = {}
             for name in answers:
                 if name not in ns:
@@ -385,6 +390,7 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
                 break
             record["answers"].append(got)
     record["mutated"] = sorted(mutated)
+    record["rebound"] = sorted(rebound - mutated)
     if plan.get("module"):
         record["module"] = _module_facts(namespace.get(plan["module"]))
     return record
