@@ -374,8 +374,8 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
             # in place: the very objects handed to the cell changed; rebound: the cell gave an earlier
             # step's name a new value (the student's own variable is then lost for the cells below)
             mutated.update(_mutated(before, overlay))
-            rebound.update(n for n in _mutated(before, {k: ns[k] for k in before if k in ns and ns[k] is not overlay[k]})
-                           if n not in answers)
+            new_values = {k: ns[k] for k in before if k in ns and ns[k] is not overlay[k]}
+            rebound.update(n for n in _mutated(before, new_values) if n not in answers)
             got = {}
             for name in answers:
                 if name not in ns:
