@@ -147,6 +147,52 @@ _ROWS = [
      "the softmax."),
     ("padding_mask_off_by_one", "padding mask off by one",
      "Your mask shows one padded key too many: positions count from 0, so key j is real when j < length (not ≤)."),
+    # --- notebook 10
+    ("missing_position_embedding", "no position embeddings",
+     "Your model's input vectors carry no position: add each position's row of the position table to the token's "
+     "row of the token table. Without it, equal tokens at different places look the same to attention."),
+    ("missing_residual", "the attention output replaces its input",
+     "Your model hands on only what attention returns. Add it to its input instead (x + attention(x), a residual "
+     "connection): the vector keeps what its token was and gains what attention found."),
+    ("softmax_before_cross_entropy", "probabilities where the loss wants logits",
+     "A softmax was applied before the cross-entropy. F.cross_entropy takes the raw scores (logits) and applies "
+     "the (log-)softmax itself; a softmax before it squashes the scores and the loss barely moves."),
+    ("targets_not_shifted", "each guess compared with its own token",
+     "You compared the guess made at position t with the token at position t. The guess at position t is about "
+     "the NEXT token: compare logits[:, t] with tokens[:, t + 1]."),
+    ("prompt_positions_counted", "the prompt's positions counted too",
+     "You counted the guesses about the prompt's digits too. They are random, so no model can guess them: count "
+     "only the guesses made from the separator on, about the answer tokens."),
+    ("first_answer_skipped", "the first answer token left out",
+     "You left out the guess made at the separator itself. The first answer token is guessed there: the guesses "
+     "that count are made at positions L (the separator) to 2L − 1."),
+    ("summed_not_averaged", "summed instead of averaged",
+     "You added up over the guesses instead of averaging them, so the number grows with the batch and the length. "
+     "Take the mean over every answer guess of every sequence."),
+    ("loss_sign_flipped", "log-likelihood without its minus sign",
+     "Your loss is the mean log-probability of the right tokens, which training would push down. The cross-entropy "
+     "is minus that: −mean(log p(right token))."),
+    ("nll_without_log_softmax", "NLL loss on raw logits",
+     "F.nll_loss expects log-probabilities, but it was given raw logits. Apply log_softmax first, or use "
+     "F.cross_entropy, which does both."),
+    ("whole_sequences_counted", "whole sequences counted instead of tokens",
+     "You counted the sequences whose answer is entirely right. This accuracy is per token: the fraction of answer "
+     "tokens guessed right."),
+    ("missing_zero_grad", "gradients never cleared",
+     "PyTorch adds every new gradient to the one already in `.grad`. Clear the gradients in every step "
+     "(optimizer.zero_grad()) before loss.backward(), or each update uses the sum of all gradients so far."),
+    ("weights_never_updated", "a training step that changes nothing",
+     "Your training step leaves the weights as they were. Compute the gradients (loss.backward()), then use them "
+     "(optimizer.step()), with no zero_grad() between the two."),
+    ("step_before_backward", "optimizer step before the backward pass",
+     "Your optimizer steps before this batch's gradients exist, so each update uses older gradients. Order: "
+     "zero_grad, loss, backward, step."),
+    ("divided_by_batch_size", "divided by the number of sequences",
+     "You divided a sum over every guess by the number of sequences, so each sequence's L guesses add up. Average "
+     "over the guesses themselves: divide by sequences × L (or take the mean of all of them)."),
+    ("length_from_batch_axis", "L taken from the batch axis",
+     "Your L comes from the number of sequences (len(tokens) or tokens.shape[0]). A sequence's length is along "
+     "axis 1: L = tokens.shape[1] // 2."),
 ]
 
 _PROPERTY_ROWS = [
