@@ -7,11 +7,15 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
+LAB_ARGS ?=
+# What the first install brings, read from requirements.txt (so this message never drifts).
+PINS   := $(shell grep -E '^(torch|tensorflow|jupyterlab)==' requirements.txt | tr '\n' ' ')
 
 .PHONY: lab test system-deps install build check solutions lint unit notebooks-test benchmark clean
 
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
+	@echo "Starting JupyterLab on notebooks/ (stop it with Ctrl-C, twice)."
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 test: $(STAMP) system-deps
 	$(PY) -m helpers.build --check
@@ -27,6 +31,11 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): requirements.txt pyproject.toml | $(PY)
+	@echo "==> Installing the course environment into $(VENV)/: $(strip $(PINS)),"
+	@echo "    the other pins of requirements.txt, and this repository's helpers package."
+	@echo "    The first time: about 1 GB to download and 3.5 GB on disk, some 3 minutes on a fast"
+	@echo "    connection and longer on a slow one; pip says little while it unpacks PyTorch and"
+	@echo "    TensorFlow. Later runs reinstall only when requirements.txt or pyproject.toml change."
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install -r requirements.txt -e ".[torch,tensorflow,grader,dev]"
 	touch $(STAMP)

@@ -5,5 +5,3 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"
 NOTEBOOKS = ROOT / "notebooks"
-SEEDS = ROOT.parent / "shared" / "seeds"  # the seed documents, beside the repository
-

@@ -1,6 +1,7 @@
 """The builder: placeholders, cleared outputs, notebook id, --check, marker errors, course rules."""
 
 import json
+import platform
 import re
 import shutil
 
@@ -179,3 +180,50 @@ def test_no_notebook_loads_an_image_from_the_network(path):
         assert not _REMOTE_IMAGE.search(cell.source), f"cell {i + 1} loads an image from the network"
         if cell.cell_type == "code":
             assert "urlopen" not in cell.source and "requests.get" not in cell.source, f"cell {i + 1} downloads"
+
+
+def test_only_todo_cells_are_tagged_to_let_run_all_carry_on():
+    nb = _nb("### BEGIN SOLUTION\na = 1\n### END SOLUTION", "print(a)", "def f():\n    ### BEGIN SOLUTION\n"
+             "    return 1\n    ### END SOLUTION")
+    nb.cells[2].metadata["tags"] = ["nbval-ignore-output"]
+    out = build.build_notebook(nb, "09_demo.ipynb")
+    assert out.cells[0].metadata["tags"] == [build.RAISES]
+    assert "tags" not in out.cells[1].metadata
+    assert out.cells[2].metadata["tags"] == ["nbval-ignore-output", build.RAISES]
+    assert "tags" not in nb.cells[0].metadata, "the solution notebook itself must not be modified"
+
+
+@pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.stem)
+def test_every_todo_cell_of_the_exercises_is_tagged(path):
+    nb = nbformat.read(path, as_version=4)
+    placeholder = build.PLACEHOLDER[1].format(indent="").strip()
+    for i, cell in enumerate(nb.cells):
+        tagged = build.RAISES in cell.metadata.get("tags", [])
+        assert tagged == (cell.cell_type == "code" and placeholder in cell.source), f"cell {i + 1}"
+
+
+def test_kernelspec_is_the_one_jupyterlab_writes_for_this_kernel():
+    """JupyterLab writes {name, display_name, language} from the kernel's spec on open; a
+    notebook holding anything else opens as modified."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    assert build.KERNELSPEC == {"name": "python3", "display_name": spec.display_name, "language": spec.language}
+
+
+@pytest.mark.parametrize("path", sorted(SOLUTIONS.glob("*.ipynb")), ids=lambda p: p.stem)
+def test_notebook_metadata_is_what_jupyterlab_writes(path):
+    """The kernelspec as JupyterLab writes it, and language_info as this environment's kernel
+    reports it (nbclient stores it when `make solutions` runs): then opening a notebook in
+    JupyterLab changes nothing, and the tab shows no "modified" dot (tests/test_browser.py)."""
+    solution = nbformat.read(path, as_version=4)
+    exercise = nbformat.read(NOTEBOOKS / path.name, as_version=4)
+    for nb in (solution, exercise):
+        assert nb.metadata["kernelspec"] == build.KERNELSPEC
+    assert exercise.metadata["language_info"] == solution.metadata["language_info"]
+    info = solution.metadata["language_info"]
+    assert info["name"] == "python" and info["codemirror_mode"] == {"name": "ipython", "version": 3}
+    assert info["version"] == platform.python_version(), (
+        f"stored with Python {info['version']}, this environment runs {platform.python_version()}: JupyterLab "
+        "would rewrite language_info on open; re-store the outputs with `make solutions`"
+    )

@@ -1,5 +1,12 @@
-"""Every exercise notebook, untouched, runs top to bottom: the only errors are the TO-DO
-placeholders and every check says "not done yet".
+"""Every notebook runs top to bottom as "Run All" runs it, in a student's environment.
+
+- An exercise notebook, untouched: the only errors are the TO-DO placeholders, each in a cell
+  tagged ``raises-exception`` so the run carries on (nbclient honours the tag as JupyterLab
+  does: without it the run stops there), every check says "not done yet", every cell runs.
+- A solution notebook: no error.
+- Both: nothing at all on stderr. Nothing is filtered, and the kernel's environment sets no
+  TensorFlow variable, as on a student's machine or in Colab: what would show as a pink box
+  in JupyterLab fails here.
 
 One test class per notebook, so `pytest -n 2 --dist loadscope` spreads the notebooks
 over the workers (a class is a scope).
@@ -9,10 +16,13 @@ import re
 
 import nbformat
 import pytest
+from nbclient.exceptions import CellExecutionError
+from nbformat.v4 import new_code_cell, new_notebook
+from student import student_env
 
-from helpers.build import PLACEHOLDER, check_calls
-from helpers.execute import is_framework_noise, run
-from paths import NOTEBOOKS
+from helpers.build import PLACEHOLDER, RAISES, build_notebook, check_calls
+from helpers.execute import run
+from paths import NOTEBOOKS, SOLUTIONS
 
 PLACEHOLDER_LINE = PLACEHOLDER[1].format(indent="")
 
@@ -25,10 +35,27 @@ def _text(out):
     return ""
 
 
-def _run_untouched(path):
+def _run_all(path):
+    """Run ``path`` like Run All; return the notebook and the problems that stop or spoil the run."""
     nb = nbformat.read(path, as_version=4)
-    run(nb, path.parent, timeout=300, allow_errors=True)
     problems = []
+    try:
+        run(nb, path.parent, timeout=300, env=student_env())
+    except CellExecutionError as exc:
+        problems.append(f"{path.name}: Run All stops at an error in a cell not tagged {RAISES!r}:\n{str(exc)[-1500:]}")
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        if cell.execution_count is None and not problems:
+            problems.append(f"{path.name}, cell {i + 1}: never ran")
+        for out in cell.outputs:
+            if out.output_type == "stream" and out.name == "stderr":
+                problems.append(f"{path.name}, cell {i + 1}: wrote to stderr: {out.text.strip()[:300]}")
+    return nb, problems
+
+
+def _exercise_problems(path):
+    nb, problems = _run_all(path)
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
@@ -39,8 +66,6 @@ def _run_untouched(path):
                     problems.append(f"{where}: unexpected {out.ename}: {out.evalue}")
                 elif PLACEHOLDER_LINE not in cell.source and "def " not in cell.source:
                     problems.append(f"{where}: NotImplementedError from a cell without a placeholder")
-            elif out.output_type == "stream" and out.name == "stderr" and not is_framework_noise(out.text):
-                problems.append(f"{where}: wrote to stderr: {out.text.strip()[:200]}")
         for ex_id in check_calls(cell.source):
             text = "".join(_text(o) for o in cell.outputs)
             lines = [ln for ln in text.splitlines() if re.match(rf"^\S+ {re.escape(ex_id)} — ", ln)]
@@ -52,14 +77,30 @@ def _run_untouched(path):
     return problems
 
 
-def _make_class(path):
+def _solution_problems(path):
+    nb, problems = _run_all(path)
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            if out.output_type == "error":
+                problems.append(f"{path.name}, cell {i + 1}: {out.ename}: {out.evalue}")
+    return problems
+
+
+def _make_class(exercise):
     def test_untouched_notebook_runs_with_only_placeholders_failing(self):
-        problems = _run_untouched(path)
+        problems = _exercise_problems(exercise)
         assert not problems, "\n".join(problems)
 
-    name = "TestExercise_" + re.sub(r"\W", "_", path.stem)
-    return name, type(name, (), {"test_untouched_notebook_runs_with_only_placeholders_failing":
-                                  test_untouched_notebook_runs_with_only_placeholders_failing})
+    def test_solution_runs_with_nothing_on_stderr(self):
+        problems = _solution_problems(SOLUTIONS / exercise.name)
+        assert not problems, "\n".join(problems)
+
+    name = "TestExercise_" + re.sub(r"\W", "_", exercise.stem)
+    return name, type(name, (), {
+        "test_untouched_notebook_runs_with_only_placeholders_failing":
+            test_untouched_notebook_runs_with_only_placeholders_failing,
+        "test_solution_runs_with_nothing_on_stderr": test_solution_runs_with_nothing_on_stderr,
+    })
 
 
 for _path in sorted(NOTEBOOKS.glob("*.ipynb")):
@@ -69,6 +110,7 @@ for _path in sorted(NOTEBOOKS.glob("*.ipynb")):
 
 def test_there_are_exercise_notebooks():
     assert sorted(NOTEBOOKS.glob("*.ipynb")), "notebooks/ is empty: run python -m helpers.build"
+    assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == sorted(p.name for p in SOLUTIONS.glob("*.ipynb"))
 
 
 @pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.stem)
@@ -78,3 +120,22 @@ def test_exercise_has_no_solution_left(path):
         assert "BEGIN SOLUTION" not in cell.source
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None
+
+
+def test_run_all_carries_on_past_a_todo_only_with_the_tag(tmp_path):
+    """The mechanism the exercise runs rely on: the builder's tag is what lets Run All go on."""
+    solution = new_notebook(cells=[
+        new_code_cell("### BEGIN SOLUTION\nanswer = 42\n### END SOLUTION"),
+        new_code_cell("print('the cell after the TO-DO ran')"),
+    ])
+    exercise = build_notebook(solution, "09_demo.ipynb")
+    assert RAISES in exercise.cells[0].metadata["tags"]
+    run(exercise, tmp_path, timeout=60, env=student_env())
+    assert exercise.cells[0].outputs[0].ename == "NotImplementedError"
+    assert exercise.cells[1].outputs[0].text == "the cell after the TO-DO ran\n"
+
+    untagged = build_notebook(solution, "09_demo.ipynb")
+    untagged.cells[0].metadata["tags"].remove(RAISES)
+    with pytest.raises(CellExecutionError, match="NotImplementedError"):
+        run(untagged, tmp_path, timeout=60, env=student_env())
+    assert untagged.cells[1].execution_count is None

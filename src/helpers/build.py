@@ -11,8 +11,11 @@ code cell::
     ### END SOLUTION
 
 The builder replaces each marked region by a TO-DO placeholder (indented like the
-region, so it also works inside a function body), clears outputs and execution counts,
-and records the notebook's id in its metadata so the grader recognises a renamed file.
+region, so it also works inside a function body), tags each such cell ``raises-exception``
+(so "Run All" in JupyterLab, Notebook, VS Code or nbclient carries on past an unfinished step
+and every check below it still answers), clears outputs and execution counts, writes the
+kernel metadata JupyterLab would write (so a notebook does not open as modified), and
+records the notebook's id in its metadata so the grader recognises a renamed file.
 """
 
 from __future__ import annotations
@@ -39,6 +42,12 @@ PLACEHOLDER = (
     '{indent}raise NotImplementedError("TO-DO: replace this line with your code")',
 )
 METADATA_KEY = "attention_course"
+# The cell tag Jupyter front ends and nbclient read as "this cell may fail: keep running".
+RAISES = "raises-exception"
+# What JupyterLab writes into a notebook's metadata when it starts ipykernel's "python3" kernel
+# (the display name comes from ipykernel's kernelspec). A notebook that already holds exactly
+# this, and the language_info its kernel reports, opens without the "modified" dot.
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
 class BuildError(ValueError):
@@ -132,7 +141,11 @@ def build_notebook(
             cell.execution_count = None
             if ci in by_cell:
                 cell.source = _strip_regions(cell.source, by_cell[ci])
+                tags = cell.metadata.setdefault("tags", [])
+                if RAISES not in tags:
+                    tags.append(RAISES)
         cell.metadata.pop("execution", None)
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.metadata[METADATA_KEY] = {"notebook_id": Path(name).stem, "kind": "exercise"}
     if repo is not None:
         nb.cells[:0] = [colab.badge_cell(repo, Path(name).stem), colab.setup_cell(repo)]
@@ -215,6 +228,33 @@ def plan(solutions: Path, notebooks: Path) -> dict[Path, str]:
     return out
 
 
+def _cell_source(text: str, cell_id: str) -> str | None:
+    try:
+        cells = nbformat.reads(text, as_version=4).cells
+    except Exception:
+        return None
+    return next((c.source for c in cells if c.get("id") == cell_id), None)
+
+
+_PIN = re.compile(r'^PACKAGE, VERSION = "[^"]*", "([^"]*)"$', re.MULTILINE)
+
+
+def _stale_reason(path: Path, wanted: str) -> str:
+    """Why ``path`` differs from what the builder would write (the Colab pin is named)."""
+    if path.name == "README.md":
+        return "its badge block is out of date"
+    if not path.exists():
+        return f"is missing (solutions/{path.name} has no exercise yet)"
+    have = _cell_source(path.read_text(encoding="utf-8"), colab.SETUP_ID)
+    want = _cell_source(wanted, colab.SETUP_ID)
+    if have != want:
+        old = _PIN.search(have or "")
+        new = _PIN.search(want or "")
+        installs = f"installs helpers {old[1]}" if old else "pins no release"
+        return f"has a stale Colab pin: its set-up cell {installs}, the project is at {new[1] if new else '?'}"
+    return f"does not match solutions/{path.name}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m helpers.build", description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="do not write; exit 1 if notebooks/ is stale")
@@ -234,8 +274,9 @@ def main(argv: list[str] | None = None) -> int:
         stale = [p.name for p, text in wanted.items() if not p.exists() or p.read_text(encoding="utf-8") != text]
         orphans = sorted(p.name for p in existing - set(wanted))
         for n in stale:
-            what = "its badge block is out of date" if n == "README.md" else f"does not match solutions/{n}"
-            print(f"stale: {'' if n == 'README.md' else 'notebooks/'}{n} {what}", file=sys.stderr)
+            path = next(p for p in wanted if p.name == n)
+            print(f"stale: {'' if n == 'README.md' else 'notebooks/'}{n} {_stale_reason(path, wanted[path])}",
+                  file=sys.stderr)
         for n in orphans:
             print(f"orphan: notebooks/{n} has no solution notebook", file=sys.stderr)
         if stale or orphans:

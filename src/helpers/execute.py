@@ -4,7 +4,8 @@
 
 Outputs must be stored by executing with the pinned versions, so run this inside the
 course environment (``make solutions`` does). It refuses to store a notebook whose run
-raised an error or wrote to stderr: stored outputs are what nbval compares against.
+raised an error or wrote anything to stderr: stored outputs are what nbval compares
+against, and what a student sees on screen must match them, pink stderr boxes included.
 """
 
 from __future__ import annotations
@@ -18,15 +19,31 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from .build import read_notebook, render
+from .build import KERNELSPEC, read_notebook, render
 
-# Quiet TensorFlow before any kernel imports it (level 3: on TF 2.21 level 2 still
-# lets absl's start-up lines through to stderr).
-QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0", "PYTHONHASHSEED": "0"}
+# The environment every notebook run of the course's tools gets on top of the caller's: a fixed
+# hash seed (set and dict orders), and oneDNN off (the same floating-point results on every CPU;
+# the notebooks that use TensorFlow set it themselves too). TensorFlow's log level is NOT set
+# here: the notebooks keep TensorFlow quiet on their own (helpers.quiet), as they must for a
+# student, whose environment sets nothing.
+QUIET_ENV = {"TF_ENABLE_ONEDNN_OPTS": "0", "PYTHONHASHSEED": "0"}
 
 
-def run(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 600, allow_errors: bool = False) -> nbformat.NotebookNode:
-    os.environ.update(QUIET_ENV)
+def run(
+    nb: nbformat.NotebookNode,
+    cwd: Path,
+    timeout: int = 600,
+    allow_errors: bool = False,
+    env: dict[str, str] | None = None,
+) -> nbformat.NotebookNode:
+    """Execute ``nb`` in place in a fresh ``python3`` kernel.
+
+    The kernel's environment is ``env`` when given (exactly that), else this process's
+    environment with :data:`QUIET_ENV`. Cells tagged ``raises-exception`` may fail without
+    stopping the run, as in JupyterLab.
+    """
+    if env is None:
+        os.environ.update(QUIET_ENV)
     client = NotebookClient(
         nb,
         timeout=timeout,
@@ -36,29 +53,16 @@ def run(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 600, allow_errors: 
         shutdown_kernel="immediate",  # a graceful stop waits ~2.5 s for TensorFlow's threads
         resources={"metadata": {"path": str(cwd)}},
     )
-    client.execute()
+    client.execute(**({"env": dict(env)} if env is not None else {}))
     return nb
 
 
 # TensorFlow's C++ start-up lines ("All log messages before absl::InitializeLog() ...",
-# glog-style "I0000 00:00:... cudart_stub.cc ...") reach the kernel's stderr whatever the
-# log level once zmq is loaded first, and ipykernel forwards them to the notebook.
-_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog\(\)|[IWE]\d{4} \d\d:\d\d:)")
-
-
-def is_framework_noise(text: str) -> bool:
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    return bool(lines) and all(_NOISE.match(ln) for ln in lines)
-
-
-def drop_framework_noise(nb: nbformat.NotebookNode) -> None:
-    """Remove stderr outputs made only of TensorFlow's C++ start-up lines."""
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            cell.outputs = [
-                o for o in cell.outputs
-                if not (o.output_type == "stream" and o.name == "stderr" and is_framework_noise(o.text))
-            ]
+# glog-style "I0000 00:00:... cudart_stub.cc ..."). They used to be dropped here before storing;
+# now they are refused like any stderr, with a hint: dropping them hid from us exactly what every
+# student saw (a pink box under the import). A notebook imports TensorFlow inside
+# `with quiet_tensorflow():` (helpers.quiet) and never prints them.
+_TF_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog\(\)|[IWE]\d{4} \d\d:\d\d:)", re.M)
 
 
 def merge_streams(outputs: list) -> list:
@@ -75,13 +79,18 @@ def merge_streams(outputs: list) -> list:
 
 
 def problems(nb: nbformat.NotebookNode) -> list[str]:
+    """Every error output and every stderr output of ``nb``, one line each."""
     found = []
     for i, cell in enumerate(nb.cells):
         for out in cell.get("outputs", []):
             if out.output_type == "error":
                 found.append(f"cell {i + 1}: {out.ename}: {out.evalue}")
             elif out.output_type == "stream" and out.name == "stderr":
-                found.append(f"cell {i + 1}: wrote to stderr: {out.text.strip()[:200]}")
+                hint = ""
+                if _TF_NOISE.search(out.text):
+                    hint = (" (TensorFlow's start-up lines: import it inside `with quiet_tensorflow():`, "
+                            "from helpers.quiet)")
+                found.append(f"cell {i + 1}: wrote to stderr{hint}: {out.text.strip()[:200]}")
     return found
 
 
@@ -99,12 +108,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{path}: {type(exc).__name__}: {str(exc)[-2000:]}", file=sys.stderr)
             status = 1
             continue
-        drop_framework_noise(nb)
         bad = problems(nb)
         if bad:
             print(f"{path}: not stored:\n  " + "\n  ".join(bad), file=sys.stderr)
             status = 1
             continue
+        nb.metadata["kernelspec"] = dict(KERNELSPEC)  # language_info is the kernel's own (nbclient)
         for cell in nb.cells:
             cell.metadata.pop("execution", None)
             if cell.cell_type == "code":

@@ -123,6 +123,84 @@ _ROWS = [
     ("max_from_zero", "the running maximum started at 0",
      "Your running maximum starts at 0, so a stream of very negative scores underflows: every exp(s − 0) is 0. "
      "Start it at −∞ (or at the first score)."),
+    # --- notebook 04
+    ("stack_wrong_axis", "stacked along the wrong axis",
+     "Your stack put the new axis in the wrong place. A stack adds one axis where `axis=` says (0 by default): "
+     "choose the position at which the stacked items should run."),
+    ("concat_instead_of_stack", "concatenated where a new axis was needed",
+     "You concatenated, which joins the pieces along an axis they already have, so the result lacks an axis. "
+     "A stack creates a new axis for the pieces."),
+    ("transposed_first_operand", "the first operand transposed instead of the second",
+     "You transposed the first operand of the product (`transpose_a=True`, or a `.T` on the left). A score "
+     "pairs a query row with a key row: transpose the second operand, the keys."),
+    ("keys_not_transposed", "keys not transposed (Q·K instead of Q·Kᵀ)",
+     "You multiplied the queries by the keys without transposing the keys. On square matrices that runs, but "
+     "entry (i, j) then pairs query i with column j of the keys. Each score is query i · key j: use the "
+     "transposed keys."),
+    ("missing_squeeze", "an axis of length 1 left in",
+     "Your tensor still has an axis of length 1 that the step drops. Squeeze it away before you go on."),
+    ("weights_cast_to_int", "weights cast to integers",
+     "You cast the weights to an integer type, which cuts every weight below 1 down to 0. Cast the values to "
+     "float instead, and keep the weights as they are."),
+    ("scale_after_softmax", "divided by √d_k after the softmax",
+     "You divided by √d_k after the softmax, so the weights no longer sum to 1. The division belongs inside: "
+     "softmax(scores / √d_k)."),
+    ("product_order_reversed", "the factors of a matrix product in the wrong order",
+     "You multiplied in the wrong order (B·A instead of A·B). With square matrices that runs, but it is another "
+     "product: here the rows are the tokens, so each row is multiplied by the matrix on its right."),
+    ("weights_not_applied", "the weights returned instead of the weighted values",
+     "You returned the attention weights, one row of n weights per query. The output is those weights applied "
+     "to the values: multiply them by the values, so each row becomes a weighted sum of the value rows."),
+    ("values_transposed", "the values transposed",
+     "You transposed the values. The outputs are the weights times the values as they are: row j of the values "
+     "is value j, and weight (i, j) scales the whole of it."),
+    ("scale_by_n", "scaled by √n instead of √d_k",
+     "You divided by the square root of the number of tokens n (the first axis of the keys). d_k is the width "
+     "of one key, the last axis of the keys."),
+    # --- notebook 05
+    # scale_after_softmax: catalogued under notebook 04 (the same misconception)
+    ("max_without_keepdim", "a row maximum without keepdims",
+     "Your row maxima lost their axis (an (n,) vector), so NumPy lined them up with the columns: entry (i, j) "
+     "was shifted by the maximum of row j, which the softmax does not cancel. Keep the axis: keepdims=True."),
+    ("power_precedence", "`** 1/2` for a square root",
+     "`s / d_k ** 1/2` is (s / d_k) / 2: Python applies `** 1` first and then divides by 2, so no square "
+     "root is taken. Write d_k ** 0.5 (or np.sqrt(d_k))."),
+    ("sum_without_axis", "one sum over the whole array instead of one per row",
+     "You summed without an axis, which adds up every entry into one number. Sum along each row (axis=1 or "
+     "axis=-1), one sum per row."),
+    ("scale_multiplied", "multiplied by √d_k instead of divided",
+     "You multiplied the scores by √d_k. The scaling divides them by √d_k, which shrinks their spread back "
+     "to about 1."),
+    ("values_times_weights", "values @ weights instead of weights @ values",
+     "You computed values @ weights. Output i mixes the rows of the values with the weights of row i: "
+     "weights @ values."),
+    # --- notebook 02
+    ("fixed_scale", "a fixed number instead of √d_k of the keys at hand",
+     "You divided by a fixed number (this notebook's √d_k) whatever the width of the keys. Take d_k from the "
+     "keys themselves (keys.shape[-1]), so that the code works for any size."),
+    ("counted_tensors", "weight tensors counted instead of their numbers",
+     "You counted the weight tensors, not the numbers in them. Add up the number of entries of each "
+     "parameter (a tensor's .numel())."),
+    ("softmax_instead_of_sum", "a softmax where the plain division by the sum was asked",
+     "These are softmax weights. This step divides the scores by their plain sum, without exponentials."),
+    ("mixed_inputs_not_values", "the inputs mixed instead of the values",
+     "You mixed the inputs x. With trainable weights, the context vectors mix the values (x projected by "
+     "w_value)."),
+    ("softmax_of_weights", "a softmax of weights instead of scores",
+     "You applied the softmax to weights that were already normalised. The softmax goes on the scores."),
+    ("features_paired", "xᵀ x (features against features) instead of x xᵀ",
+     "You multiplied x.T @ x, which pairs up the columns (the features). A score pairs up two rows (two "
+     "tokens): x @ x.T."),
+    ("exp_not_normalised", "exponentials not divided by their sum",
+     "You exponentiated the scores but did not divide by the sum of the exponentials, so the weights do not add "
+     "up to 1. A softmax does both."),
+    ("weight_shape_swapped", "weight matrices drawn as (d_k, d_model)",
+     "Your weight matrices have shape (d_k, d_model). x @ w needs as many rows as x has columns: draw them as "
+     "(d_model, d_k)."),
+    ("weights_returned", "the weights returned instead of the context vectors",
+     "You returned the attention weights. The context vectors mix the values with them: weights @ values."),
+    ("all_rows_or_one", "all the inputs where one was asked, or one where all were asked",
+     "Check which inputs this step is about: one row of x, or all of its rows."),
     # --- notebook 06
     ("dropout_in_eval", "dropout applied in evaluation",
      "Dropout is only for training. In evaluation mode (`model.eval()`, `training=False`) return the weights "
@@ -147,10 +225,74 @@ _ROWS = [
      "the softmax."),
     ("padding_mask_off_by_one", "padding mask off by one",
      "Your mask shows one padded key too many: positions count from 0, so key j is real when j < length (not ≤)."),
+    # --- notebook 08
+    ("permutation_inverted", "reordered with the inverse permutation",
+     "Your rows are reordered the other way round. Row i of the reordered tensor must be row perm[i] of the "
+     "original, which is what indexing with `[perm]` gives; `torch.argsort(perm)` (or assigning `new[perm] = old`) "
+     "applies the inverse permutation, which undoes the reordering."),
+    ("pe_halves", "sines and cosines in two halves",
+     "Your encoding puts all the sines in the first half of the columns and all the cosines in the second. In the "
+     "formula they alternate: column 2i holds the sine and column 2i+1 the cosine of the same angle."),
+    ("pe_sin_cos_swapped", "sine and cosine swapped",
+     "Your even columns hold cosines and your odd columns sines. The formula puts the sine in column 2i and the "
+     "cosine in column 2i+1, so the row of position 0 reads 0, 1, 0, 1, …"),
+    ("pe_exponent_without_2", "frequency exponent i/d instead of 2i/d",
+     "Your frequencies use the exponent i/d_model. The formula divides the position by 10000^(2i/d_model), where i "
+     "counts the pairs of columns, so the exponents run 0, 2/d_model, 4/d_model, … from one pair to the next."),
+    ("pe_exponent_column_doubled", "exponent 2j/d with j the column",
+     "Your exponent doubles the column index: column j got 2j/d_model. In the formula, 2i is already the even "
+     "column of the pair: columns 2i and 2i+1 both use 2i/d_model, so the exponents run 0, 0, 2/d_model, "
+     "2/d_model, 4/d_model, …"),
+    ("pe_cos_own_frequency", "each cosine column with its own frequency",
+     "Your cosine columns use their own column index in the exponent, (2i+1)/d_model. A sine and the cosine next "
+     "to it share one angle: columns 2i and 2i+1 both divide the position by 10000^(2i/d_model)."),
+    ("pe_same_frequency", "every pair with the same frequency",
+     "Every pair of columns got the same frequency, 1: the angle is the position itself. Either the division by "
+     "10000^(2i/d_model) is missing, or its exponent became 0 (integer division, `//`, does that): pair i divides "
+     "the position by 10000^(2i/d_model)."),
+    ("positions_from_one", "positions counted from 1",
+     "Your positions start at 1. The first token is at position 0: its encoding is sin 0 = 0 and cos 0 = 1 in "
+     "every pair, its vector in a table of positions is row 0."),
+    ("pe_after_projection", "positions added after the projection",
+     "You added the positions to the queries, keys and values, after the projection. An additive encoding goes "
+     "into the inputs: project x + pe, so the queries are (x + pe) @ w_query, and the same for keys and values."),
+    ("pe_after_projection_qk", "positions added to the projected queries and keys",
+     "You added the positions to the queries and keys after the projection (and left the values without). An "
+     "additive encoding goes into the inputs: project x + pe, so that queries, keys and values all come from it."),
+    ("pe_added_to_outputs", "positions added to the outputs",
+     "You added the positions to the outputs of attention. They have to be in the inputs, x + pe, so that the "
+     "scores can use them."),
+    ("positions_not_added", "no positions added",
+     "Your result is exactly what the inputs give without any positions. Add each position's vector to its row of "
+     "x first."),
+    ("positions_concatenated", "positions concatenated instead of added",
+     "You concatenated the position vectors to the inputs, which doubles the width. Here they are added: each row "
+     "of x plus the vector of its position, same shape as x."),
+    ("permutation_not_applied", "the reordered inputs not used",
+     "Your outputs_shuffled are the outputs of the original order: attention was run on x, not on the reordered "
+     "inputs. Give it x_shuffled."),
+    ("rope_halves", "RoPE pairs taken from the two halves",
+     "You turned feature i together with feature i + d/2 (the 'halves' layout some libraries use). Here, as in the "
+     "RoFormer paper, a pair is two neighbours: features 2i and 2i+1 turn together."),
+    ("rope_wrong_sign", "rotated by minus the angle",
+     "Your pairs turn the wrong way: the signs of the sine terms are swapped. Turning (u, w) by the angle φ gives "
+     "(u·cos φ − w·sin φ, u·sin φ + w·cos φ)."),
+    ("rope_pairs_not_put_back", "rotated pairs not put back in place",
+     "Each pair is rotated correctly, but the results are stored as all first members, then all second members. "
+     "Put each rotated pair back where it came from, in features 2i and 2i+1."),
+    ("rope_positions_ignored", "positions 0…n−1 used instead of the given ones",
+     "Your rotation uses the positions 0, 1, …, n−1 whatever `positions` holds. Turn row j by the angles of "
+     "positions[j]."),
+    ("rope_rotates_values", "the values rotated too",
+     "You rotated the values as well. RoPE turns only the queries and the keys: the scores carry the positions, "
+     "the values are mixed as they are."),
+    ("rope_before_projection", "the inputs rotated before the projection",
+     "You rotated x and projected it afterwards. RoPE turns the queries and keys themselves, after the projection; "
+     "a projection after the rotation mixes the pairs, and the scores no longer depend on the offset alone."),
+    ("rope_only_queries", "only the queries rotated",
+     "Only your queries were rotated. Turn each key too, by the angles of its own position: then a score depends "
+     "on the difference of the two positions."),
     # --- notebook 10
-    ("missing_position_embedding", "no position embeddings",
-     "Your model's input vectors carry no position: add each position's row of the position table to the token's "
-     "row of the token table. Without it, equal tokens at different places look the same to attention."),
     ("missing_residual", "the attention output replaces its input",
      "Your model hands on only what attention returns. Add it to its input instead (x + attention(x), a residual "
      "connection): the vector keeps what its token was and gains what attention found."),
@@ -225,6 +367,10 @@ _PROCESS_ROWS = [
      "Your function reads the stream of scores more than once (or keeps all of it). An online softmax reads "
      "each score once, as it arrives, and keeps only a running maximum and a running sum."),
 ]
+
+_ALL = [r[0] for r in (*_ROWS, *_PROPERTY_ROWS, *_PROCESS_ROWS)]
+if len(_ALL) != len(set(_ALL)):  # a code declared twice would silently lose one of its hints
+    raise ValueError(f"mistake codes declared twice: {sorted({c for c in _ALL if _ALL.count(c) > 1})}")
 
 MISTAKES: dict[str, Mistake] = {
     **{code: Mistake(code, title, hint) for code, title, hint in _ROWS},

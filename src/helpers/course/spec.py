@@ -266,9 +266,17 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
         rng = rng if rng is not None else np.random.default_rng()
         rngs = [rng] * n
     fresh = [draw(ex, r) for r in rngs]
+    notebook = ex.inputs(None)
+    if ex.kind == "function" and fresh:
+        # At least one trial of another shape than the notebook's example: a function that reads the
+        # notebook's variables, or hard-codes a size, must not pass because every draw happened to
+        # have the example's shapes.
+        for _ in range(MAX_DRAWS):
+            if any(_shapes(trial) != _shapes(notebook) for trial in fresh):
+                break
+            fresh[-1] = draw(ex, rngs[-1])
     probe_rng = rngs[0] if rngs else np.random.default_rng(0)
     probe_inputs = [p.inputs(probe_rng) for p in ex.probes]
-    notebook = ex.inputs(None)
     data = {
         "id": ex.id,
         "kind": ex.kind,
@@ -280,6 +288,10 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
         "probes": [{"kind": p.kind, "inputs": pi, "stream": p.stream} for p, pi in zip(ex.probes, probe_inputs)],
     }
     return Plan(data, [notebook, *fresh], probe_inputs)
+
+
+def _shapes(inputs: Mapping[str, Any]) -> tuple:
+    return tuple(np.shape(v) for v in inputs.values() if isinstance(v, (np.ndarray, list)))
 
 
 def seeds_needed(ex: Exercise) -> int:
@@ -335,32 +347,29 @@ def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def shape_message(label: str, g: np.ndarray, w: np.ndarray) -> str:
-    """The shape mismatch, and what that shape suggests."""
+    """The shape mismatch, and what such a shape usually comes from (never asserted as the cause)."""
     gs, ws = tuple(g.shape), tuple(w.shape)
     msg = f"{label} has shape {gs}, expected {ws}."
     if _squeezed(gs) == _squeezed(ws):
         if len(gs) > len(ws):
-            return msg + " It has an extra axis of length 1: a `keepdim=True` / `keepdims=True` too many, or an " \
-                         "axis to squeeze away (`.squeeze(…)`)."
+            return msg + " It has an extra axis of length 1: one `keepdim=True` / `keepdims=True` too many, " \
+                         "or an axis to squeeze away."
         return msg + " It lacks an axis of length 1: keep it with `keepdim=True` / `keepdims=True`, or add it " \
-                     "with `[:, None]` / `.unsqueeze(…)`."
+                     "back (`[:, None]`, a reshape)."
     if g.size == w.size:
         if len(gs) == 2 and gs == ws[::-1]:
             return msg + " It looks transposed: check the order of your matrix product, or a `.T`."
         if len(gs) != len(ws):
-            return msg + " Same number of entries, but another number of axes: `stack` (which adds an axis) " \
-                         "where `cat`/`concat` was meant, or the other way round?"
+            return msg + " Same number of entries, but another number of axes: stacking (which adds an axis) " \
+                         "where concatenating was meant, or the other way round?"
         return msg + " Same number of entries in another arrangement: check which axes you stacked, split or " \
                      "reshaped."
     if len(gs) == len(ws) + 1:
-        if gs[1:] == ws or gs[:-1] == ws:
-            return msg + f" It has an extra axis of length {gs[0] if gs[1:] == ws else gs[-1]}: a sum (or " \
-                         "mean) over that axis missing, or a batch axis too many?"
-        return msg + " It has one axis too many: did you forget to sum over an axis?"
+        return msg + " It has one axis too many: often a sum (over the axis you multiplied along) that is " \
+                     "missing, or an axis added by broadcasting."
     if len(gs) + 1 == len(ws):
-        if ws[1:] == gs:
-            return msg + f" It lacks the leading axis of length {ws[0]}: the batch (or heads) axis went missing."
-        return msg + " It has one axis too few: did you sum or reduce over an axis you should keep?"
+        return msg + " It has one axis too few: often a sum or a reduction over an axis that should stay, or " \
+                     "an axis (a batch, the heads) that went missing."
     if len(gs) == len(ws) and len(gs) >= 2 and gs[-1] != ws[-1] and gs[:-1] == ws[:-1]:
         return msg + " Only the last axis differs: check the size of the projection (or of the values) you used."
     return msg

@@ -1,9 +1,14 @@
 """Notebook 02 — from dot products to trainable weights (seed 001), in PyTorch.
 
-Part 1 uses the six embeddings as their own queries, keys and values; part 2 projects
-them with three (3, 2) weight matrices drawn by ``torch.rand`` after
+Part 1 uses the six embeddings ``x`` as their own queries, keys and values; part 2 projects
+them with three (d_model, d_k) = (3, 2) weight matrices drawn by ``torch.rand`` after
 ``torch.manual_seed(123)``. Those draws are fixed by the seed, so their exact float32
 values are written out below and every reference is computed in NumPy.
+
+Fresh worlds draw embeddings of both signs (the notebook's are all positive, which hides a
+plain division by the sum going wrong) and weights like ``torch.rand``. Part 1's score matrix
+is symmetric in every world (x xᵀ), so a softmax down the columns gives exactly the transpose of
+the right weights: it is named as ``softmax_wrong_axis`` all the same.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ NOTEBOOK = "02_dot_products_to_trainable_weights"
 SEED = "001_8601a33d321beecd.txt"  # every number it prints must appear in the stored outputs
 
 # "Your journey starts with one step": one 3-d embedding per word (x^1 … x^6).
-INPUTS = np.array(
+X = np.array(
     [
         [0.43, 0.15, 0.89],  # Your
         [0.55, 0.87, 0.66],  # journey
@@ -38,7 +43,8 @@ W_KEY = np.array([[0.13657987117767334, 0.10247904062271118],
 W_VALUE = np.array([[0.07563531398773193, 0.19663816690444946],
                     [0.31641197204589844, 0.4017401337623596],
                     [0.1185683012008667, 0.8273953795433044]])
-JOURNEY = 1  # x^2, the second word, is row 1
+JOURNEY = 1  # x^(2), the second word, is row 1
+D_K = 2  # the notebook's d_k: a code that divides by √2 whatever the keys is caught on other sizes
 
 
 def world(rng: np.random.Generator | None = None) -> dict:
@@ -48,33 +54,50 @@ def world(rng: np.random.Generator | None = None) -> dict:
     notebook's names and shapes stay the same.
     """
     if rng is None:
-        x, wq, wk, wv = INPUTS, W_QUERY, W_KEY, W_VALUE
+        x, wq, wk, wv = X, W_QUERY, W_KEY, W_VALUE
     else:
-        x = rng.normal(0.0, 1.5, size=(6, 3)).round(2)
-        wq, wk, wv = (rng.uniform(0.0, 1.0, size=(3, 2)) for _ in range(3))
-    q = x[JOURNEY]
-    s2 = x @ q
+        x, wq, wk, wv = _fresh(rng)
+    query = x[JOURNEY]
+    s2 = x @ query
     s = x @ x.T
     keys, values = x @ wk, x @ wv
-    query_2 = x[JOURNEY] @ wq
+    query_2, key_2 = x[JOURNEY] @ wq, x[JOURNEY] @ wk
     s2_qk = query_2 @ keys.T
     w2_qk = softmax(s2_qk / np.sqrt(keys.shape[-1]))
     return {
-        "inputs": x, "query": q,
+        "x": x, "query": query,
         "attn_scores_2": s2, "attn_scores_2_vec": s2,
         "attn_weights_2_sum": sum_normalise(s2), "attn_weights_2": softmax(s2),
         "context_vec_2_simple": softmax(s2) @ x,
-        "attn_scores_loop": s, "attn_scores": s, "attn_weights": softmax(s), "all_context_vecs": softmax(s) @ x,
+        "attn_scores_loop": s, "attn_scores": s, "attn_weights": softmax(s), "outputs": softmax(s) @ x,
         "x_2": x[JOURNEY],
         "w_query": wq, "w_key": wk, "w_value": wv,
-        "query_2": query_2, "key_2": x[JOURNEY] @ wk, "value_2": x[JOURNEY] @ wv,
+        "query_2": query_2, "key_2": key_2, "value_2": x[JOURNEY] @ wv,
         "keys": keys, "values": values,
-        "attn_score_22": query_2 @ (x[JOURNEY] @ wk),
+        "attn_score_22": query_2 @ key_2,
         "attn_scores_2_qk": s2_qk,
         "attn_weights_2_qk": w2_qk,
         "context_vec_2": w2_qk @ values,
-        "context_vecs_v1": attention(x, W_QUERY, W_KEY, W_VALUE),
+        "outputs_v1": attention(x, W_QUERY, W_KEY, W_VALUE),
     }
+
+
+def _well_divided(scores: np.ndarray) -> bool:
+    """Every row's sum is far from 0, so that dividing by it (a catalogued mistake) is not so
+    ill-conditioned that float32 inputs change the result beyond the tolerance."""
+    s = np.atleast_2d(scores)
+    return bool(np.all(np.abs(s.sum(axis=-1)) > 0.2 * np.abs(s).sum(axis=-1)))
+
+
+def _fresh(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    """Embeddings of both signs and weights like ``torch.rand``, drawn again until every score vector
+    the notebook divides by its sum has a sum well away from 0."""
+    while True:
+        x = rng.normal(0.0, 1.5, size=(6, 3)).round(2)
+        wq, wk, wv = (rng.uniform(0.0, 1.0, size=(3, 2)) for _ in range(3))
+        s2_qk = (x[JOURNEY] @ wq) @ (x @ wk).T
+        if _well_divided(x @ x.T) and _well_divided(s2_qk):
+            return x, wq, wk, wv
 
 
 def _one(name: str, fn):
@@ -85,13 +108,15 @@ def _one(name: str, fn):
 # --- part 2: trainable projections --------------------------------------------------------
 
 
-def attention(x, w_query, w_key, w_value, *, scale=None, transpose=False, axis=-1, swap_kv=False):
+def attention(x, w_query, w_key, w_value, *, scale=None, transpose=False, axis=-1, swap_kv=False,
+              normalise=None, mix_inputs=False):
     """Context vectors softmax(Q·Kᵀ / scale)·V with switches for the catalogued mistakes
     (``scale=None`` divides by √d_k; see :func:`helpers.course.reference.self_attention`)."""
-    return self_attention(
+    weights, out = self_attention(
         x, w_query, w_key, w_value, scale=scale, transpose=transpose, swap_kv=swap_kv,
-        normalise=lambda s: softmax(s, axis=axis),
-    )[1]
+        normalise=normalise or (lambda s: softmax(s, axis=axis)),
+    )
+    return weights @ x if mix_inputs else out
 
 
 def _weights_2_qk(attn_scores_2_qk, keys, scale=None, **_):
@@ -102,87 +127,147 @@ def _weights_2_qk(attn_scores_2_qk, keys, scale=None, **_):
 ATTENTION_MISTAKES = {
     "missing_scale": lambda **i: attention(**i, scale=1.0),
     "scale_by_d": lambda **i: attention(**i, scale=float(i["w_key"].shape[-1])),
+    "scale_by_d_model": lambda **i: attention(**i, scale=float(np.sqrt(i["x"].shape[-1]))),
+    "fixed_scale": lambda **i: attention(**i, scale=float(np.sqrt(D_K))),
     "transposed_scores": lambda **i: attention(**i, transpose=True),
     "softmax_wrong_axis": lambda **i: attention(**i, axis=0),
     "swapped_projections": lambda **i: attention(**i, swap_kv=True),
+    "mixed_inputs_not_values": lambda **i: attention(**i, mix_inputs=True),
+    "weights_returned": lambda **i: self_attention(**i)[0],
 }
 ATTENTION_HINTS = {
     "transposed_scores": "Your scores are keys @ queries.T, so row i belongs to key i. Use queries @ keys.T "
-    "(the same thing happens if the queries come from w_key and the keys from w_query).",
+    "(the same happens if the queries come from w_key and the keys from w_query).",
+    "softmax_wrong_axis": "Your softmax normalised each column of the scores. Row i holds query i's scores, so "
+    "each row must sum to 1: softmax along dim=-1.",
     "swapped_projections": "Your keys and values use each other's weights. Keys come from w_key, values "
     "from w_value.",
+    "scale_by_d_model": "You divided by the square root of d_model, the width of an input. The scores are dot "
+    "products of queries with keys, so divide by √d_k, the width of a key (keys.shape[-1]).",
+    "fixed_scale": "You divided by √2, this notebook's d_k, whatever the width of the keys. Take d_k from the "
+    "keys the function computes (keys.shape[-1]), so that it works for any size.",
+    "mixed_inputs_not_values": "You mixed the inputs x with the weights. The context vectors mix the values, "
+    "x @ w_value.",
+    "weights_returned": "You returned the attention weights, one row of n weights per query. The context vectors "
+    "mix the values with them: weights @ values.",
 }
 
 
 def _function_inputs(rng: np.random.Generator | None) -> dict:
-    """The notebook's example (rng=None) or a fresh random one of random size."""
+    """The notebook's example (rng=None) or a fresh random one of random sizes: d_k of 3 or more (so
+    that √2, this notebook's √d_k, is wrong) and d_model ≠ d_k (so that √d_model is wrong too). The
+    values are as wide as the keys, as in SelfAttentionV2, whose layers all have one width."""
     if rng is None:
-        return {"x": INPUTS, "w_query": W_QUERY, "w_key": W_KEY, "w_value": W_VALUE}
-    n, d_in, d_out = int(rng.integers(3, 8)), int(rng.integers(2, 6)), int(rng.integers(2, 6))
+        return {"x": X, "w_query": W_QUERY, "w_key": W_KEY, "w_value": W_VALUE}
+    n, d_k = int(rng.integers(3, 8)), int(rng.integers(3, 7))
+    d_model = int(rng.choice([d for d in range(3, 8) if d != d_k]))
     return {
-        "x": rng.normal(size=(n, d_in)),
-        "w_query": rng.normal(size=(d_in, d_out)),
-        "w_key": rng.normal(size=(d_in, d_out)),
-        "w_value": rng.normal(size=(d_in, d_out)),
+        "x": rng.normal(size=(n, d_model)),
+        "w_query": rng.normal(size=(d_model, d_k)),
+        "w_key": rng.normal(size=(d_model, d_k)),
+        "w_value": rng.normal(size=(d_model, d_k)),
     }
 
 
-def _v1(inputs, scale=None, transpose=False, axis=-1, swap_kv=False, **_):
+def _v1(x, scale=None, transpose=False, axis=-1, swap_kv=False, **_):
     """SelfAttentionV1 seeded with 123 draws step 5's matrices, whatever the inputs."""
-    return attention(inputs, W_QUERY, W_KEY, W_VALUE, scale=scale, transpose=transpose, axis=axis, swap_kv=swap_kv)
+    return attention(x, W_QUERY, W_KEY, W_VALUE, scale=scale, transpose=transpose, axis=axis, swap_kv=swap_kv)
 
 
 # --- the exercises ---------------------------------------------------------------------------
 
 
-def _value(ex_id, title, answers, reference, **kw):
+def _value(ex_id, title, answers, reference, independent=(), **kw):
     return Exercise(ex_id, notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
-                    inputs=upstream_of(world, answers[0]), framework="torch", **kw)
+                    inputs=upstream_of(world, answers[0], independent), framework="torch", **kw)
 
+
+_DOT = ("A dot product multiplies the entries pairwise and adds the products up: one number per pair of "
+        "vectors.")
 
 PART_1 = [
     _value("02.scores_2_loop", "Scores of the journey query, by a loop", ("attn_scores_2",),
-           _one("attn_scores_2", lambda inputs, query, **_: inputs @ query), reads=("inputs", "query"),
-           mistakes={"wrong_query_row": _one("attn_scores_2", lambda inputs, **_: inputs @ inputs[0])}),
+           _one("attn_scores_2", lambda x, query, **_: x @ query), reads=("x", "query"),
+           mistakes={
+               "wrong_query_row": _one("attn_scores_2", lambda x, **_: x @ x[2]),
+           },
+           hints={"wrong_query_row": "Your scores belong to the query x[2], \"starts\". Python counts from 0: "
+                  "\"journey\", x^(2), is row 1 — the `query` the cell gives you."}),
     _value("02.scores_2_vec", "Scores of the journey query, by one matrix product", ("attn_scores_2_vec",),
-           _one("attn_scores_2_vec", lambda inputs, query, **_: inputs @ query), reads=("inputs", "query"),
-           mistakes={"elementwise_product": _one("attn_scores_2_vec", lambda inputs, query, **_: inputs * query)},
-           hints={"elementwise_product": "You multiplied element by element (`*`) and kept all six rows of three "
-                  "products. A dot product also adds them up: use `inputs @ query`."}),
+           _one("attn_scores_2_vec", lambda x, query, **_: x @ query), reads=("x", "query"),
+           independent=("attn_scores_2",),
+           mistakes={
+               "elementwise_product": _one("attn_scores_2_vec", lambda x, query, **_: x * query),
+               "sum_wrong_axis": _one("attn_scores_2_vec", lambda x, query, **_: (x * query).sum(axis=0)),
+               "wrong_query_row": _one("attn_scores_2_vec", lambda x, **_: x @ x[2]),
+               "copied_answer": _one("attn_scores_2_vec", lambda attn_scores_2, **_: attn_scores_2),
+           },
+           hints={
+               "elementwise_product": "You multiplied element by element (`*`) and kept all six rows of three "
+               "products. " + _DOT + " A matrix–vector product does that for every row at once.",
+               "sum_wrong_axis": "You added the products down the columns (over the six words), which mixes the "
+               "words. Each word's score adds up its own three products: along dim=1, or with a matrix product.",
+               "wrong_query_row": "Your scores belong to x[2], \"starts\". The query is `query`, \"journey\" "
+               "(row 1: Python counts from 0).",
+               "copied_answer": "`attn_scores_2_vec` is a copy of the loop's `attn_scores_2`. This step asks you to "
+               "compute the same scores again, with one matrix product of `x` and `query`.",
+           }),
     _value("02.weights_2_sum", "Weights by dividing by the sum", ("attn_weights_2_sum",),
            _one("attn_weights_2_sum", lambda attn_scores_2, **_: sum_normalise(attn_scores_2)),
            reads=("attn_scores_2",),
-           mistakes={"softmax_wrong_axis": _one("attn_weights_2_sum",
-                                                lambda attn_scores_2, **_: softmax(attn_scores_2))},
-           hints={"softmax_wrong_axis": "These are softmax weights. This step divides the scores by their plain "
-                  "sum (no exponential): attn_scores_2 / attn_scores_2.sum()."}),
+           mistakes={"softmax_instead_of_sum": _one("attn_weights_2_sum",
+                                                    lambda attn_scores_2, **_: softmax(attn_scores_2))}),
     _value("02.weights_2", "Weights by softmax", ("attn_weights_2",),
            _one("attn_weights_2", lambda attn_scores_2, **_: softmax(attn_scores_2)), reads=("attn_scores_2",),
            mistakes={
                "sum_normalisation": _one("attn_weights_2", lambda attn_scores_2, **_: sum_normalise(attn_scores_2)),
                "no_softmax": _one("attn_weights_2", lambda attn_scores_2, **_: attn_scores_2),
-           }),
-    _value("02.context_2_simple", "The journey's context vector", ("context_vec_2_simple",),
-           _one("context_vec_2_simple", lambda attn_weights_2, inputs, **_: attn_weights_2 @ inputs),
-           reads=("attn_weights_2", "inputs"),
-           mistakes={
-               "sum_normalisation": _one("context_vec_2_simple",
-                                         lambda attn_weights_2_sum, inputs, **_: attn_weights_2_sum @ inputs),
-               "no_softmax": _one("context_vec_2_simple", lambda attn_scores_2, inputs, **_: attn_scores_2 @ inputs),
+               "softmax_of_weights": _one("attn_weights_2",
+                                          lambda attn_weights_2_sum, **_: softmax(attn_weights_2_sum)),
+               "exp_not_normalised": _one("attn_weights_2", lambda attn_scores_2, **_: np.exp(attn_scores_2)),
            },
            hints={
-               "sum_normalisation": "You weighted the embeddings with attn_weights_2_sum. Use the softmax "
-               "weights attn_weights_2.",
-               "no_softmax": "You weighted the embeddings with the raw scores attn_scores_2. Use the softmax "
-               "weights attn_weights_2.",
+               "no_softmax": "These are the raw scores. Turn them into weights with a softmax.",
+               "softmax_of_weights": "You applied the softmax to `attn_weights_2_sum`, weights that were already "
+               "divided by their sum. The softmax goes on the scores, `attn_scores_2`.",
+           }),
+    _value("02.context_2_simple", "The journey's context vector", ("context_vec_2_simple",),
+           _one("context_vec_2_simple", lambda attn_weights_2, x, **_: attn_weights_2 @ x),
+           reads=("attn_weights_2", "x"),
+           mistakes={
+               "sum_normalisation": _one("context_vec_2_simple",
+                                         lambda attn_weights_2_sum, x, **_: attn_weights_2_sum @ x),
+               "no_softmax": _one("context_vec_2_simple", lambda attn_scores_2, x, **_: attn_scores_2 @ x),
+               "elementwise_product": _one("context_vec_2_simple",
+                                           lambda attn_weights_2, x, **_: attn_weights_2[:, None] * x),
+               "sum_wrong_axis": _one("context_vec_2_simple",
+                                      lambda attn_weights_2, x, **_: (attn_weights_2[:, None] * x).sum(axis=1)),
+           },
+           hints={
+               "sum_normalisation": "You weighted the embeddings with `attn_weights_2_sum`. Use the softmax "
+               "weights, `attn_weights_2`.",
+               "no_softmax": "You weighted the embeddings with the raw scores `attn_scores_2`. Use the softmax "
+               "weights, `attn_weights_2`.",
+               "elementwise_product": "You have the six weighted inputs, one per row, but not their sum. The "
+               "context vector adds them up into one vector of 3 numbers.",
+               "sum_wrong_axis": "You added up the three entries of each weighted input (one number per word). Add "
+               "the six weighted inputs together instead: one vector of 3 numbers.",
            }),
     _value("02.scores_loop", "All scores, by a double loop", ("attn_scores_loop",),
-           _one("attn_scores_loop", lambda inputs, **_: inputs @ inputs.T), reads=("inputs",)),
+           _one("attn_scores_loop", lambda x, **_: x @ x.T), reads=("x",)),
     _value("02.scores", "All scores, by one matrix product", ("attn_scores",),
-           _one("attn_scores", lambda inputs, **_: inputs @ inputs.T), reads=("inputs",),
-           mistakes={"elementwise_product": _one("attn_scores", lambda inputs, **_: inputs * inputs)},
-           hints={"elementwise_product": "You multiplied `inputs * inputs` element by element. Every row against "
-                  "every row is a matrix product with the transpose: `inputs @ inputs.T`."}),
+           _one("attn_scores", lambda x, **_: x @ x.T), reads=("x",), independent=("attn_scores_loop",),
+           mistakes={
+               "elementwise_product": _one("attn_scores", lambda x, **_: x * x),
+               "features_paired": _one("attn_scores", lambda x, **_: x.T @ x),
+               "copied_answer": _one("attn_scores", lambda attn_scores_loop, **_: attn_scores_loop),
+           },
+           hints={
+               "elementwise_product": "You multiplied `x * x` element by element. Every row against every row is a "
+               "matrix product of x with its transpose.",
+               "copied_answer": "`attn_scores` is a copy of the loops' `attn_scores_loop`. This step asks you to "
+               "compute the same matrix again, with one matrix product.",
+           }),
     _value("02.weights", "All attention weights", ("attn_weights",),
            _one("attn_weights", lambda attn_scores, **_: softmax(attn_scores)), reads=("attn_scores",),
            mistakes={
@@ -190,63 +275,126 @@ PART_1 = [
                "global_softmax": _one("attn_weights", lambda attn_scores, **_: global_softmax(attn_scores)),
                "sum_normalisation": _one("attn_weights", lambda attn_scores, **_: sum_normalise(attn_scores)),
                "no_softmax": _one("attn_weights", lambda attn_scores, **_: attn_scores),
-           }),
-    _value("02.context_all", "All context vectors", ("all_context_vecs",),
-           _one("all_context_vecs", lambda attn_weights, inputs, **_: attn_weights @ inputs),
-           reads=("attn_weights", "inputs"),
-           mistakes={
-               "softmax_wrong_axis": _one("all_context_vecs",
-                                          lambda attn_weights, inputs, **_: attn_weights.T @ inputs),
-               "no_softmax": _one("all_context_vecs", lambda attn_scores, inputs, **_: attn_scores @ inputs),
            },
-           hints={"softmax_wrong_axis": "Row i of your weights does not belong to query i: either the softmax "
-                  "normalised columns (use dim=-1) or you multiplied with attn_weights.T. "
-                  "Use attn_weights @ inputs."}),
+           hints={
+               "softmax_wrong_axis": "Your rows are the columns of the right weights: a softmax down the columns "
+               "(dim=0), a `.T` too many, or row sums divided without keepdim=True (which lines each sum up with a "
+               "column). The scores are symmetric, so only the row sums show it. Row i holds query i's weights: "
+               "normalise along each row, dim=-1.",
+               "global_softmax": "You normalised by one sum over the whole matrix, so no row sums to 1. Each query's "
+               "row is normalised on its own: a softmax along dim=-1.",
+               "no_softmax": "These are the raw scores. Turn each row into weights with a softmax along dim=-1.",
+           }),
+    _value("02.context_all", "All context vectors", ("outputs",),
+           _one("outputs", lambda attn_weights, x, **_: attn_weights @ x),
+           reads=("attn_weights", "x"),
+           mistakes={
+               "softmax_wrong_axis": _one("outputs", lambda attn_weights, x, **_: attn_weights.T @ x),
+               "no_softmax": _one("outputs", lambda attn_scores, x, **_: attn_scores @ x),
+           },
+           hints={
+               "softmax_wrong_axis": "Row i of the weights you used does not belong to query i: you multiplied "
+               "with the transpose of `attn_weights`. Row i of the result must mix the inputs with row i of "
+               "`attn_weights`.",
+               "no_softmax": "You mixed the inputs with the raw scores `attn_scores`. Use the weights, "
+               "`attn_weights`.",
+           }),
 ]
 
 PART_2 = [
     _value("02.weights_qkv", "Three weight matrices from torch.manual_seed(123)", ("w_query", "w_key", "w_value"),
            lambda **_: {"w_query": W_QUERY, "w_key": W_KEY, "w_value": W_VALUE},
-           mistakes={"swapped_projections": lambda **_: {"w_query": W_KEY, "w_key": W_QUERY, "w_value": W_VALUE}},
-           hints={"swapped_projections": "Your w_query holds the numbers of w_key and the other way round. Right "
-                  "after torch.manual_seed(123), draw them in the order query, key, value."},
+           mistakes={
+               "swapped_projections": lambda **_: {"w_query": W_KEY, "w_key": W_QUERY, "w_value": W_VALUE},
+               "weight_shape_swapped": lambda **_: {  # torch.rand(2, 3) fills the same six numbers row by row
+                   "w_query": W_QUERY.reshape(2, 3), "w_key": W_KEY.reshape(2, 3), "w_value": W_VALUE.reshape(2, 3)},
+           },
+           hints={
+               "swapped_projections": "Your w_query holds the numbers of w_key and the other way round. Right "
+               "after torch.manual_seed(123), draw them in the order query, key, value.",
+               "weight_shape_swapped": "Your matrices have shape (d_k, d_model) = (2, 3). An input, a row of "
+               "d_model = 3 numbers, is multiplied by the matrix (x_2 @ w_query), so it needs d_model rows: "
+               "(d_model, d_k).",
+           },
            dtype="float32", replays=0),  # seeded draws: the same on every run, nothing to replay
     _value("02.qkv_2", "Query, key and value of the journey", ("query_2", "key_2", "value_2"),
            lambda x_2, w_query, w_key, w_value, **_: {
                "query_2": x_2 @ w_query, "key_2": x_2 @ w_key, "value_2": x_2 @ w_value},
            reads=("x_2", "w_query", "w_key", "w_value"),
-           mistakes={"swapped_projections": lambda x_2, w_query, w_key, w_value, **_: {
-               "query_2": x_2 @ w_key, "key_2": x_2 @ w_query, "value_2": x_2 @ w_value}}),
+           mistakes={
+               "swapped_projections": lambda x_2, w_query, w_key, w_value, **_: {
+                   "query_2": x_2 @ w_key, "key_2": x_2 @ w_query, "value_2": x_2 @ w_value},
+               "wrong_query_row": lambda x, w_query, w_key, w_value, **_: {
+                   "query_2": x[2] @ w_query, "key_2": x[2] @ w_key, "value_2": x[2] @ w_value},
+               "all_rows_or_one": lambda x, w_query, w_key, w_value, **_: {
+                   "query_2": x @ w_query, "key_2": x @ w_key, "value_2": x @ w_value},
+           },
+           hints={
+               "swapped_projections": "Your query_2 and key_2 use each other's matrices. The query comes from "
+               "w_query, the key from w_key.",
+               "wrong_query_row": "You projected x[2], \"starts\". \"journey\" is row 1 of x (Python counts from "
+               "0): it is the x_2 the notebook gives you.",
+               "all_rows_or_one": "You projected all six inputs, x. This step is about \"journey\" alone: project "
+               "x_2, which gives two numbers each for query_2, key_2 and value_2.",
+           }),
     _value("02.keys_values", "Keys and values of all six inputs", ("keys", "values"),
-           lambda inputs, w_key, w_value, **_: {"keys": inputs @ w_key, "values": inputs @ w_value},
-           reads=("inputs", "w_key", "w_value"),
-           mistakes={"swapped_projections": lambda inputs, w_key, w_value, **_: {
-               "keys": inputs @ w_value, "values": inputs @ w_key}},
-           hints={"swapped_projections": "Your keys and values use each other's weights. Keys come from w_key, "
-                  "values from w_value."}),
+           lambda x, w_key, w_value, **_: {"keys": x @ w_key, "values": x @ w_value},
+           reads=("x", "w_key", "w_value"),
+           mistakes={
+               "swapped_projections": lambda x, w_key, w_value, **_: {"keys": x @ w_value, "values": x @ w_key},
+               "all_rows_or_one": lambda x_2, w_key, w_value, **_: {"keys": x_2 @ w_key, "values": x_2 @ w_value},
+           },
+           hints={
+               "swapped_projections": "Your keys and values use each other's weights. Keys come from w_key, values "
+               "from w_value.",
+               "all_rows_or_one": "You projected only \"journey\", x_2. The scores need a key for every input, and "
+               "the context vector a value for every input: project all six rows of x at once.",
+           }),
     _value("02.score_22", "The score of query 2 against key 2", ("attn_score_22",),
            _one("attn_score_22", lambda query_2, key_2, **_: query_2 @ key_2), reads=("query_2", "key_2"),
            mistakes={"elementwise_product": _one("attn_score_22", lambda query_2, key_2, **_: query_2 * key_2)},
            hints={"elementwise_product": "`query_2 * key_2` multiplies entry by entry and gives two numbers. A "
-                  "score is one number, the dot product: `query_2 @ key_2` or torch.dot."}),
+                  "score is one number, the dot product: those products added up."}),
     _value("02.scores_2_qk", "The scores of query 2 against all keys", ("attn_scores_2_qk",),
            _one("attn_scores_2_qk", lambda query_2, keys, **_: query_2 @ keys.T), reads=("query_2", "keys"),
-           mistakes={"elementwise_product": _one("attn_scores_2_qk", lambda query_2, keys, **_: query_2 * keys)},
-           hints={"elementwise_product": "`query_2 * keys` multiplies entry by entry and keeps a (6, 2) matrix. "
-                  "One dot product per key: `query_2 @ keys.T`."}),
+           mistakes={
+               "elementwise_product": _one("attn_scores_2_qk", lambda query_2, keys, **_: query_2 * keys),
+               "swapped_projections": _one("attn_scores_2_qk", lambda query_2, values, **_: query_2 @ values.T),
+               "unexpected_scale": _one("attn_scores_2_qk",
+                                        lambda query_2, keys, **_: query_2 @ keys.T / np.sqrt(keys.shape[-1])),
+           },
+           hints={
+               "elementwise_product": "`query_2 * keys` multiplies entry by entry and keeps a (6, 2) matrix. A "
+               "score is one dot product per key: six numbers.",
+               "swapped_projections": "You compared the query with the values. Scores compare the query with the "
+               "keys; the values are only mixed afterwards.",
+               "unexpected_scale": "These are the scaled scores. This step asks for the plain dot products; the "
+               "division by √d_k comes in the next step.",
+           }),
     _value("02.weights_2_qk", "Weights of query 2, scaled by √d_k", ("attn_weights_2_qk",),
            _one("attn_weights_2_qk", _weights_2_qk), reads=("attn_scores_2_qk", "keys"),
            mistakes={
                "missing_scale": _one("attn_weights_2_qk", lambda **i: _weights_2_qk(**i, scale=1.0)),
                "scale_by_d": _one("attn_weights_2_qk",
                                   lambda **i: _weights_2_qk(**i, scale=float(i["keys"].shape[-1]))),
+               "scale_by_d_model": _one("attn_weights_2_qk",
+                                        lambda **i: _weights_2_qk(**i, scale=float(np.sqrt(i["x"].shape[-1])))),
+               "scale_after_softmax": _one("attn_weights_2_qk", lambda attn_scores_2_qk, keys, **_:
+                                           softmax(attn_scores_2_qk) / np.sqrt(keys.shape[-1])),
+               "scale_multiplied": _one("attn_weights_2_qk",
+                                        lambda **i: _weights_2_qk(**i, scale=1.0 / np.sqrt(i["keys"].shape[-1]))),
                "sum_normalisation": _one("attn_weights_2_qk",
                                          lambda attn_scores_2_qk, **_: sum_normalise(attn_scores_2_qk)),
                "no_softmax": _one("attn_weights_2_qk",
                                   lambda attn_scores_2_qk, keys, **_: attn_scores_2_qk / np.sqrt(keys.shape[-1])),
            },
-           hints={"no_softmax": "These are the scaled scores. Apply torch.softmax(..., dim=-1) to them to get "
-                  "weights that sum to 1."}),
+           hints={
+               "missing_scale": "These are the weights of the unscaled scores. Divide the scores by √d_k, the width "
+               "of a key, before the softmax.",
+               "scale_by_d_model": "You divided by √3, the square root of d_model (the width of an input). The "
+               "scores are dot products of a query and a key, which have d_k = 2 entries: divide by √d_k.",
+               "no_softmax": "These are the scaled scores. Turn them into weights that sum to 1 with a softmax.",
+           }),
     _value("02.context_2", "The journey's context vector, with trainable weights", ("context_vec_2",),
            _one("context_vec_2", lambda attn_weights_2_qk, values, **_: attn_weights_2_qk @ values),
            reads=("attn_weights_2_qk", "values"),
@@ -255,9 +403,17 @@ PART_2 = [
                                      softmax(attn_scores_2_qk) @ values),
                "swapped_projections": _one("context_vec_2", lambda attn_weights_2_qk, keys, **_:
                                            attn_weights_2_qk @ keys),
+               "mixed_inputs_not_values": _one("context_vec_2", lambda attn_weights_2_qk, x, **_:
+                                               attn_weights_2_qk @ x),
            },
-           hints={"swapped_projections": "You mixed the keys. The keys only decide the weights; the context "
-                  "vector mixes the values: attn_weights_2_qk @ values."}),
+           hints={
+               "missing_scale": "You used the weights of the unscaled scores. Use `attn_weights_2_qk`, the weights "
+               "of step 9.",
+               "swapped_projections": "You mixed the keys. The keys only decide the weights; the context vector "
+               "mixes the values.",
+               "mixed_inputs_not_values": "You mixed the inputs x, as in part 1. Now the context vector mixes the "
+               "values: two numbers, not three.",
+           }),
     Exercise(
         "02.self_attention",
         title="self_attention(x, w_query, w_key, w_value)",
@@ -270,27 +426,41 @@ PART_2 = [
         framework="torch",
         notebook=NOTEBOOK,
         points=2,
+        atol=1e-5,  # float32 inputs: outputs near 0 (values of both signs mixed) carry errors of ~1e-6
     ),
-    _value("02.sa_v1", "SelfAttentionV1 seeded with torch.manual_seed(123)", ("context_vecs_v1",),
-           _one("context_vecs_v1", _v1), reads=("inputs",), module="sa_v1", trainable=3,
+    _value("02.sa_v1", "SelfAttentionV1 seeded with torch.manual_seed(123)", ("outputs_v1",),
+           _one("outputs_v1", _v1), reads=("x",), module="sa_v1", trainable=3,
            mistakes={
-               "missing_scale": _one("context_vecs_v1", lambda inputs, **_: _v1(inputs, scale=1.0)),
-               "scale_by_d": _one("context_vecs_v1", lambda inputs, **_: _v1(inputs, scale=2.0)),
-               "transposed_scores": _one("context_vecs_v1", lambda inputs, **_: _v1(inputs, transpose=True)),
-               "softmax_wrong_axis": _one("context_vecs_v1", lambda inputs, **_: _v1(inputs, axis=0)),
-               "swapped_projections": _one("context_vecs_v1", lambda inputs, **_: _v1(inputs, swap_kv=True)),
+               "missing_scale": _one("outputs_v1", lambda x, **_: _v1(x, scale=1.0)),
+               "scale_by_d": _one("outputs_v1", lambda x, **_: _v1(x, scale=2.0)),
+               "scale_by_d_model": _one("outputs_v1", lambda x, **_: _v1(x, scale=float(np.sqrt(3.0)))),
+               "transposed_scores": _one("outputs_v1", lambda x, **_: _v1(x, transpose=True)),
+               "softmax_wrong_axis": _one("outputs_v1", lambda x, **_: _v1(x, axis=0)),
+               "swapped_projections": _one("outputs_v1", lambda x, **_: _v1(x, swap_kv=True)),
+               "reads_globals": _one("outputs_v1", lambda x, w_query, w_key, w_value, **_:
+                                     attention(x, w_query, w_key, w_value)),
+               "weights_returned": _one("outputs_v1", lambda x, **_: self_attention(x, W_QUERY, W_KEY, W_VALUE)[0]),
            },
            hints={
                **ATTENTION_HINTS,
                "transposed_scores": "Your output is what keys @ queries.T gives. Either forward computes "
                "keys @ queries.T (use queries @ keys.T), or __init__ draws w_key before w_query, which swaps "
-               "their numbers: draw w_query, w_key, w_value in that order.",
+               "their numbers: create w_query, w_key, w_value in that order.",
+               "swapped_projections": "Your keys and values use each other's weights: either forward mixes up "
+               "self.w_key and self.w_value, or __init__ draws w_value before w_key. Create w_query, w_key, "
+               "w_value in that order, and take keys from self.w_key, values from self.w_value.",
+               "reads_globals": "Your forward uses the notebook's w_query, w_key and w_value (from step 5), not the "
+               "module's own self.w_query, self.w_key and self.w_value. Training would change the module's "
+               "weights and leave your output unchanged: use self.w_query, ….",
            }),
     Exercise(
         "02.trainable", notebook=NOTEBOOK, title="Trainable numbers in SelfAttentionV1", answers=("n_trainable",),
-        inputs=upstream_of(world, "context_vecs_v1"),
-        reference=lambda w_query, **_: {"n_trainable": np.asarray(3.0 * W_QUERY.size)},
-        replays=0,  # it counts the module's numbers: the cell also trains a copy, nothing to replay
+        inputs=upstream_of(world, "outputs_v1"),
+        reference=lambda **_: {"n_trainable": np.asarray(3.0 * W_QUERY.size)},
+        mistakes={"counted_tensors": lambda **_: {"n_trainable": np.asarray(3.0)}},
+        hints={"counted_tensors": "You counted the weight tensors (3), not the numbers in them. Add up the number "
+               "of entries of every parameter that requires a gradient (a tensor's .numel())."},
+        replays=0,  # it counts the module's numbers, which no other inputs change: nothing to replay
     ),
     Exercise(
         "02.sa_v2",
@@ -304,10 +474,13 @@ PART_2 = [
             **ATTENTION_HINTS,
             "swapped_projections": "Your keys and values use each other's layers. Keys come from "
             "self.w_key(x), values from self.w_value(x).",
+            "mixed_inputs_not_values": "You mixed the inputs x with the weights. The context vectors mix the "
+            "values, self.w_value(x).",
         },
         framework="torch",
         notebook=NOTEBOOK,
         points=2,
+        atol=1e-5,  # as for 02.self_attention
     ),
 ]
 

@@ -1,15 +1,24 @@
-"""Notebook 04 — attention from scratch in TensorFlow (seed 003), with a NumPy cross-check.
+"""Notebook 04 — attention from scratch in TensorFlow, with a NumPy cross-check.
 
-Four 4-d integer word embeddings and three integer weight matrices, fixed to the values
-the seed printed (the seed draws them with an unseeded ``tf.random.uniform``). First the
-attention output of word 1 word by word, then all four in matrix form, scaled by
-√d_k with d_k = 4.
+Four 4-d integer words and three integer weight matrices, fixed to the values the original
+printed (it draws the matrices with an unseeded ``tf.random.uniform``). First word 1's output
+step by step, then all four in matrix form, scaled by √d_k with d_k = 4; a NumPy cross-check in
+float64; then two functions, ``scaled_attention(q, k, v)`` and
+``self_attention(x, w_query, w_key, w_value)``.
 
-The scores reach 85 / √4 = 42.5, so the softmax is almost one-hot: weights as small as
-1e-11 next to 0.9999995. At the default tolerances several wrong variants (e.g. the
-unscaled softmax of word 1) agree with the reference to 1e-6, so the weight exercises
-compare with a tight relative tolerance that float32 answers still meet. Fresh worlds use
-smaller integers (0–2 inputs, 0/1 weights), where every mistake shows.
+Everything before the softmax is int32 in TensorFlow, so the casts are part of the lesson: a
+missing cast raises inside TensorFlow (the check reports the error and the line), an int32
+tensor divided by a Python number silently gives float64 (the float steps ask for float32), and
+weights cast to int32 become zeros (``weights_cast_to_int``).
+
+The notebook's scores reach 85 / √4 = 42.5, so its softmax is almost one-hot: weights as small
+as 1e-11 next to 0.9999995. At the default tolerances several wrong variants (e.g. the unscaled
+softmax of word 1) agree with the reference to 1e-6, so the weight exercises compare with a
+tight relative tolerance that float32 answers still meet. Fresh worlds keep the shapes (four
+words of four features, 4 × 4 matrices) and use smaller integers (0–2 inputs, 0/1 weights),
+drawn again until no row of the softmax is almost one-hot, so that every mistake shows.
+d_model = d_k = n = 4 in every world, so the √d_model and √n mistakes (and a typed-in √4) can
+only be told apart by the two functions, which are called on random sizes.
 """
 
 from __future__ import annotations
@@ -23,45 +32,45 @@ NOTEBOOK = "04_attention_from_scratch_tensorflow"
 SEED = "003_9ffdeb4a97181e8e.txt"  # every number it prints must appear in the stored outputs
 
 WORDS = np.array([[0, 1, 1, 2], [1, 0, 0, 2], [1, 1, 0, 2], [2, 1, 1, 1]])
-# The seed draws these with tf.random.uniform(..., dtype=tf.int32) without a seed; these are the
+# The original draws these with tf.random.uniform(..., dtype=tf.int32) without a seed; these are the
 # matrices it printed, so its numbers can be reproduced.
-W_Q = np.array([[1, 1, 0, 0], [0, 0, 2, 2], [1, 2, 2, 2], [0, 0, 2, 2]])
-W_K = np.array([[1, 1, 0, 2], [1, 1, 2, 0], [2, 1, 0, 2], [0, 0, 0, 1]])
-W_V = np.array([[1, 2, 1, 1], [1, 2, 0, 1], [0, 0, 2, 0], [2, 1, 1, 2]])
+W_QUERY = np.array([[1, 1, 0, 0], [0, 0, 2, 2], [1, 2, 2, 2], [0, 0, 2, 2]])
+W_KEY = np.array([[1, 1, 0, 2], [1, 1, 2, 0], [2, 1, 0, 2], [0, 0, 0, 1]])
+W_VALUE = np.array([[1, 2, 1, 1], [1, 2, 0, 1], [0, 0, 2, 0], [2, 1, 1, 2]])
 
 TIGHT = {"rtol": 1e-5, "atol": 1e-12}  # weights down to 1e-12: compare them relative to their size
-
-NO_SOFTMAX_WEIGHTS = ("These are the scaled scores, not weights. Apply tf.nn.softmax to them (over the last "
-                      "axis) so that each word's weights are positive and sum to 1.")
-NO_SOFTMAX_OUTPUTS = ("Your outputs weight the values by the scaled scores themselves. Turn the scores into "
-                      "weights with tf.nn.softmax first, then take the weighted sum of the values.")
+N_WORDS = 4
+WORDS_NAMES = tuple(f"word_{i}" for i in range(1, N_WORDS + 1))
 
 
 def world(rng: np.random.Generator | None = None) -> dict:
     """Every name of the notebook, in its order (``rng=None``: the notebook's own numbers)."""
     if rng is None:
-        words, wq, wk, wv = WORDS, W_Q, W_K, W_V
+        words, wq, wk, wv = WORDS, W_QUERY, W_KEY, W_VALUE
     else:
-        words = rng.integers(0, 3, size=(4, 4))
-        wq, wk, wv = (rng.integers(0, 2, size=(4, 4)) for _ in range(3))
+        while True:  # weights that blend: no row of the softmax (almost) one-hot
+            words = rng.integers(0, 3, size=(4, 4))
+            wq, wk, wv = (rng.integers(0, 2, size=(4, 4)) for _ in range(3))
+            if softmax((words @ wq) @ (words @ wk).T / 2.0).max() < 0.99:
+                break
     x = np.asarray(words, dtype=np.int64)
     out: dict = {f"word_{i + 1}": x[i : i + 1] for i in range(4)}
     out["word_emb_stack"] = x[np.newaxis]
-    out |= {"W_Q": np.asarray(wq), "W_K": np.asarray(wk), "W_V": np.asarray(wv)}
+    out |= {"w_query": np.asarray(wq), "w_key": np.asarray(wk), "w_value": np.asarray(wv)}
     q, k, v = x @ wq, x @ wk, x @ wv
     for i in range(4):
         out |= {f"query_{i + 1}": q[i : i + 1], f"key_{i + 1}": k[i : i + 1], f"value_{i + 1}": v[i : i + 1]}
-    out["scores_1"] = (k @ q[0]).reshape(4, 1, 1)
+    out["attn_scores_1"] = (k @ q[0]).reshape(4, 1, 1)
     scores = q @ k.T
     weights = softmax(scores / np.sqrt(k.shape[-1]))
-    out["weights_1"] = weights[0]
-    out["attention_1"] = (weights[0] @ v).reshape(1, 4)
-    out |= {"embeddings": x, "queries": q, "keys": k, "values": v, "scores": scores, "weights": weights}
-    out["attention"] = weights @ v
-    out["attention_sum"] = weights @ v
-    out |= {"X": x.astype(np.float64), "Wq": np.asarray(wq, np.float64), "Wk": np.asarray(wk, np.float64),
-            "Wv": np.asarray(wv, np.float64)}
-    out["attention_np"] = weights @ v
+    out["attn_weights_1"] = weights[0]
+    out["output_1"] = (weights[0] @ v).reshape(1, 4)
+    out |= {"x": x, "queries": q, "keys": k, "values": v, "attn_scores": scores, "attn_weights": weights}
+    out["outputs"] = weights @ v
+    out["outputs_sum"] = weights @ v
+    out |= {"x_np": x.astype(np.float64), "w_query_np": np.asarray(wq, np.float64),
+            "w_key_np": np.asarray(wk, np.float64), "w_value_np": np.asarray(wv, np.float64)}
+    out["outputs_np"] = weights @ v
     return out
 
 
@@ -69,152 +78,545 @@ def _f(a) -> np.ndarray:
     return np.asarray(a, dtype=np.float64)
 
 
-def _scaled(scores, keys):
-    return _f(scores) / np.sqrt(np.shape(keys)[-1])
+def _sqrt_dk(keys) -> float:
+    return float(np.sqrt(np.shape(keys)[-1]))
 
 
 # --- part 1: word by word (word 1) -------------------------------------------------------
 
 
-def ref_stack(word_1, word_2, word_3, word_4, **_):
-    return {"word_emb_stack": np.stack([_f(w)[0] for w in (word_1, word_2, word_3, word_4)])[np.newaxis]}
+def _words(inp) -> list[np.ndarray]:
+    return [_f(inp[name]) for name in WORDS_NAMES]
 
 
-def _per_word(W_Q, W_K, W_V, swap=False, product=np.matmul, **words):
+def ref_stack(**inp):
+    return {"word_emb_stack": np.stack([w[0] for w in _words(inp)])[np.newaxis]}
+
+
+STACK_MISTAKES = {
+    # tf.stack(words) — axis 0, the default: four "sentences" of one word each
+    "stack_wrong_axis": lambda **i: {"word_emb_stack": np.stack(_words(i), axis=0)},
+    # tf.concat(words, axis=0): the words' own rows joined, no sentence axis
+    "concat_instead_of_stack": lambda **i: {"word_emb_stack": np.concatenate(_words(i), axis=0)},
+}
+
+
+def _per_word(inp, swap=False, product=np.matmul):
     out = {}
+    wq, wk, wv = _f(inp["w_query"]), _f(inp["w_key"]), _f(inp["w_value"])
     for i in range(1, 5):
-        w = _f(words[f"word_{i}"])
-        q, k = product(w, _f(W_Q)), product(w, _f(W_K))
+        w = _f(inp[f"word_{i}"])
+        q, k = product(w, wq), product(w, wk)
         if swap:
             q, k = k, q
-        out |= {f"query_{i}": q, f"key_{i}": k, f"value_{i}": product(w, _f(W_V))}
+        out |= {f"query_{i}": q, f"key_{i}": k, f"value_{i}": product(w, wv)}
     return out
 
 
 def ref_qkv_words(**inp):
-    return _per_word(**{k: v for k, v in inp.items() if k in ("W_Q", "W_K", "W_V") or k.startswith("word_")})
+    return _per_word(inp)
 
 
 def _keys_of(inp):
     return np.concatenate([_f(inp[f"key_{j}"]) for j in range(1, 5)])
 
 
+def _queries_of(inp):
+    return np.concatenate([_f(inp[f"query_{j}"]) for j in range(1, 5)])
+
+
 def ref_scores_1(query_1, **inp):
-    return {"scores_1": (_keys_of(inp) @ _f(query_1)[0]).reshape(4, 1, 1)}
+    return {"attn_scores_1": (_keys_of(inp) @ _f(query_1)[0]).reshape(4, 1, 1)}
 
 
-def _weights_1(scores_1, key_1, scale=None, **_):
-    s = _f(scores_1).reshape(4)
-    return softmax(s / (np.sqrt(np.shape(key_1)[-1]) if scale is None else scale))
+SCORES_1_MISTAKES = {
+    # query_1 * key_j: four (1, 4) rows of products, stacked
+    "elementwise_product": lambda query_1, **i: {"attn_scores_1": (_f(query_1)[0] * _keys_of(i))[:, np.newaxis, :]},
+    # key_1 against every query
+    "transposed_scores": lambda **i: {"attn_scores_1": (_queries_of(i) @ _f(i["key_1"])[0]).reshape(4, 1, 1)},
+    # tf.matmul(query_1, key_j, transpose_a=True): a (4, 4) outer product per word
+    "transposed_first_operand": lambda query_1, **i: {"attn_scores_1": np.stack(
+        [np.outer(_f(query_1)[0], key) for key in _keys_of(i)])},
+    # tf.stack(..., axis=1): (1, 4, 1)
+    "stack_wrong_axis": lambda query_1, **i: {"attn_scores_1": (_keys_of(i) @ _f(query_1)[0]).reshape(1, 4, 1)},
+    # tf.reduce_sum(query_1 * key_j) without keepdims: right numbers, shape (4,)
+    "missing_keepdim": lambda query_1, **i: {"attn_scores_1": _keys_of(i) @ _f(query_1)[0]},
+    # tf.concat of the (1, 1) scores: (4, 1)
+    "concat_instead_of_stack": lambda query_1, **i: {"attn_scores_1": (_keys_of(i) @ _f(query_1)[0]).reshape(4, 1)},
+}
 
 
-def ref_weights_1(**inp):
-    return {"weights_1": _weights_1(**inp)}
+def _flat_scores_1(attn_scores_1) -> np.ndarray:
+    return _f(attn_scores_1).reshape(4)
+
+
+def ref_weights_1(attn_scores_1, key_1, **_):
+    return {"attn_weights_1": softmax(_flat_scores_1(attn_scores_1) / _sqrt_dk(key_1))}
+
+
+WEIGHTS_1_MISTAKES = {
+    "missing_scale": lambda attn_scores_1, **_: {"attn_weights_1": softmax(_flat_scores_1(attn_scores_1))},
+    "scale_by_d": lambda attn_scores_1, key_1, **_: {
+        "attn_weights_1": softmax(_flat_scores_1(attn_scores_1) / np.shape(key_1)[-1])},
+    "no_softmax": lambda attn_scores_1, key_1, **_: {"attn_weights_1": _flat_scores_1(attn_scores_1) / _sqrt_dk(key_1)},
+    "scale_after_softmax": lambda attn_scores_1, key_1, **_: {
+        "attn_weights_1": softmax(_flat_scores_1(attn_scores_1)) / _sqrt_dk(key_1)},
+    # no tf.squeeze: the softmax runs over the last axis of a (4, 1, 1) tensor, of length 1
+    "missing_squeeze": lambda **_: {"attn_weights_1": np.ones((4, 1, 1))},
+    # tf.squeeze(..., axis=1) or axis=2: (4, 1), and the softmax runs over the axis of length 1 left
+    "softmax_wrong_axis": lambda **_: {"attn_weights_1": np.ones((4, 1))},
+}
+
+
+def _to_int(weights) -> np.ndarray:
+    """tf.cast(weights, tf.int32) on float32 weights: truncated, so all but weights of exactly 1 become 0."""
+    return np.trunc(np.asarray(weights, dtype=np.float32)).astype(np.float64)
 
 
 def _values_of(inp):
     return np.concatenate([_f(inp[f"value_{j}"]) for j in range(1, 5)])
 
 
-def ref_attention_1(weights_1, **inp):
-    return {"attention_1": (_f(weights_1) @ _values_of(inp)).reshape(1, 4)}
+def ref_output_1(attn_weights_1, **inp):
+    return {"output_1": (_f(attn_weights_1) @ _values_of(inp)).reshape(1, 4)}
+
+
+OUTPUT_1_MISTAKES = {
+    # the scaled scores used as weights
+    "no_softmax": lambda attn_scores_1, key_1, **i: {
+        "output_1": (_flat_scores_1(attn_scores_1) / _sqrt_dk(key_1) @ _values_of(i)).reshape(1, 4)},
+    # attn_weights_1 * values (the (4, 4) value rows): weight j lined up with feature j, nothing added up
+    "elementwise_product": lambda attn_weights_1, **i: {"output_1": _f(attn_weights_1)[None, :] * _values_of(i)},
+    # ... then summed over the words: weight j times the sum of feature j
+    "broadcast_wrong_axis": lambda attn_weights_1, **i: {
+        "output_1": (_f(attn_weights_1)[None, :] * _values_of(i)).sum(axis=0, keepdims=True)},
+    # right numbers, but the row axis summed away: shape (4,)
+    "missing_keepdim": lambda attn_weights_1, **i: {"output_1": _f(attn_weights_1) @ _values_of(i)},
+    # tf.cast(attn_weights_1, tf.int32): every weight below 1 becomes 0
+    "weights_cast_to_int": lambda attn_weights_1, **i: {
+        "output_1": (_to_int(attn_weights_1) @ _values_of(i)).reshape(1, 4)},
+}
 
 
 # --- part 2: matrix form -----------------------------------------------------------------
 
 
-def ref_qkv(word_emb_stack, W_Q, W_K, W_V, **_):
+def ref_qkv(word_emb_stack, w_query, w_key, w_value, **_):
     x = _f(word_emb_stack)[0]
-    return {"embeddings": x, "queries": x @ _f(W_Q), "keys": x @ _f(W_K), "values": x @ _f(W_V)}
+    return {"x": x, "queries": x @ _f(w_query), "keys": x @ _f(w_key), "values": x @ _f(w_value)}
+
+
+def _qkv_swapped(**i):
+    ref = ref_qkv(**i)
+    return ref | {"queries": ref["keys"], "keys": ref["queries"]}
+
+
+def _qkv_elementwise(word_emb_stack, w_query, w_key, w_value, **_):
+    x = _f(word_emb_stack)[0]
+    return {"x": x, "queries": x * _f(w_query), "keys": x * _f(w_key), "values": x * _f(w_value)}
+
+
+def _qkv_unsqueezed(word_emb_stack, w_query, w_key, w_value, **_):
+    x = _f(word_emb_stack)  # (1, 4, 4): tf.matmul broadcasts over the leading axis
+    return {"x": x, "queries": x @ _f(w_query), "keys": x @ _f(w_key), "values": x @ _f(w_value)}
+
+
+def _qkv_reversed(word_emb_stack, w_query, w_key, w_value, **_):
+    x = _f(word_emb_stack)[0]
+    return {"x": x, "queries": _f(w_query) @ x, "keys": _f(w_key) @ x, "values": _f(w_value) @ x}
 
 
 def ref_scores(queries, keys, **_):
-    return {"scores": _f(queries) @ _f(keys).T}
+    return {"attn_scores": _f(queries) @ _f(keys).T}
 
 
-# wrong weight matrices, shared by the weights, attention and NumPy exercises: functions of the
-# raw scores and d_k
+SCORES_MISTAKES = {
+    "transposed_scores": lambda queries, keys, **_: {"attn_scores": _f(keys) @ _f(queries).T},
+    "elementwise_product": lambda queries, keys, **_: {"attn_scores": _f(queries) * _f(keys)},
+    "elementwise_with_transpose": lambda queries, keys, **_: {"attn_scores": _f(queries) * _f(keys).T},
+    "unexpected_scale": lambda queries, keys, **_: {"attn_scores": _f(queries) @ _f(keys).T / _sqrt_dk(keys)},
+    "keys_not_transposed": lambda queries, keys, **_: {"attn_scores": _f(queries) @ _f(keys)},
+    "transposed_first_operand": lambda queries, keys, **_: {"attn_scores": _f(queries).T @ _f(keys)},
+}
+
+# wrong weight matrices, shared by the weight, output and NumPy exercises: functions of the raw
+# scores and d_k
 WRONG_WEIGHTS = {
     "missing_scale": lambda s, d: softmax(s),
     "scale_by_d": lambda s, d: softmax(s / d),
     "softmax_wrong_axis": lambda s, d: softmax(s / np.sqrt(d), axis=0),
     "global_softmax": lambda s, d: global_softmax(s / np.sqrt(d)),
     "no_softmax": lambda s, d: s / np.sqrt(d),
+    "scale_after_softmax": lambda s, d: softmax(s) / np.sqrt(d),
 }
 
 
-def ref_weights(scores, keys, **_):
-    return {"weights": softmax(_scaled(scores, keys))}
+def _no_keepdims(s: np.ndarray) -> np.ndarray:
+    e = np.exp(s - s.max())  # one shift for all: the ratios are those of exp(s) itself
+    return e / e.sum(axis=-1)  # (n, n) / (n,): entry (i, j) divided by row j's sum
+
+
+def ref_weights(attn_scores, keys, **_):
+    return {"attn_weights": softmax(_f(attn_scores) / _sqrt_dk(keys))}
 
 
 def _weights_variant(code):
-    return lambda scores, keys, **_: {"weights": WRONG_WEIGHTS[code](_f(scores), np.shape(keys)[-1])}
+    return lambda attn_scores, keys, **_: {"attn_weights": WRONG_WEIGHTS[code](_f(attn_scores), np.shape(keys)[-1])}
 
 
-def ref_attention(weights, values, **_):
-    return {"attention": _f(weights) @ _f(values)}
+def ref_outputs(attn_weights, values, **_):
+    return {"outputs": _f(attn_weights) @ _f(values)}
 
 
-def _attention_variant(code, name="attention"):
-    return lambda scores, keys, values, **_: {name: WRONG_WEIGHTS[code](_f(scores), np.shape(keys)[-1]) @ _f(values)}
+def _outputs_variant(code):
+    return lambda attn_scores, keys, values, **_: {
+        "outputs": WRONG_WEIGHTS[code](_f(attn_scores), np.shape(keys)[-1]) @ _f(values)}
 
 
-def ref_attention_sum(weights, values, **_):
-    return {"attention_sum": _f(weights) @ _f(values)}
+OUTPUTS_MISTAKES = {
+    **{code: _outputs_variant(code) for code in ("missing_scale", "softmax_wrong_axis", "no_softmax")},
+    "elementwise_product": lambda attn_weights, values, **_: {"outputs": _f(attn_weights) * _f(values)},
+    "transposed_scores": lambda attn_weights, values, **_: {"outputs": _f(attn_weights).T @ _f(values)},
+    "weights_cast_to_int": lambda attn_weights, values, **_: {"outputs": _to_int(attn_weights) @ _f(values)},
+    "product_order_reversed": lambda attn_weights, values, **_: {"outputs": _f(values) @ _f(attn_weights)},
+    "values_transposed": lambda attn_weights, values, **_: {"outputs": _f(attn_weights) @ _f(values).T},
+}
 
 
-def ref_attention_np(X, Wq, Wk, Wv, **_):
-    q, k, v = X @ Wq, X @ Wk, X @ Wv
-    return {"attention_np": softmax(q @ k.T / np.sqrt(k.shape[-1])) @ v}
+def ref_outputs_sum(attn_weights, values, **_):
+    return {"outputs_sum": _f(attn_weights) @ _f(values)}
+
+
+OUTPUTS_SUM_MISTAKES = {
+    # weights[:, :, None] * values[None], summed over axis 0 (the queries)
+    "sum_wrong_axis": lambda attn_weights, values, **_: {
+        "outputs_sum": _f(attn_weights).sum(axis=0)[:, np.newaxis] * _f(values)},
+    # weights[:, None, :] * values[None]: weight (i, j) lined up with feature j, summed over the words
+    "broadcast_wrong_axis": lambda attn_weights, values, **_: {
+        "outputs_sum": _f(attn_weights) * _f(values).sum(axis=0)[np.newaxis, :]},
+    "elementwise_product": lambda attn_weights, values, **_: {"outputs_sum": _f(attn_weights) * _f(values)},
+    # attn_weights[j, i] in the loop
+    "transposed_scores": lambda attn_weights, values, **_: {"outputs_sum": _f(attn_weights).T @ _f(values)},
+    "weights_cast_to_int": lambda attn_weights, values, **_: {
+        "outputs_sum": _to_int(attn_weights) @ _f(values)},
+    "copied_answer": lambda outputs, **_: {"outputs_sum": _f(outputs)},
+}
+
+
+# --- part 3: NumPy ------------------------------------------------------------------------
+
+
+def _np_qkv(x_np, w_query_np, w_key_np, w_value_np):
+    x = _f(x_np)
+    return x @ _f(w_query_np), x @ _f(w_key_np), x @ _f(w_value_np)
+
+
+def ref_outputs_np(x_np, w_query_np, w_key_np, w_value_np, **_):
+    q, k, v = _np_qkv(x_np, w_query_np, w_key_np, w_value_np)
+    return {"outputs_np": softmax(q @ k.T / np.sqrt(k.shape[-1])) @ v}
 
 
 def _np_variant(code):
-    def variant(X, Wq, Wk, Wv, **_):
-        q, k, v = X @ Wq, X @ Wk, X @ Wv
-        return {"attention_np": WRONG_WEIGHTS[code](q @ k.T, k.shape[-1]) @ v}
+    def variant(x_np, w_query_np, w_key_np, w_value_np, **_):
+        q, k, v = _np_qkv(x_np, w_query_np, w_key_np, w_value_np)
+        return {"outputs_np": WRONG_WEIGHTS[code](q @ k.T, k.shape[-1]) @ v}
 
     return variant
 
 
-def _np_no_keepdim(X, Wq, Wk, Wv, **_):
-    q, k, v = X @ Wq, X @ Wk, X @ Wv
-    s = q @ k.T / np.sqrt(k.shape[-1])
-    e = np.exp(s - s.max())
-    return {"attention_np": (e / e.sum(axis=-1)) @ v}
+def _np_no_keepdims(x_np, w_query_np, w_key_np, w_value_np, **_):
+    q, k, v = _np_qkv(x_np, w_query_np, w_key_np, w_value_np)
+    return {"outputs_np": _no_keepdims(q @ k.T / np.sqrt(k.shape[-1])) @ v}
 
 
-# --- part 4: a function, checked on random inputs ----------------------------------------
+def _np_scores_variant(product):
+    def variant(x_np, w_query_np, w_key_np, w_value_np, **_):
+        q, k, v = _np_qkv(x_np, w_query_np, w_key_np, w_value_np)
+        return {"outputs_np": softmax(product(q, k) / np.sqrt(k.shape[-1])) @ v}
+
+    return variant
+
+
+def _np_weights(x_np, w_query_np, w_key_np):
+    q, k = _f(x_np) @ _f(w_query_np), _f(x_np) @ _f(w_key_np)
+    return softmax(q @ k.T / np.sqrt(k.shape[-1]))
+
+
+def _np_reversed(x_np, w_query_np, w_key_np, w_value_np, **_):
+    """w @ x instead of x @ w for the three projections (the rest right)."""
+    x = _f(x_np)
+    q, k, v = _f(w_query_np) @ x, _f(w_key_np) @ x, _f(w_value_np) @ x
+    return {"outputs_np": softmax(q @ k.T / np.sqrt(k.shape[-1])) @ v}
+
+
+NUMPY_MISTAKES = {
+    **{code: _np_variant(code) for code in ("missing_scale", "scale_by_d", "softmax_wrong_axis", "global_softmax",
+                                            "scale_after_softmax")},
+    "missing_keepdim": _np_no_keepdims,
+    "transposed_scores": _np_scores_variant(lambda q, k: k @ q.T),
+    "keys_not_transposed": _np_scores_variant(lambda q, k: q @ k),
+    "product_order_reversed": _np_reversed,
+    "values_transposed": lambda x_np, w_query_np, w_key_np, w_value_np, **_: {
+        "outputs_np": _np_weights(x_np, w_query_np, w_key_np) @ (_f(x_np) @ _f(w_value_np)).T},
+    "copied_answer": lambda outputs, **_: {"outputs_np": _f(outputs)},
+}
+
+
+# --- part 4: functions, checked on random sizes -------------------------------------------
 
 
 def fn_inputs(rng: np.random.Generator | None = None) -> dict:
+    """(q, k, v): the notebook's example, or random normal tensors of random sizes."""
     if rng is None:
         x = WORDS.astype(np.float64)
-        return {"queries": x @ W_Q, "keys": x @ W_K, "values": x @ W_V}
-    n, d_k, d_v = int(rng.integers(3, 7)), int(rng.integers(2, 9)), int(rng.integers(2, 6))
-    return {
-        "queries": rng.normal(size=(n, d_k)),
-        "keys": rng.normal(size=(n, d_k)),
-        "values": rng.normal(size=(n, d_v)),
-    }
+        return {"q": x @ W_QUERY, "k": x @ W_KEY, "v": x @ W_VALUE}
+    # n ≠ d_k ≠ 4 (mostly), so that √n and a typed-in √4 show
+    n, d_k = (int(s) for s in rng.choice([2, 3, 5, 6, 7, 8], size=2, replace=False))
+    d_v = int(rng.integers(2, 6))
+    return {"q": rng.normal(size=(n, d_k)), "k": rng.normal(size=(n, d_k)), "v": rng.normal(size=(n, d_v))}
 
 
-def _attend(queries, keys, values, scores, scale, axis=-1):
-    return softmax(scores / scale, axis=axis) @ values
+def _attend(q, k, v, scale=None, transpose=False, axis=-1, normalise=softmax, after=1.0):
+    scores = k @ q.T if transpose else q @ k.T
+    return normalise(scores / (np.sqrt(k.shape[-1]) if scale is None else scale), axis=axis) / after @ v
 
 
-def ref_scaled_attention(queries, keys, values):
-    return _attend(queries, keys, values, queries @ keys.T, np.sqrt(keys.shape[-1]))
+def ref_scaled_attention(q, k, v):
+    return _attend(q, k, v)
 
 
 FN_MISTAKES = {
-    "missing_scale": lambda queries, keys, values: _attend(queries, keys, values, queries @ keys.T, 1.0),
-    "scale_by_d": lambda queries, keys, values: _attend(queries, keys, values, queries @ keys.T, keys.shape[-1]),
-    "transposed_scores": lambda queries, keys, values: _attend(
-        queries, keys, values, keys @ queries.T, np.sqrt(keys.shape[-1])
-    ),
-    "softmax_wrong_axis": lambda queries, keys, values: _attend(
-        queries, keys, values, queries @ keys.T, np.sqrt(keys.shape[-1]), axis=0
-    ),
+    "missing_scale": lambda q, k, v: _attend(q, k, v, scale=1.0),
+    "scale_by_d": lambda q, k, v: _attend(q, k, v, scale=float(k.shape[-1])),
+    "scale_by_n": lambda q, k, v: _attend(q, k, v, scale=np.sqrt(k.shape[0])),
+    "hard_coded": lambda q, k, v: _attend(q, k, v, scale=2.0),  # √4, this notebook's d_k, typed in
+    "transposed_scores": lambda q, k, v: _attend(q, k, v, transpose=True),
+    "softmax_wrong_axis": lambda q, k, v: _attend(q, k, v, axis=0),
+    "global_softmax": lambda q, k, v: global_softmax(q @ k.T / np.sqrt(k.shape[-1])) @ v,
+    "no_softmax": lambda q, k, v: (q @ k.T / np.sqrt(k.shape[-1])) @ v,
+    "scale_after_softmax": lambda q, k, v: _attend(q, k, v, scale=1.0, after=np.sqrt(k.shape[-1])),
+    "weights_not_applied": lambda q, k, v: softmax(q @ k.T / np.sqrt(k.shape[-1])),
+}
+
+
+def self_inputs(rng: np.random.Generator | None = None) -> dict:
+    """(x, w_query, w_key, w_value): the notebook's words and matrices, or random ones of random sizes."""
+    if rng is None:
+        return {"x": WORDS.astype(np.float64), "w_query": W_QUERY.astype(np.float64),
+                "w_key": W_KEY.astype(np.float64), "w_value": W_VALUE.astype(np.float64)}
+    # n, d_model and d_k all different, and d_k ≠ 4, so that √n, √d_model and a typed-in √4 show
+    n, d_model, d_k = (int(s) for s in rng.choice([2, 3, 5, 6, 7, 8], size=3, replace=False))
+    d_v = int(rng.integers(2, 6))
+    scale = 1 / np.sqrt(d_model)
+    return {"x": rng.normal(size=(n, d_model)), "w_query": rng.normal(size=(d_model, d_k)) * scale,
+            "w_key": rng.normal(size=(d_model, d_k)) * scale, "w_value": rng.normal(size=(d_model, d_v)) * scale}
+
+
+def ref_self_attention(x, w_query, w_key, w_value):
+    return _attend(x @ w_query, x @ w_key, x @ w_value)
+
+
+SELF_MISTAKES = {
+    "scale_by_d_model": lambda x, w_query, w_key, w_value: _attend(
+        x @ w_query, x @ w_key, x @ w_value, scale=np.sqrt(x.shape[-1])),
+    "missing_scale": lambda x, w_query, w_key, w_value: _attend(x @ w_query, x @ w_key, x @ w_value, scale=1.0),
+    "scale_by_n": lambda x, w_query, w_key, w_value: _attend(
+        x @ w_query, x @ w_key, x @ w_value, scale=np.sqrt(x.shape[0])),
+    "hard_coded": lambda x, w_query, w_key, w_value: _attend(x @ w_query, x @ w_key, x @ w_value, scale=2.0),
+    "transposed_scores": lambda x, w_query, w_key, w_value: _attend(
+        x @ w_query, x @ w_key, x @ w_value, transpose=True),
+    "softmax_wrong_axis": lambda x, w_query, w_key, w_value: _attend(x @ w_query, x @ w_key, x @ w_value, axis=0),
+    "weights_not_applied": lambda x, w_query, w_key, w_value: softmax((x @ w_query) @ (x @ w_key).T
+                                                                      / np.sqrt(w_key.shape[-1])),
+}
+
+
+# --- hints: what the student reads, in this notebook's TensorFlow / NumPy terms --------------
+
+NO_SOFTMAX_WEIGHTS = ("These are the scaled scores, not weights. Apply tf.nn.softmax to them (over the last "
+                      "axis) so that each word's weights are positive and sum to 1.")
+NO_SOFTMAX_OUTPUTS = ("Your outputs weight the values by the scaled scores themselves. Turn the scores into "
+                      "weights with a softmax first, then take the weighted sum of the values.")
+CAST_TO_INT = ("You cast the weights to int32, which cuts every weight below 1 down to 0, so the outputs are "
+               "(almost) all zeros. Cast the values to float32 instead, and keep the weights as they are.")
+SCALE_AFTER = ("You divided by √d_k after the softmax, so each row of weights sums to 1/√d_k instead of 1. "
+               "Divide the scores first, then take the softmax of the result.")
+SCORES_1_HINTS = {
+    "elementwise_product": "You multiplied query_1 and the keys entry by entry, so each score is 4 numbers. A "
+    "score is one dot product: the sum of those products, a (1, 1) matrix product of query_1 with the "
+    "transposed key.",
+    "transposed_scores": "You compared key_1 with every query. Word 1's scores are query_1 against every key: "
+    "key_1, key_2, key_3, key_4.",
+    "transposed_first_operand": "Each of your scores is a (4, 4) matrix: you transposed query_1 (transpose_a), "
+    "which makes an outer product, a column times a row. A dot product is a row times a column: transpose the "
+    "key (transpose_b).",
+    "stack_wrong_axis": "Your scores have shape (1, 4, 1): the stack put the words on axis 1. Stack the four "
+    "(1, 1) scores along a new first axis (axis 0, the default) to get (4, 1, 1).",
+    "missing_keepdim": "Your scores have the right numbers but shape (4,): each score lost its (1, 1) shape "
+    "(a tf.reduce_sum without keepdims=True, or a product of flat vectors). Keep it: keepdims=True, or a (1, 4) "
+    "@ (4, 1) matrix product per score.",
+    "concat_instead_of_stack": "Your scores have shape (4, 1): tf.concat joined the four (1, 1) scores along "
+    "their rows. tf.stack adds a new axis for them, which gives (4, 1, 1).",
+}
+WEIGHTS_1_HINTS = {
+    "missing_scale": "Your weights are the softmax of the raw scores. Divide the scores by √d_k = √4 = 2 before "
+    "the softmax. (If you took d_k from tf.shape(key_1)[0]: that is 1, the number of rows of key_1; d_k is its "
+    "last axis.) The weights look almost the same, but the small ones are off by orders of magnitude.",
+    "scale_by_d": "You divided the scores by d_k = 4. Divide by its square root, tf.math.sqrt(d_k) = 2.",
+    "no_softmax": NO_SOFTMAX_WEIGHTS,
+    "scale_after_softmax": SCALE_AFTER,
+    "softmax_wrong_axis": "Your weights are all 1, in shape (4, 1): one axis of length 1 is still there, and the "
+    "softmax ran over it (the softmax of a single score is 1). Squeeze attn_scores_1 all the way to shape (4,), "
+    "then take the softmax over its four scores.",
+    "missing_squeeze": "Your weights are all 1, in shape (4, 1, 1): attn_scores_1 still has its two axes of "
+    "length 1, so the softmax ran over the last of them, which holds a single score. Squeeze the scores to "
+    "shape (4,) first (tf.squeeze), then take the softmax.",
+}
+OUTPUT_1_HINTS = {
+    "no_softmax": NO_SOFTMAX_OUTPUTS,
+    "elementwise_product": "Your output is (4, 4): you multiplied the weights and the values element by element, "
+    "which lines weight j up with feature j of every value, and added nothing up. Output 1 is one row: "
+    "attn_weights_1[0] times the whole of value_1, plus attn_weights_1[1] times value_2, and so on.",
+    "broadcast_wrong_axis": "Your weights were lined up with the features of the values instead of with the "
+    "values themselves: weight j multiplied feature j of every value. Weight j must scale the whole of value_j: "
+    "give the weights a new last axis (attn_weights_1[:, tf.newaxis]) before multiplying, or use a (1, 4) @ "
+    "(4, 4) matrix product.",
+    "missing_keepdim": "Your output has the right numbers but shape (4,): the sum over the words dropped the "
+    "row axis. Keep it (keepdims=True in tf.reduce_sum, or a (1, 4) @ (4, 4) matrix product): output_1 is a "
+    "(1, 4) row, like the values.",
+    "weights_cast_to_int": CAST_TO_INT,
+}
+QKV_HINTS = {
+    "swapped_projections": "Your queries and keys are swapped: queries come from w_query, keys from w_key.",
+    "elementwise_product": "You multiplied element by element (`*`). A projection is a matrix product: `@` or "
+    "tf.matmul.",
+    "product_order_reversed": "You multiplied the matrix by x (w @ x, as in W·x for column vectors). Here each "
+    "word is a row of x, so each row is multiplied by the matrix on its right: x @ w_query, and so on.",
+    "missing_squeeze": "Your x has shape (1, 4, 4): it kept the sentence axis of word_emb_stack (and tf.matmul "
+    "carried it into queries, keys and values). Squeeze axis 0 away: x must be the (4, 4) matrix of the "
+    "words.",
+}
+SCORES_HINTS = {
+    "unexpected_scale": "You already divided by √d_k. Keep `attn_scores` as the raw dot products, as for word "
+    "1: the scaling comes in the next step, right before the softmax.",
+    "transposed_scores": "Row i of the scores must belong to query i; you have the keys against the queries. "
+    "Put the queries first and transpose the keys.",
+    "elementwise_product": "You multiplied queries and keys entry by entry. Each score is a dot product of a "
+    "query row with a key row: a matrix product of the queries with the transposed keys.",
+    "elementwise_with_transpose": "You multiplied element by element with a transposed operand. On square "
+    "matrices that runs but pairs single entries; each score is a dot product of whole rows: a matrix product "
+    "of the queries with the transposed keys.",
+    "keys_not_transposed": "You multiplied queries by keys without transposing the keys: on these square "
+    "matrices that runs, but entry (i, j) pairs query i with column j of the keys. Transpose the keys "
+    "(tf.matmul's transpose_b, as in step 3).",
+    "transposed_first_operand": "You transposed the queries (transpose_a, or tf.transpose on the left). Entry "
+    "(i, j) must be query_i · key_j: transpose the keys, the second operand (transpose_b).",
+}
+WEIGHTS_HINTS = {
+    "missing_scale": "Your weights are the softmax of the raw scores. Divide the scores by √d_k (d_k from "
+    "tf.shape(keys)[-1]) before the softmax.",
+    "no_softmax": NO_SOFTMAX_WEIGHTS,
+    "softmax_wrong_axis": "Your softmax normalised each column. Each word's weights, a row, must sum to 1: "
+    "softmax over the last axis (axis=-1, the default of tf.nn.softmax).",
+    "global_softmax": "You normalised by the sum over the whole matrix. Each row must sum to 1 on its own: "
+    "tf.nn.softmax over the last axis does that.",
+    "scale_after_softmax": SCALE_AFTER,
+    "transposed_scores": "Your weights are the softmax of the transposed scores: row i holds key i's scores "
+    "against every query. Take the softmax of attn_scores as it is, where row i belongs to word i.",
+    "missing_keepdim": "Your row sums lost their axis: a (4,) tensor divides a (4, 4) one column by column, so "
+    "entry (i, j) was divided by row j's sum. Keep the axis (keepdims=True in tf.reduce_sum), or use "
+    "tf.nn.softmax.",
+}
+OUTPUTS_HINTS = {
+    "no_softmax": NO_SOFTMAX_OUTPUTS,
+    "missing_scale": "Your outputs use the softmax of the unscaled scores. Use attn_weights, the weights of "
+    "step 8.",
+    "softmax_wrong_axis": "Your outputs use weights normalised over each column. Use attn_weights, whose rows "
+    "sum to 1.",
+    "elementwise_product": "You multiplied weights and values element by element (`*`). Row i of the outputs is "
+    "a weighted sum of all value rows: a matrix product, tf.matmul or `@`.",
+    "transposed_scores": "You used the transposed weights: row i of attn_weights belongs to word i, so the "
+    "outputs are attn_weights times values, in that order and without a transpose.",
+    "weights_cast_to_int": CAST_TO_INT,
+    "values_transposed": "You transposed the values (transpose_b, as for the scores). Here the values stay as "
+    "they are: row j of `values` is value_j, and attn_weights[i, j] scales the whole of it.",
+    "product_order_reversed": "You multiplied values by attn_weights. Row i of the outputs is word i's weights "
+    "(row i of attn_weights) times the values: attn_weights first, values second.",
+}
+OUTPUTS_SUM_HINTS = {
+    "sum_wrong_axis": "You summed over the queries (axis 0). Output i adds up attn_weights[i, j] * value_j over "
+    "the words j: keep axis 0, sum over axis 1.",
+    "broadcast_wrong_axis": "Your weights were lined up with the features of the values instead of with the "
+    "value rows: weight (i, j) must multiply the whole of value_j. Give the weights a new last axis, "
+    "attn_weights[:, :, tf.newaxis], before multiplying.",
+    "elementwise_product": "You multiplied weights and values entry by entry and added nothing up. Output i is "
+    "the sum over j of attn_weights[i, j] times the whole value row j.",
+    "transposed_scores": "You used attn_weights[j, i] where attn_weights[i, j] belongs: row i of the weights "
+    "holds word i's weights, one per value row j.",
+    "weights_cast_to_int": CAST_TO_INT,
+    "copied_answer": "You copied `outputs` (or computed it again with a matrix product from step 9's names). "
+    "This step writes the outputs as explicit weighted sums of the rows of `values`, with the weights of "
+    "`attn_weights`.",
+}
+NUMPY_HINTS = {
+    "missing_scale": "Your scores were not divided by √d_k. Divide them by np.sqrt of the keys' last axis before "
+    "the softmax.",
+    "scale_by_d": "You divided by d_k itself. Divide by its square root, np.sqrt(d_k).",
+    "softmax_wrong_axis": "Your softmax normalised each column. Take each row's maximum and sum over axis=-1 "
+    "(keeping that axis), so that each row is divided by its own sum.",
+    "global_softmax": "You divided by the sum over the whole matrix. Sum each row on its own (over axis=-1, "
+    "keeping the axis), so that each row of weights sums to 1.",
+    "missing_keepdim": "Your row sums lost their axis: a (4,) array divides a (4, 4) one column by column, so "
+    "entry (i, j) was divided by row j's sum. Keep the axis (keepdims=True) so each row is divided by its own "
+    "sum.",
+    "transposed_scores": "You computed keys @ queries.T. Row i of the scores belongs to query i: queries @ "
+    "keys.T.",
+    "keys_not_transposed": "You multiplied queries by keys without transposing the keys (on these square "
+    "matrices it runs). Each score is query i · key j: queries @ keys.T.",
+    "product_order_reversed": "You multiplied the matrices by x (w @ x). Each word is a row of x_np, so each "
+    "row is multiplied by the matrix on its right: x_np @ w_query_np, and so on.",
+    "values_transposed": "You transposed the values. The outputs are the weights times the values as they are: "
+    "row j of the values is value j, and weight (i, j) scales the whole of it.",
+    "copied_answer": "You converted TensorFlow's results to NumPy. A cross-check must compute the outputs "
+    "again, independently: from x_np, w_query_np, w_key_np and w_value_np with NumPy operations only.",
+}
+FN_HINTS = {
+    "missing_scale": "Your function does not divide the scores by √d_k. d_k is the size of the last axis of "
+    "`k`: tf.shape(k)[-1], cast to float before the square root.",
+    "scale_by_d": "Your function divides by d_k itself. Divide by its square root.",
+    "scale_by_n": "Your function divides by √n, the square root of the number of keys (the first axis of `k`). "
+    "d_k is the last axis of `k`.",
+    "hard_coded": "Your function divides by a fixed 2 (√4, this notebook's d_k). For keys of another width "
+    "that is wrong: take d_k from the last axis of `k`.",
+    "transposed_scores": "Your function computes k qᵀ. Row i of the scores belongs to query i: q kᵀ "
+    "(tf.matmul(q, k, transpose_b=True)).",
+    "softmax_wrong_axis": "Your softmax normalises each column. Each query's row of weights must sum to 1: "
+    "softmax over the last axis.",
+    "global_softmax": "You normalised by the sum over the whole score matrix. Each row must sum to 1 on its "
+    "own: a softmax over the last axis.",
+    "no_softmax": "Your function weights the values by the scaled scores themselves. Turn them into weights "
+    "with a softmax over the last axis first.",
+    "scale_after_softmax": SCALE_AFTER,
+    "weights_not_applied": "Your function returns the weights, an (n, n) matrix, not the outputs. Multiply the "
+    "weights by v, so that row i becomes query i's weighted sum of the value rows, (n, d_v).",
+}
+SELF_HINTS = {
+    "scale_by_d_model": "You divided by √d_model, the width of x (or the rows of w_key). The scores are dot "
+    "products of queries and keys, so divide by √d_k, the width of a key: the last axis of the keys (or of "
+    "w_key).",
+    "missing_scale": "Your function does not divide the scores by √d_k, the square root of the keys' width.",
+    "scale_by_n": "Your function divides by √n, the square root of the number of tokens (the first axis of x). "
+    "d_k is the width of a key: the last axis of the keys.",
+    "hard_coded": "Your function divides by a fixed 2 (√4, this notebook's d_k). For other widths that is "
+    "wrong: take d_k from the keys (or from w_key).",
+    # swapping the queries and the keys gives exactly the transposed scores: one code, both causes
+    "transposed_scores": "Your scores are the keys against the queries (k qᵀ): row i belongs to key i. Either the "
+    "product is the wrong way round (it must be queries times transposed keys), or your queries and keys come "
+    "from each other's matrices: queries from w_query, keys from w_key, and the parameters in the order "
+    "(x, w_query, w_key, w_value).",
+    "softmax_wrong_axis": FN_HINTS["softmax_wrong_axis"],
+    "weights_not_applied": "Your function returns the weights, an (n, n) matrix, not the outputs: apply them to "
+    "the values (the weights times the values), which gives (n, d_v).",
 }
 
 
@@ -224,153 +626,93 @@ def _exercises() -> list[Exercise]:
         return Exercise(ex_id, notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
                         inputs=upstream_of(world, answers[0], independent), **kw)
 
-    words = tuple(f"word_{i}" for i in range(1, 5))
     per_word = tuple(f"{kind}_{i}" for i in range(1, 5) for kind in ("query", "key", "value"))
+    values = tuple(f"value_{j}" for j in range(1, 5))
     return [
-        value("04.stack", "The stacked word embeddings", ("word_emb_stack",), ref_stack, reads=words),
+        value("04.stack", "The stacked words", ("word_emb_stack",), ref_stack, reads=WORDS_NAMES,
+              mistakes=STACK_MISTAKES,
+              hints={
+                  "stack_wrong_axis": "Your stack has shape (4, 1, 4): tf.stack put the new axis first (axis 0, "
+                  "its default), so each word became a sentence of its own. The words must run along axis 1, "
+                  "between the sentence axis and the features.",
+                  "concat_instead_of_stack": "Yours has shape (4, 4): tf.concat joined the words' rows, and the "
+                  "sentence axis is missing. tf.stack makes a new axis for the words, next to the (1, 4) "
+                  "shape each word already has.",
+              }),
         value("04.qkv_words", "Query, key and value of every word", per_word, ref_qkv_words,
-              reads=(*words, "W_Q", "W_K", "W_V"),
+              reads=(*WORDS_NAMES, "w_query", "w_key", "w_value"),
               mistakes={
-                  "swapped_projections": lambda **i: _per_word(**{k: v for k, v in i.items() if k in (
-                      "W_Q", "W_K", "W_V") or k.startswith("word_")}, swap=True),
-                  "elementwise_product": lambda **i: _per_word(**{k: v for k, v in i.items() if k in (
-                      "W_Q", "W_K", "W_V") or k.startswith("word_")}, product=np.multiply),
+                  "swapped_projections": lambda **i: _per_word(i, swap=True),
+                  "elementwise_product": lambda **i: _per_word(i, product=np.multiply),
               },
               hints={
+                  "swapped_projections": "Your queries and keys are swapped: query_i comes from w_query, key_i "
+                  "from w_key.",
                   "elementwise_product": "You multiplied element by element (`*`), which broadcasts a (1, 4) "
                   "word against a (4, 4) matrix into a (4, 4) result. A projection is a matrix product: "
-                  "tf.matmul(word_1, W_Q) (or word_1 @ W_Q), shape (1, 4).",
+                  "tf.matmul or `@`, which gives a (1, 4) row.",
               }),
-        value("04.scores_1", "The scores of word 1", ("scores_1",), ref_scores_1,
+        value("04.scores_1", "The scores of word 1", ("attn_scores_1",), ref_scores_1,
               reads=("query_1", "key_1", "key_2", "key_3", "key_4"),
-              mistakes={
-                  "elementwise_product": lambda query_1, **i: {
-                      "scores_1": (_f(query_1)[0] * _keys_of(i))[:, np.newaxis, :]},
-                  "transposed_scores": lambda **i: {"scores_1": np.stack(
-                      [_f(i[f"query_{j}"])[0] @ _f(i["key_1"])[0] for j in range(1, 5)]).reshape(4, 1, 1)},
-              },
-              hints={
-                  "elementwise_product": "You multiplied query_1 and the keys element by element, so each "
-                  "score is 4 numbers. A score is one dot product: tf.matmul(query_1, key_j, transpose_b=True), "
-                  "shape (1, 1).",
-                  "transposed_scores": "You compared key_1 with every query. Word 1's scores are query_1 "
-                  "against every key: tf.matmul(query_1, key_j, transpose_b=True) for j = 1 … 4.",
-              }),
-        value("04.weights_1", "The weights of word 1", ("weights_1",), ref_weights_1, reads=("scores_1", "key_1"),
-              mistakes={
-                  "missing_scale": lambda **i: {"weights_1": _weights_1(**i, scale=1.0)},
-                  "scale_by_d": lambda **i: {"weights_1": _weights_1(**i, scale=float(np.shape(i["key_1"])[-1]))},
-                  "no_softmax": lambda scores_1, key_1, **_: {"weights_1": _scaled(_f(scores_1).reshape(4), key_1)},
-                  "softmax_wrong_axis": lambda **i: {"weights_1": np.ones((4, 1, 1))},
-              },
-              hints={
-                  "missing_scale": "Your weights are the softmax of the raw scores. Divide the scores by "
-                  "√d_k = √4 = 2 first: even though the weights look almost the same, the small ones are "
-                  "off by orders of magnitude.",
-                  "no_softmax": NO_SOFTMAX_WEIGHTS,
-                  "softmax_wrong_axis": "Your weights are all 1: the softmax ran over an axis of length 1, "
-                  "because scores_1 has shape (4, 1, 1). tf.squeeze it to shape (4,) first, then take "
-                  "the softmax.",
-              },
-              dtype="float", **TIGHT),
-        value("04.attention_1", "The attention output of word 1", ("attention_1",), ref_attention_1,
-              reads=("weights_1", "value_1", "value_2", "value_3", "value_4"),
-              mistakes={
-                  "no_softmax": lambda scores_1, key_1, **i: {
-                      "attention_1": (_scaled(_f(scores_1).reshape(4), key_1) @ _values_of(i)).reshape(1, 4)},
-                  "elementwise_product": lambda weights_1, **i: {
-                      "attention_1": (_f(weights_1)[:, None] * _values_of(i)).sum(axis=1).reshape(1, 4)},
-              },
-              hints={
-                  "no_softmax": NO_SOFTMAX_OUTPUTS,
-                  "elementwise_product": "You added up each value's own entries, weighted. Output 1 is the sum "
-                  "of the whole value vectors, each times its weight: weights_1[0] * v1 + … + weights_1[3] * v4.",
-              },
-              dtype="float", rtol=1e-5),
-        value("04.qkv", "Queries, keys and values of all four words", ("embeddings", "queries", "keys", "values"),
-              ref_qkv, reads=("word_emb_stack", "W_Q", "W_K", "W_V"),
-              mistakes={
-                  "swapped_projections": lambda **i: ref_qkv(**i) | {
-                      "queries": ref_qkv(**i)["keys"], "keys": ref_qkv(**i)["queries"]},
-                  "elementwise_product": lambda word_emb_stack, W_Q, W_K, W_V, **_: {
-                      "embeddings": _f(word_emb_stack)[0], "queries": _f(word_emb_stack)[0] * _f(W_Q),
-                      "keys": _f(word_emb_stack)[0] * _f(W_K), "values": _f(word_emb_stack)[0] * _f(W_V)},
-              }),
-        value("04.scores", "The score matrix", ("scores",), ref_scores, reads=("queries", "keys"),
-              mistakes={
-                  "transposed_scores": lambda queries, keys, **_: {"scores": _f(keys) @ _f(queries).T},
-                  "elementwise_product": lambda queries, keys, **_: {"scores": _f(queries) * _f(keys)},
-                  "elementwise_with_transpose": lambda queries, keys, **_: {"scores": _f(queries) * _f(keys).T},
-                  "unexpected_scale": lambda queries, keys, **_: {"scores": _scaled(_f(queries) @ _f(keys).T, keys)},
-              },
-              hints={
-                  "unexpected_scale": "You already divided by √d_k. Keep `scores` as the raw dot products, "
-                  "as for word 1: the scaling comes in the next step, right before the softmax.",
-                  "transposed_scores": "Row i of the scores must belong to query i: "
-                  "tf.matmul(queries, keys, transpose_b=True). You have keys against queries.",
-              }),
-        value("04.weights", "The weight matrix", ("weights",), ref_weights, reads=("scores", "keys"),
-              mistakes={code: _weights_variant(code) for code in WRONG_WEIGHTS},
-              hints={"no_softmax": NO_SOFTMAX_WEIGHTS}, dtype="float", **TIGHT),
-        value("04.attention", "The attention outputs of all four words", ("attention",), ref_attention,
-              reads=("weights", "values"),
-              mistakes={
-                  **{code: _attention_variant(code) for code in WRONG_WEIGHTS},
-                  "elementwise_product": lambda weights, values, **_: {"attention": _f(weights) * _f(values)},
-                  "transposed_scores": lambda weights, values, **_: {"attention": _f(weights).T @ _f(values)},
-              },
-              hints={"no_softmax": NO_SOFTMAX_OUTPUTS,
-                     "transposed_scores": "You used the transposed weights: row i of `weights` belongs to word i, "
-                     "so the outputs are tf.matmul(weights, values)."},
-              dtype="float", rtol=1e-5),
-        value("04.attention_sum", "The outputs as explicit weighted sums", ("attention_sum",), ref_attention_sum,
-              reads=("weights", "values"), independent=("attention",),
-              mistakes={
-                  "sum_wrong_axis": lambda weights, values, **_: {
-                      "attention_sum": _f(weights).sum(axis=0)[:, np.newaxis] * _f(values)},
-                  "elementwise_product": lambda weights, values, **_: {"attention_sum": _f(weights) * _f(values)},
-                  "copied_answer": lambda attention, **_: {"attention_sum": _f(attention)},
-              },
-              hints={
-                  "sum_wrong_axis": "You summed over the queries (axis 0). Output i adds up weights[i, j] * "
-                  "value_j over the words j: keep axis 0, sum over axis 1.",
-                  "elementwise_product": "You multiplied weights and values entry by entry and did not add "
-                  "anything up. Output i is the sum over j of weights[i, j] times the whole value row j.",
-                  "copied_answer": "You copied `attention`. This step writes the same outputs as explicit "
-                  "weighted sums of the value rows, from `weights` and `values`.",
-              },
-              dtype="float", rtol=1e-5),
-        value("04.numpy", "The NumPy cross-check", ("attention_np",), ref_attention_np,
-              reads=("X", "Wq", "Wk", "Wv"), independent=("attention", "attention_sum", "weights", "scores",
-                                                         "queries", "keys", "values"),
-              framework="numpy",
-              mistakes={
-                  **{code: _np_variant(code) for code in ("missing_scale", "scale_by_d", "softmax_wrong_axis",
-                                                          "global_softmax")},
-                  "missing_keepdim": _np_no_keepdim,
-                  "copied_answer": lambda attention, **_: {"attention_np": _f(attention)},
-              },
-              hints={
-                  "softmax_wrong_axis": "Your softmax normalised each column. Sum the exponentials over "
-                  "axis=-1 with keepdims=True, so each row is divided by its own sum.",
-                  "copied_answer": "You converted TensorFlow's `attention` to NumPy. A cross-check must compute "
-                  "the result again, independently: from X, Wq, Wk and Wv with NumPy operations only.",
-              },
-              rtol=1e-5),
+              mistakes=SCORES_1_MISTAKES, hints=SCORES_1_HINTS),
+        value("04.weights_1", "The weights of word 1", ("attn_weights_1",), ref_weights_1,
+              reads=("attn_scores_1", "key_1"), mistakes=WEIGHTS_1_MISTAKES, hints=WEIGHTS_1_HINTS,
+              dtype="float32", **TIGHT),
+        value("04.attention_1", "The output of word 1", ("output_1",), ref_output_1,
+              reads=("attn_weights_1", *values), mistakes=OUTPUT_1_MISTAKES, hints=OUTPUT_1_HINTS,
+              # atol: this notebook's weights of 3e-7 times a value of 4 is 1.2e-6 — an answer that leaves
+              # them out (word 4's value alone) is told apart by the replays, not by the last digits
+              dtype="float32", rtol=1e-5, atol=1e-5),
+        value("04.qkv", "Queries, keys and values of all four words", ("x", "queries", "keys", "values"),
+              ref_qkv, reads=("word_emb_stack", "w_query", "w_key", "w_value"),
+              mistakes={"swapped_projections": _qkv_swapped, "elementwise_product": _qkv_elementwise,
+                        "missing_squeeze": _qkv_unsqueezed, "product_order_reversed": _qkv_reversed},
+              hints=QKV_HINTS),
+        value("04.scores", "The score matrix", ("attn_scores",), ref_scores, reads=("queries", "keys"),
+              mistakes=SCORES_MISTAKES, hints=SCORES_HINTS),
+        value("04.weights", "The weight matrix", ("attn_weights",), ref_weights, reads=("attn_scores", "keys"),
+              mistakes={**{code: _weights_variant(code) for code in WRONG_WEIGHTS},
+                        "missing_keepdim": lambda attn_scores, keys, **_: {
+                            "attn_weights": _no_keepdims(_f(attn_scores) / _sqrt_dk(keys))},
+                        "transposed_scores": lambda attn_scores, keys, **_: {
+                            "attn_weights": softmax(_f(attn_scores).T / _sqrt_dk(keys))}},
+              hints=WEIGHTS_HINTS,
+              dtype="float32", **TIGHT),
+        value("04.attention", "The outputs of all four words", ("outputs",), ref_outputs,
+              reads=("attn_weights", "values"), mistakes=OUTPUTS_MISTAKES, hints=OUTPUTS_HINTS,
+              dtype="float32", rtol=1e-5),
+        value("04.attention_sum", "The outputs as explicit weighted sums", ("outputs_sum",), ref_outputs_sum,
+              reads=("attn_weights", "values"), independent=("outputs",),
+              mistakes=OUTPUTS_SUM_MISTAKES, hints=OUTPUTS_SUM_HINTS, dtype="float32", rtol=1e-5),
+        value("04.numpy", "The NumPy cross-check", ("outputs_np",), ref_outputs_np,
+              reads=("x_np", "w_query_np", "w_key_np", "w_value_np"),
+              independent=("outputs", "outputs_sum", "attn_weights", "attn_scores", "queries", "keys", "values"),
+              framework="numpy", mistakes=NUMPY_MISTAKES, hints=NUMPY_HINTS, rtol=1e-5),
         Exercise(
             "04.scaled_attention",
-            title="scaled_attention(queries, keys, values)",
+            title="scaled_attention(q, k, v)",
             answers=("scaled_attention",),
             kind="function",
             inputs=fn_inputs,
             reference=ref_scaled_attention,
             mistakes=FN_MISTAKES,
-            hints={
-                "missing_scale": "Your function does not divide the scores by √d_k. d_k is the size of "
-                "the last axis of `keys`: tf.math.sqrt(tf.cast(tf.shape(keys)[-1], tf.float32)).",
-            },
+            hints=FN_HINTS,
             notebook=NOTEBOOK,
             framework="tensorflow",
+            points=2,
+        ),
+        Exercise(
+            "04.self_attention",
+            title="self_attention(x, w_query, w_key, w_value)",
+            answers=("self_attention",),
+            kind="function",
+            inputs=self_inputs,
+            reference=ref_self_attention,
+            mistakes=SELF_MISTAKES,
+            hints=SELF_HINTS,
+            notebook=NOTEBOOK,
+            framework="tensorflow",
+            depends_on=("04.scaled_attention",),
             points=2,
         ),
     ]

@@ -1,22 +1,23 @@
 """Notebook 05 — a NumPy ``self_attention`` and the bug in it (seed 004).
 
-The seed normalises ``exp(scores)`` by ONE sum over the whole score matrix instead of
-one sum per row, skips the 1/√d_k scaling, and draws its queries, keys and values at
-random instead of projecting token embeddings. The exercises find the bug on the seed's
-own matrices, fix it there, write a stable row-wise softmax, and then a correct
-``self_attention(x, w_q, w_k, w_v)`` on seeded token embeddings.
+The seed normalises ``exp(scores)`` by ONE sum over the whole score matrix instead of one sum
+per row, uses the raw dot products (no scaling by √d_k), and draws its queries, keys and values
+at random (with a width tied to the sentence length) instead of projecting token embeddings.
+The exercises find the bug on the seed's own matrices and fix it there (the row-wise softmax of
+the raw scores alone, then the scaling as its own step), write a stable row-wise softmax, and
+then ``self_attention(x, w_query, w_key, w_value)`` on seeded token embeddings.
 
 The seed's matrices come from an unseeded generator and are printed to 8 decimals only.
 Recomputing from those 8-decimal values moves the 8th decimal of some results, so the
-matrices below carry three more digits: they round to exactly the seed's printed
-matrices and reproduce every score, weight and output it printed.
+matrices below carry three more digits: they round to exactly the seed's printed matrices and
+reproduce every score, weight and output it printed.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..reference import global_softmax, self_attention, softmax, unstable_softmax
+from ..reference import global_softmax, self_attention, softmax, sum_normalise, unstable_softmax
 from ..spec import Exercise, register, upstream_of
 
 NOTEBOOK = "05_numpy_self_attention_bug"
@@ -42,7 +43,7 @@ SEED_EXCUSED = {
 }
 
 # The seed's matrices for "how are you doing" (rounded to 8 decimals, they are exactly what it printed).
-QUERY = np.array([
+QUERIES = np.array([
     [0.17893869346, -0.84604280093, 0.45129721702, -0.41137148007],
     [1.14494046216, 0.53410844201, -0.23760124068, -1.08492736654],
     [-0.12321855702, 0.87362528963, -0.40952102956, -0.42694097654],
@@ -71,39 +72,40 @@ def embedding_example() -> dict:
     rng = np.random.default_rng(0)
     vocab = sorted(set(TOKENS))
     table = rng.standard_normal((len(vocab), D_MODEL))
-    w_q = rng.standard_normal((D_MODEL, D_K)) / np.sqrt(D_MODEL)
-    w_k = rng.standard_normal((D_MODEL, D_K)) / np.sqrt(D_MODEL)
-    w_v = rng.standard_normal((D_MODEL, D_K)) / np.sqrt(D_MODEL)
+    w_query = rng.standard_normal((D_MODEL, D_K)) / np.sqrt(D_MODEL)
+    w_key = rng.standard_normal((D_MODEL, D_K)) / np.sqrt(D_MODEL)
+    w_value = rng.standard_normal((D_MODEL, D_K)) / np.sqrt(D_MODEL)
     x = table[[vocab.index(t) for t in TOKENS]]
-    return {"x": x, "w_q": w_q, "w_k": w_k, "w_v": w_v}
+    return {"x": x, "w_query": w_query, "w_key": w_key, "w_value": w_value}
 
 
 def world(rng: np.random.Generator | None = None) -> dict:
     """The notebook's arrays, in order (``rng=None``: the seed's matrices and the seeded embeddings).
 
-    Fresh worlds draw 4 × 4 queries, keys and values, and new embeddings and projections of the
-    notebook's shapes (d_model = 8, d_k = 3).
+    Fresh worlds draw new 4 × 4 queries, keys and values (the notebook's shapes: a replayed cell
+    sees the same shapes) and new embeddings and projections (d_model = 8, d_k = 3).
     """
     if rng is None:
-        query, keys, values = QUERY, KEYS, VALUES
+        queries, keys, values = QUERIES, KEYS, VALUES
         emb = embedding_example()
     else:
-        query, keys, values = (rng.normal(size=(4, 4)) for _ in range(3))
-        emb = {"x": rng.standard_normal((4, D_MODEL)),
-               **{w: rng.standard_normal((D_MODEL, D_K)) / np.sqrt(D_MODEL) for w in ("w_q", "w_k", "w_v")}}
-    scores = query @ keys.T
-    original = global_softmax(scores)
-    fixed = softmax(scores / np.sqrt(keys.shape[-1]))
-    q, k = emb["x"] @ emb["w_q"], emb["x"] @ emb["w_k"]
+        queries, keys, values = (rng.standard_normal((4, 4)) for _ in range(3))
+        emb = {**{w: rng.standard_normal((D_MODEL, D_K)) / np.sqrt(D_MODEL) for w in ("w_query", "w_key", "w_value")},
+               "x": rng.standard_normal((4, D_MODEL))}
+    attn_scores = queries @ keys.T
+    original = global_softmax(attn_scores)
+    fixed = softmax(attn_scores)
+    q, k = emb["x"] @ emb["w_query"], emb["x"] @ emb["w_key"]
     return {
-        "query": query, "keys": keys, "values": values,
-        "scores": scores,
+        "queries": queries, "keys": keys, "values": values,
+        "attn_scores": attn_scores,
         "attention_weights": original,
         "attention_value": original @ values,
         "row_sums": original.sum(axis=1),
         "fixed_weights": fixed,
         "fixed_value": fixed @ values,
-        "w_q": emb["w_q"], "w_k": emb["w_k"], "w_v": emb["w_v"], "x": emb["x"],
+        "scaled_weights": softmax(attn_scores / np.sqrt(keys.shape[-1])),
+        "w_query": emb["w_query"], "w_key": emb["w_key"], "w_value": emb["w_value"], "x": emb["x"],
         "q": q, "k": k,
         "attn_weights": softmax(q @ k.T / np.sqrt(D_K)),
     }
@@ -112,33 +114,58 @@ def world(rng: np.random.Generator | None = None) -> dict:
 # --- part 2: the bug, found and fixed on the seed's matrices ---------------------------
 
 
-def _fixed(scores, keys, normalise=softmax, divisor=None, **_):
-    """Normalised scores, divided by √d_k unless another divisor is given."""
-    if divisor is None:
-        divisor = np.sqrt(keys.shape[-1])
-    return normalise(scores / divisor)
+def _sum_no_keepdim(s):
+    """exp(s) divided by the row sums without keepdims: entry (i, j) divided by the sum of row j."""
+    e = np.exp(s)
+    return e / e.sum(axis=-1)
 
 
-def _no_keepdim(s):
-    with np.errstate(all="ignore"):
-        e = np.exp(s - s.max())
-        return e / e.sum(axis=-1)
+def _fixed(fn):
+    return lambda attn_scores, **_: {"fixed_weights": fn(attn_scores)}
 
 
 FIXED_WEIGHTS_MISTAKES = {
-    "global_softmax": lambda **i: {"fixed_weights": _fixed(**i, normalise=global_softmax)},
-    "softmax_wrong_axis": lambda **i: {"fixed_weights": _fixed(**i, normalise=lambda s: softmax(s, axis=0))},
-    "missing_keepdim": lambda **i: {"fixed_weights": _fixed(**i, normalise=_no_keepdim)},
-    "no_softmax": lambda **i: {"fixed_weights": _fixed(**i, normalise=lambda s: s)},
-    "missing_scale": lambda **i: {"fixed_weights": _fixed(**i, divisor=1.0)},
-    "scale_by_d": lambda **i: {"fixed_weights": _fixed(**i, divisor=float(i["keys"].shape[-1]))},
+    "global_softmax": _fixed(global_softmax),  # the original's attention_weights again
+    "softmax_wrong_axis": _fixed(lambda s: softmax(s, axis=0)),
+    "missing_keepdim": _fixed(_sum_no_keepdim),
+    "transposed_scores": _fixed(lambda s: softmax(s.T)),
+    "no_softmax": _fixed(lambda s: s),
+    "sum_normalisation": _fixed(sum_normalise),
+    "unexpected_scale": lambda attn_scores, keys, **_: {
+        "fixed_weights": softmax(attn_scores / np.sqrt(keys.shape[-1]))},
 }
 
 FIXED_VALUE_MISTAKES = {
-    # the original's own attention_value: its globally normalised, unscaled weights @ values
+    # the original's own attention_value: its globally normalised weights @ values
     "global_softmax": lambda attention_weights, values, **_: {"fixed_value": attention_weights @ values},
     "elementwise_product": lambda fixed_weights, values, **_: {"fixed_value": fixed_weights * values},
     "transposed_scores": lambda fixed_weights, values, **_: {"fixed_value": fixed_weights.T @ values},
+    "values_times_weights": lambda fixed_weights, values, **_: {"fixed_value": values @ fixed_weights},
+}
+
+
+def ref_scaled(attn_scores, keys, **_):
+    return {"scaled_weights": softmax(attn_scores / np.sqrt(keys.shape[-1]))}
+
+
+def _scaled(fn, divisor=None):
+    """A wrong ``scaled_weights``: ``fn`` applied to the scores divided by ``divisor(d_k)`` (√d_k)."""
+    def variant(attn_scores, keys, **_):
+        d_k = keys.shape[-1]
+        return {"scaled_weights": fn(attn_scores / (np.sqrt(d_k) if divisor is None else divisor(d_k)))}
+    return variant
+
+
+SCALED_WEIGHTS_MISTAKES = {
+    "missing_scale": _scaled(softmax, divisor=lambda d_k: 1.0),  # fixed_weights again
+    "scale_by_d": _scaled(softmax, divisor=float),
+    "scale_after_softmax": lambda attn_scores, keys, **_: {
+        "scaled_weights": softmax(attn_scores) / np.sqrt(keys.shape[-1])},
+    "global_softmax": _scaled(global_softmax),
+    "softmax_wrong_axis": _scaled(lambda s: softmax(s, axis=0)),
+    "missing_keepdim": _scaled(_sum_no_keepdim),
+    "scale_multiplied": _scaled(softmax, divisor=lambda d_k: 1 / np.sqrt(d_k)),
+    "power_precedence": _scaled(softmax, divisor=lambda d_k: 2.0 * d_k),  # s / d_k ** 1/2 = (s / d_k) / 2
 }
 
 # --- part 4: a stable, row-wise softmax -----------------------------------------------
@@ -153,7 +180,7 @@ def softmax_inputs(rng: np.random.Generator | None = None) -> dict:
     maximum for the whole matrix underflows there too.
     """
     if rng is None:
-        return {"scores": QUERY @ KEYS.T}
+        return {"scores": QUERIES @ KEYS.T}
     n = int(rng.integers(3, 7))  # square, as the scores of self-attention are
     scores = rng.normal(scale=3.0, size=(n, n))
     scores[int(rng.integers(n))] = -742.0 + rng.uniform(-1.5, 1.5, size=n)
@@ -165,20 +192,32 @@ def ref_softmax(scores):
 
 
 def _global_max(scores):
-    with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
-        e = np.exp(scores - scores.max())
-        return e / e.sum(axis=-1, keepdims=True)
+    e = np.exp(scores - scores.max())
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _keepdims_nowhere(scores):
+    """Row maxima and row sums both without keepdims: NumPy lines each up with the columns."""
+    e = np.exp(scores - scores.max(axis=-1))
+    return e / e.sum(axis=-1)
+
+
+def _max_without_keepdim(scores):
+    """The row maxima without keepdims (shifting column j by row j's maximum), the sums with it."""
+    e = np.exp(scores - scores.max(axis=-1))
+    return e / e.sum(axis=-1, keepdims=True)
 
 
 SOFTMAX_MISTAKES = {
     "global_softmax": global_softmax,
     "softmax_wrong_axis": lambda scores: softmax(scores, axis=0),
     "unstable_softmax": lambda scores: unstable_softmax(scores, axis=-1),
-    "missing_keepdim": lambda scores: _no_keepdim(scores),
+    "missing_keepdim": _keepdims_nowhere,
+    "max_without_keepdim": _max_without_keepdim,
     "global_max_subtraction": _global_max,
 }
 
-# --- part 5: a correct self_attention on token embeddings -----------------------------
+# --- part 5: self-attention on token embeddings ----------------------------------------
 
 
 def attention_inputs(rng: np.random.Generator | None = None) -> dict:
@@ -188,55 +227,72 @@ def attention_inputs(rng: np.random.Generator | None = None) -> dict:
     n, d_model, d_k = int(rng.integers(2, 7)), int(rng.integers(3, 9)), int(rng.integers(2, 6))
     return {
         "x": rng.standard_normal((n, d_model)),
-        "w_q": rng.standard_normal((d_model, d_k)) / np.sqrt(d_model),
-        "w_k": rng.standard_normal((d_model, d_k)) / np.sqrt(d_model),
-        "w_v": rng.standard_normal((d_model, d_k)) / np.sqrt(d_model),
+        "w_query": rng.standard_normal((d_model, d_k)) / np.sqrt(d_model),
+        "w_key": rng.standard_normal((d_model, d_k)) / np.sqrt(d_model),
+        "w_value": rng.standard_normal((d_model, d_k)) / np.sqrt(d_model),
     }
 
 
-def _attention_weights(x, w_q, w_k, w_v=None, **how):
-    return self_attention(x, w_q, w_k, w_k if w_v is None else w_v, **how)[0]
+def _weights_from(x, w_query, w_key, **how):
+    return {"attn_weights": self_attention(x, w_query, w_key, w_key, **how)[0]}
 
 
-def _attention(x, w_q, w_k, w_v, **how):
-    return self_attention(x, w_q, w_k, w_v, **how)[1]
+def _attention(x, w_query, w_key, w_value, **how):
+    return self_attention(x, w_query, w_key, w_value, **how)[1]
 
 
-def _weights_from(x, w_q, w_k, **how):
-    return {"attn_weights": _attention_weights(x, w_q, w_k, **how)}
+def _sqrt_width(x):
+    return float(np.sqrt(x.shape[-1]))
 
 
 WEIGHTS_MISTAKES = {
-    "missing_scale": lambda x, w_q, w_k, **_: _weights_from(x, w_q, w_k, scale="none"),
-    "scale_by_d": lambda x, w_q, w_k, **_: _weights_from(x, w_q, w_k, scale="d"),
-    "scale_by_d_model": lambda x, w_q, w_k, **_: _weights_from(x, w_q, w_k, scale=float(np.sqrt(x.shape[-1]))),
-    "transposed_scores": lambda x, w_q, w_k, **_: _weights_from(x, w_q, w_k, transpose=True),
-    "softmax_wrong_axis": lambda x, w_q, w_k, **_: _weights_from(x, w_q, w_k, normalise=lambda s: softmax(s, 0)),
-    "global_softmax": lambda x, w_q, w_k, **_: _weights_from(x, w_q, w_k, normalise=global_softmax),
+    "missing_scale": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key, scale="none"),
+    "scale_by_d": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key, scale="d"),
+    "scale_by_d_model": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key, scale=_sqrt_width(x)),
+    "transposed_scores": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key, transpose=True),
+    "softmax_wrong_axis": lambda x, w_query, w_key, **_: _weights_from(
+        x, w_query, w_key, normalise=lambda s: softmax(s, 0)),
+    "global_softmax": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key, normalise=global_softmax),
+    "scale_after_softmax": lambda x, w_query, w_key, **_: {
+        "attn_weights": _weights_from(x, w_query, w_key, scale="none")["attn_weights"] / np.sqrt(w_key.shape[-1])},
+    "power_precedence": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key, scale=2.0 * w_key.shape[-1]),
+    "scale_multiplied": lambda x, w_query, w_key, **_: _weights_from(
+        x, w_query, w_key, scale=1 / np.sqrt(w_key.shape[-1])),
 }
 
 
-def ref_weights(x, w_q, w_k, **_):
-    return _weights_from(x, w_q, w_k)
+def ref_weights(x, w_query, w_key, **_):
+    return _weights_from(x, w_query, w_key)
 
 
-def ref_self_attention(x, w_q, w_k, w_v):
-    return _attention(x, w_q, w_k, w_v)
+def ref_self_attention(x, w_query, w_key, w_value):
+    return _attention(x, w_query, w_key, w_value)
 
 
 ATTENTION_MISTAKES = {
     "global_softmax": lambda **i: _attention(**i, normalise=global_softmax),
     "missing_scale": lambda **i: _attention(**i, scale="none"),
     "scale_by_d": lambda **i: _attention(**i, scale="d"),
-    "scale_by_d_model": lambda **i: _attention(**i, scale=float(np.sqrt(i["x"].shape[-1]))),
+    "scale_by_d_model": lambda **i: _attention(**i, scale=_sqrt_width(i["x"])),
     "transposed_scores": lambda **i: _attention(**i, transpose=True),
     "softmax_wrong_axis": lambda **i: _attention(**i, normalise=lambda s: softmax(s, axis=0)),
     "swapped_projections": lambda **i: _attention(**i, swap_kv=True),
+    "power_precedence": lambda **i: _attention(**i, scale=2.0 * i["w_key"].shape[-1]),
+    "scale_multiplied": lambda **i: _attention(**i, scale=1 / np.sqrt(i["w_key"].shape[-1])),
+    # √3 whatever the keys: the notebook's global d_k (an int, so not seen as notebook data) or 3 typed in
+    "reads_globals": lambda **i: _attention(**i, scale=float(np.sqrt(D_K))),
 }
 
 _TRANSPOSED = (
-    "Your scores are transposed: row i must belong to query i, i.e. q @ k.T with q = x @ w_q and "
-    "k = x @ w_k. (k @ q.T, or queries made with w_k and keys with w_q, give this same wrong answer.)"
+    "Your scores are transposed: row i must belong to query i, so the queries come first, then the "
+    "transposed keys (keys @ queries.T, or queries made with w_key and keys with w_query, give this "
+    "same wrong answer)."
+)
+_COLUMNS = ("Each column of your weights sums to 1, not each row: the softmax must run along each row (the last "
+            "axis), one row per query.")
+_D_MODEL = (
+    "You divided by the square root of the embedding width d_model (x.shape[-1], 8 here). The scores are "
+    "dot products of a query and a key, so divide by √d_k, the width of one key (3 here)."
 )
 
 
@@ -248,25 +304,54 @@ def _value(ex_id, title, answers, reference, **kw):
 register(
     _value("05.row_sums", "Row sums of the original's weights", ("row_sums",),
            lambda attention_weights, **_: {"row_sums": attention_weights.sum(axis=1)}, reads=("attention_weights",),
-           mistakes={"sum_wrong_axis": lambda attention_weights, **_: {"row_sums": attention_weights.sum(axis=0)}},
-           hints={"sum_wrong_axis": "You summed each column (axis=0). One query's weights are one row: "
-                  "sum over axis=1 (or axis=-1)."}),
-    _value("05.fixed_weights", "The fixed weights: scaled scores, softmax per row", ("fixed_weights",),
-           lambda **i: {"fixed_weights": _fixed(**i)}, reads=("scores", "keys"), mistakes=FIXED_WEIGHTS_MISTAKES,
+           mistakes={"sum_wrong_axis": lambda attention_weights, **_: {"row_sums": attention_weights.sum(axis=0)},
+                     "sum_without_axis": lambda attention_weights, **_: {"row_sums": attention_weights.sum()}},
+           hints={"sum_wrong_axis": "You summed each column (axis=0). One token's weights are one row: "
+                  "sum along each row.",
+                  "sum_without_axis": "You added up the whole matrix into one number (a sum without an axis): "
+                  "that total is 1 for the original's weights, whatever the scores. Sum each row on its own, "
+                  "one sum per token."}),
+    _value("05.fixed_weights", "The bug fixed: a softmax for each row of the raw scores", ("fixed_weights",),
+           lambda attn_scores, **_: {"fixed_weights": softmax(attn_scores)}, reads=("attn_scores",),
+           mistakes=FIXED_WEIGHTS_MISTAKES,
            hints={
-               "global_softmax": "That is the original's bug again: you divided by one sum over the whole "
-               "matrix. Sum each row on its own: np.sum(..., axis=1, keepdims=True).",
-               "missing_scale": "Each row sums to 1 now, but the scores were not scaled. Divide `scores` by "
-               "√d_k = √4 = 2 before the softmax, like the original forgot to.",
+               "global_softmax": "That is the original's bug again (your weights equal attention_weights): "
+               "one sum over the whole matrix. Divide each row by the sum of its own exponentials.",
+               "missing_keepdim": "Your row sums lost their axis: a (4,) vector, which NumPy lines up with the "
+               "columns, so entry (i, j) was divided by the sum of row j. Keep them as a (4, 1) column "
+               "(keepdims=True, or [:, None]).",
+               "softmax_wrong_axis": "Each column of your weights sums to 1, not each row: you summed over "
+               "axis=0. One token's weights are one row, so sum along each row (axis=1).",
+               "transposed_scores": "You applied the softmax to the transposed scores. Row i of attn_scores "
+               "belongs to token i: use attn_scores itself.",
+               "no_softmax": "These are the raw scores. Exponentiate them, then divide each row by its own sum.",
+               "sum_normalisation": "You divided the scores by their row sums without exponentiating first, "
+               "so some weights are negative. Exponentiate, then divide by each row's sum of exponentials.",
+               "unexpected_scale": "You divided the scores by √d_k. This step fixes the bug alone: the softmax "
+               "of each row of the raw attn_scores. The scaling is the next step.",
            }),
     _value("05.fixed_value", "The fixed attention value", ("fixed_value",),
            lambda fixed_weights, values, **_: {"fixed_value": fixed_weights @ values},
            reads=("fixed_weights", "values"), mistakes=FIXED_VALUE_MISTAKES,
            hints={
                "global_softmax": "That is the original's attention_value: it comes from the original's "
-               "weights. Use your `fixed_weights` (each row sums to 1): fixed_weights @ values.",
+               "weights. Use your `fixed_weights`, whose rows sum to 1.",
+               "elementwise_product": "You multiplied element by element (`*`). Each output is a weighted sum "
+               "of the value rows: a matrix product, `@`.",
                "transposed_scores": "You used the transposed weights. Row i of fixed_weights belongs to "
-               "token i: fixed_weights @ values.",
+               "token i and weights the rows of `values`: the weights come first in the product.",
+           }),
+    _value("05.scaled_weights", "The scaling by √d_k, as its own step", ("scaled_weights",), ref_scaled,
+           reads=("attn_scores", "keys"), mistakes=SCALED_WEIGHTS_MISTAKES,
+           hints={
+               "missing_scale": "These are the weights of the raw scores (your fixed_weights again). Divide "
+               "attn_scores by √d_k before the softmax.",
+               "scale_by_d": "You divided by d_k = 4 itself. The scaling divides by its square root, √d_k = 2.",
+               "global_softmax": "The scaling is right, but one sum over the whole matrix is the original's "
+               "bug: divide each row by its own sum, as in fixed_weights.",
+               "softmax_wrong_axis": "Each column of your weights sums to 1, not each row: sum along each row.",
+               "missing_keepdim": "Your row sums lost their axis: a (4,) vector, which NumPy lines up with the "
+               "columns. Keep them as a (4, 1) column, as in fixed_weights.",
            }),
     Exercise(
         "05.softmax",
@@ -281,19 +366,25 @@ register(
         points=2,
         hints={
             "softmax_wrong_axis": "Your softmax normalised each column. Each row must sum to 1: take the "
-            "max and the sum over axis=-1 with keepdims=True.",
+            "maximum and the sum along the last axis, keeping that axis.",
             "unstable_softmax": "Your softmax does not subtract each row's maximum, and it shows: the "
             "check's random scores contain a row near -742, where exp() keeps only a few correct digits "
-            "(and very large scores would overflow to inf). Subtract the row maximum "
-            "(np.max(scores, axis=-1, keepdims=True)) before np.exp.",
+            "(and very large scores would overflow to inf). Subtract each row's own maximum before np.exp.",
+            "missing_keepdim": "Your row maxima and row sums lost their axis: (n,) vectors, which NumPy lines "
+            "up with the columns, so entry (i, j) was shifted and divided by the numbers of row j. Keep the "
+            "axis in both: keepdims=True (or [:, None]).",
         },
     ),
     _value("05.weights", "Attention weights of 'how are you doing'", ("attn_weights",), ref_weights,
-           reads=("x", "w_q", "w_k"), mistakes=WEIGHTS_MISTAKES, hints={"transposed_scores": _TRANSPOSED}),
+           reads=("x", "w_query", "w_key"), mistakes=WEIGHTS_MISTAKES,
+           hints={"transposed_scores": _TRANSPOSED, "scale_by_d_model": _D_MODEL, "softmax_wrong_axis": _COLUMNS,
+                  "missing_scale": "Your scores were not divided by √d_k. Divide them by √d_k, the square root "
+                  "of the width of a key (3 here), before the softmax.",
+                  "scale_by_d": "You divided by d_k itself. The scaling divides by its square root, √d_k."}),
     Exercise(
         "05.self_attention",
         notebook=NOTEBOOK,
-        title="self_attention(x, w_q, w_k, w_v)",
+        title="self_attention(x, w_query, w_key, w_value)",
         answers=("self_attention",),
         kind="function",
         framework="numpy",
@@ -304,8 +395,17 @@ register(
         depends_on=("05.softmax",),
         hints={
             "transposed_scores": _TRANSPOSED,
-            "swapped_projections": "Your keys and values use each other's weights. Keys are x @ w_k, "
-            "values are x @ w_v.",
+            "softmax_wrong_axis": _COLUMNS,
+            "swapped_projections": "Your keys and values use each other's weights. The keys come from w_key, "
+            "the values from w_value.",
+            "scale_by_d_model": "You divided by the square root of the embedding width d_model (x.shape[-1]). "
+            "The scores are dot products of a query and a key, so divide by √d_k, the width of one key.",
+            "scale_by_d": "You divided by d_k itself. The scaling divides by its square root, √d_k.",
+            "missing_scale": "Your scores were not divided by √d_k. Divide them by the square root of the width "
+            "of the keys (k.shape[-1]) before the softmax.",
+            "reads_globals": "Your function divides by √3 whatever its inputs: that is the notebook's d_k (the "
+            "global variable, or the number typed in). Take d_k from the keys the function computes: "
+            "k.shape[-1].",
         },
     ),
 )

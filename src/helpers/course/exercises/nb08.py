@@ -1,0 +1,428 @@
+"""Notebook 08 — order and position (beyond the seeds), in PyTorch.
+
+Part 1: self-attention is permutation-equivariant (a value step, replayed on worlds whose
+permutations are not their own inverse). Part 2: the sinusoidal encoding of "Attention Is All You
+Need" and attention on x + pe (function steps). Part 3: a table of learned position vectors
+(function step). Part 4: rotary embeddings (RoPE): the rotation (function step), attention with
+rotated queries and keys, and the grid of scores of one query and one key put at every pair of
+positions, which depends on the offset only (value steps).
+
+The notebook's numbers are made with NumPy's seeded generators exactly as here, so
+``rng=None`` gives what the student sees. Projections are square (d_k = d_model), so a student
+who adds the encoding after the projection gets a result, and the check can name it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..reference import softmax
+from ..spec import Exercise, register, upstream_of
+
+NOTEBOOK = "08_order_and_position"
+
+VOCAB = ["the", "dog", "bites", "man"]
+SENTENCE = ["the", "dog", "bites", "the", "man"]
+PERM = np.array([0, 4, 2, 3, 1])  # "the dog bites the man" -> "the man bites the dog"
+D_MODEL = 8
+MAX_LEN = 16
+GRID = 8  # positions 0..7 for the grid of scores
+BASE = 10000.0
+
+
+# --- the notebook's numbers ----------------------------------------------------------------
+
+
+def notebook_data() -> dict:
+    """Same generator calls as the notebook's first cells."""
+    rng = np.random.default_rng(8)
+    embedding = rng.normal(size=(len(VOCAB), D_MODEL)).round(1)
+    w_query, w_key, w_value = (rng.normal(size=(3, D_MODEL, D_MODEL)) / np.sqrt(D_MODEL)).round(2)
+    x = embedding[[VOCAB.index(w) for w in SENTENCE]]
+    table = np.random.default_rng(11).normal(0.0, 0.5, size=(MAX_LEN, D_MODEL)).round(2)
+    return {"embedding": embedding, "x": x, "w_query": w_query, "w_key": w_key, "w_value": w_value,
+            "perm": PERM.copy(), "table": table}
+
+
+# --- building blocks (NumPy, float64) ----------------------------------------------------
+
+
+def attend(q, k, v, scale=True):
+    s = q @ np.swapaxes(k, -1, -2)
+    if scale:
+        s = s / np.sqrt(k.shape[-1])
+    return softmax(s) @ v
+
+
+def self_attention(x, w_query, w_key, w_value, scale=True):
+    return attend(x @ w_query, x @ w_key, x @ w_value, scale=scale)
+
+
+def _exponents(d_model: int, how: str = "pair") -> np.ndarray:
+    """The exponent e of 10000^e that divides the position, one per column."""
+    j = np.arange(d_model)
+    pair = 2 * (j // 2)  # 2i, the even column of the pair
+    return {
+        "pair": pair / d_model,
+        "without_2": (j // 2) / d_model,
+        "column_doubled": 2 * j / d_model,
+        "column": j / d_model,
+        "same": 0 * j,
+    }[how].astype(np.float64)
+
+
+def sinusoid(n, d_model, exponent="pair", start=0, layout="interleaved"):
+    """(n, d_model): sin in the even columns, cos in the odd ones, with switches for the mistakes."""
+    n, d_model = int(n), int(d_model)
+    angles = np.arange(start, start + n, dtype=np.float64)[:, None] / BASE ** _exponents(d_model, exponent)
+    out = np.empty((n, d_model))
+    if layout == "halves":  # all sines, then all cosines, of the pairs' angles
+        a = angles[:, 0::2]
+        return np.concatenate([np.sin(a), np.cos(a)], axis=1)
+    even, odd = (np.cos, np.sin) if layout == "swapped" else (np.sin, np.cos)
+    out[:, 0::2] = even(angles[:, 0::2])
+    out[:, 1::2] = odd(angles[:, 1::2])
+    return out
+
+
+def pair_frequencies(d, exponent="pair"):
+    """θ_i, one per pair of features: 1 / 10000^(2i/d) (and the mistaken exponents)."""
+    return 1.0 / BASE ** _exponents(d, exponent)[0::2]
+
+
+def rope(x, positions, pairing="adjacent", sign=1.0, exponent="pair", put_back="interleaved"):
+    """Turn every pair of features of row j by positions[j]·θ_i (with switches for the mistakes)."""
+    x = np.asarray(x, dtype=np.float64)
+    d = x.shape[-1]
+    angles = np.asarray(positions, dtype=np.float64)[:, None] * pair_frequencies(d, exponent)[None, :]
+    cos, sin = np.cos(angles), np.sin(angles)
+    if pairing == "halves":
+        u, w = x[..., : d // 2], x[..., d // 2:]
+    else:
+        u, w = x[..., 0::2], x[..., 1::2]
+    ru = u * cos - sign * w * sin
+    rw = sign * u * sin + w * cos
+    if pairing == "halves" or put_back == "halves":
+        return np.concatenate([ru, rw], axis=-1)
+    return np.stack([ru, rw], axis=-1).reshape(x.shape)
+
+
+def _grid(q_vec, k_vec, grid_positions, rotate_keys=True):
+    m = len(grid_positions)
+    qs = rope(np.tile(q_vec, (m, 1)), grid_positions)
+    ks = np.tile(k_vec, (m, 1))
+    if rotate_keys:
+        ks = rope(ks, grid_positions)
+    return qs @ ks.T
+
+
+# --- the notebook's world of names (value steps) ---------------------------------------------
+
+
+def world(rng: np.random.Generator | None = None) -> dict:
+    """Every array the value steps can read, in the notebook's order (``rng=None``: its own numbers).
+
+    Fresh worlds draw new word vectors for the same sentence (so "the" still comes twice), and a
+    permutation that is in general not its own inverse: the notebook's swap of "dog" and "man" is,
+    which hides the direction of the reordering.
+    """
+    if rng is None:
+        data = notebook_data()
+        embedding, x, wq, wk, wv, perm = (data[k] for k in ("embedding", "x", "w_query", "w_key", "w_value", "perm"))
+        table = data["table"]
+    else:
+        embedding = rng.normal(size=(len(VOCAB), D_MODEL)).round(2)
+        x = embedding[[VOCAB.index(w) for w in SENTENCE]]
+        wq, wk, wv = rng.normal(size=(3, D_MODEL, D_MODEL)) / np.sqrt(D_MODEL)
+        perm = rng.permutation(len(SENTENCE))
+        table = rng.normal(0.0, 0.5, size=(MAX_LEN, D_MODEL))
+    n = x.shape[0]
+    outputs = self_attention(x, wq, wk, wv)
+    x_shuffled = x[perm]
+    pe = sinusoid(n, D_MODEL)
+    positions = np.arange(n)
+    queries, keys, values = x @ wq, x @ wk, x @ wv
+    q_rot, k_rot = rope(queries, positions), rope(keys, positions)
+    q_vec, k_vec = queries[1], keys[4]  # "dog" asks, "man" answers
+    grid_positions = np.arange(GRID)
+    return {
+        "embedding": embedding, "x": x, "w_query": wq, "w_key": wk, "w_value": wv,
+        "n": n, "d_model": D_MODEL,
+        "outputs": outputs,
+        "perm": perm,
+        "x_shuffled": x_shuffled, "outputs_shuffled": self_attention(x_shuffled, wq, wk, wv),
+        "pe": pe,
+        "outputs_pos": self_attention(x + pe, wq, wk, wv),
+        "table": table,
+        "positions": positions,
+        "queries": queries, "keys": keys, "values": values,
+        "q_rot": q_rot, "k_rot": k_rot, "outputs_rope": attend(q_rot, k_rot, values),
+        "q_vec": q_vec, "k_vec": k_vec, "grid_positions": grid_positions,
+        "score_grid": _grid(q_vec, k_vec, grid_positions),
+    }
+
+
+# --- part 1: the same vectors, reordered --------------------------------------------------------
+
+
+def _index(perm) -> np.ndarray:
+    return np.asarray(perm).astype(np.int64)  # the student's tensor may arrive as floats
+
+
+def ref_shuffled(x, w_query, w_key, w_value, perm, **_):
+    xs = x[_index(perm)]
+    return {"x_shuffled": xs, "outputs_shuffled": self_attention(xs, w_query, w_key, w_value)}
+
+
+def _inverse_shuffled(x, w_query, w_key, w_value, perm, **_):
+    xs = x[np.argsort(_index(perm))]
+    return {"x_shuffled": xs, "outputs_shuffled": self_attention(xs, w_query, w_key, w_value)}
+
+
+def _copied_shuffled(x, outputs, perm, **_):
+    perm = _index(perm)
+    return {"x_shuffled": x[perm], "outputs_shuffled": outputs[perm]}
+
+
+def _unused_shuffled(x, w_query, w_key, w_value, perm, **_):
+    return {"x_shuffled": x[_index(perm)], "outputs_shuffled": self_attention(x, w_query, w_key, w_value)}
+
+
+SHUFFLED_MISTAKES = {"permutation_inverted": _inverse_shuffled, "copied_answer": _copied_shuffled,
+                     "permutation_not_applied": _unused_shuffled}
+SHUFFLED_HINTS = {
+    "copied_answer": "Your outputs_shuffled is outputs[perm], the earlier result reordered. That is what the "
+    "cell compares with afterwards; the point is to compute it: run self_attention on the reordered inputs.",
+}
+
+
+# --- part 2: the sinusoidal encoding ----------------------------------------------------------
+
+
+def sinusoidal_inputs(rng=None) -> dict:
+    if rng is None:
+        return {"n": len(SENTENCE), "d_model": D_MODEL}
+    return {"n": int(rng.integers(3, 13)), "d_model": int(rng.choice([4, 6, 8, 10, 12, 16]))}
+
+
+def ref_sinusoid(n, d_model):
+    return sinusoid(n, d_model)
+
+
+SINUSOID_MISTAKES = {
+    "pe_halves": lambda n, d_model: sinusoid(n, d_model, layout="halves"),
+    "pe_sin_cos_swapped": lambda n, d_model: sinusoid(n, d_model, layout="swapped"),
+    "pe_exponent_without_2": lambda n, d_model: sinusoid(n, d_model, exponent="without_2"),
+    "pe_exponent_column_doubled": lambda n, d_model: sinusoid(n, d_model, exponent="column_doubled"),
+    "pe_cos_own_frequency": lambda n, d_model: sinusoid(n, d_model, exponent="column"),
+    "pe_same_frequency": lambda n, d_model: sinusoid(n, d_model, exponent="same"),
+    "positions_from_one": lambda n, d_model: sinusoid(n, d_model, start=1),
+}
+
+
+SINUSOID_HINTS = {
+    "positions_from_one": "Your positions start at 1. The first token is at position 0, so row 0 of the encoding "
+    "is sin 0 = 0 and cos 0 = 1 in every pair: 0, 1, 0, 1, …",
+}
+
+
+def positional_inputs(rng=None) -> dict:
+    if rng is None:
+        d = notebook_data()
+        x = d["x"]
+        return {"x": x, "w_query": d["w_query"], "w_key": d["w_key"], "w_value": d["w_value"],
+                "pe": sinusoid(x.shape[0], D_MODEL)}
+    n, d_model = int(rng.integers(3, 8)), int(rng.choice([4, 6, 8]))
+    w_query, w_key, w_value = rng.normal(size=(3, d_model, d_model)) / np.sqrt(d_model)
+    return {"x": rng.normal(size=(n, d_model)), "w_query": w_query, "w_key": w_key, "w_value": w_value,
+            "pe": sinusoid(n, d_model)}
+
+
+def ref_positional(x, w_query, w_key, w_value, pe):
+    return self_attention(x + pe, w_query, w_key, w_value)
+
+
+POSITIONAL_MISTAKES = {
+    "pe_after_projection": lambda x, w_query, w_key, w_value, pe: attend(x @ w_query + pe, x @ w_key + pe,
+                                                                         x @ w_value + pe),
+    "pe_added_to_outputs": lambda x, w_query, w_key, w_value, pe: self_attention(x, w_query, w_key, w_value) + pe,
+    "pe_after_projection_qk": lambda x, w_query, w_key, w_value, pe: attend(x @ w_query + pe, x @ w_key + pe,
+                                                                            x @ w_value),
+    "positions_not_added": lambda x, w_query, w_key, w_value, pe: self_attention(x, w_query, w_key, w_value),
+    "missing_scale": lambda x, w_query, w_key, w_value, pe: self_attention(x + pe, w_query, w_key, w_value,
+                                                                           scale=False),
+}
+POSITIONAL_HINTS = {
+    "positions_not_added": "Your outputs are those of self_attention(x, …) without positions: `pe` never made it "
+    "in. Add it to x before the attention.",
+}
+
+
+# --- part 3: learned position vectors ----------------------------------------------------------
+
+
+def learned_inputs(rng=None) -> dict:
+    if rng is None:
+        d = notebook_data()
+        return {"x": np.stack([d["x"], d["x"][PERM]]), "table": d["table"]}
+    n, d_model = int(rng.integers(3, 8)), int(rng.integers(2, 7))
+    lead = [(), (int(rng.integers(2, 4)),)][int(rng.integers(2))]
+    max_len = n + int(rng.integers(2, 8))
+    return {"x": rng.normal(size=(*lead, n, d_model)), "table": rng.normal(size=(max_len, d_model))}
+
+
+def ref_learned(x, table):
+    return x + table[: x.shape[-2]]
+
+
+LEARNED_MISTAKES = {
+    "positions_from_one": lambda x, table: x + table[1: x.shape[-2] + 1],
+    "positions_concatenated": lambda x, table: np.concatenate(
+        [x, np.broadcast_to(table[: x.shape[-2]], x.shape)], axis=-1),
+    "positions_not_added": lambda x, table: x,
+}
+LEARNED_HINTS = {
+    "positions_from_one": "Your rows got the vectors of positions 1 to n. The first token is at position 0: "
+    "it gets row 0 of the table, the n tokens rows 0 to n − 1.",
+    "positions_not_added": "Your result is x itself: no position vector was added. Add the first rows of the "
+    "table, one per token.",
+}
+
+
+# --- part 4: rotary embeddings ------------------------------------------------------------------
+
+
+def rope_inputs(rng=None) -> dict:
+    if rng is None:
+        d = notebook_data()
+        return {"x": d["x"] @ d["w_query"], "positions": np.arange(len(SENTENCE))}
+    n, d = int(rng.integers(3, 8)), int(rng.choice([4, 6, 8, 12]))
+    lead = [(), (int(rng.integers(2, 4)),)][int(rng.integers(2))]
+    return {"x": rng.normal(size=(*lead, n, d)), "positions": rng.integers(0, 20, size=n)}
+
+
+def ref_rope(x, positions):
+    return rope(x, positions)
+
+
+ROPE_MISTAKES = {
+    "rope_halves": lambda x, positions: rope(x, positions, pairing="halves"),
+    "rope_wrong_sign": lambda x, positions: rope(x, positions, sign=-1.0),
+    "rope_pairs_not_put_back": lambda x, positions: rope(x, positions, put_back="halves"),
+    "rope_positions_ignored": lambda x, positions: rope(x, np.arange(x.shape[-2])),
+    "pe_exponent_without_2": lambda x, positions: rope(x, positions, exponent="without_2"),
+    "pe_same_frequency": lambda x, positions: rope(x, positions, exponent="same"),
+}
+ROPE_HINTS = {
+    "pe_exponent_without_2": "Your angles use the exponent i/d. Pair i (features 2i and 2i+1) turns by "
+    "position · θ_i with θ_i = 1 / 10000^(2i/d): the exponents run 0, 2/d, 4/d, … from one pair to the next.",
+    "pe_same_frequency": "Every pair turned by the same angle, the position itself. Either the frequencies θ_i "
+    "are missing, or their exponent became 0 (integer division, `//`, does that): pair i turns by "
+    "position · θ_i with θ_i = 1 / 10000^(2i/d).",
+}
+
+
+def ref_rope_attention(queries, keys, values, positions, **_):
+    q_rot, k_rot = rope(queries, positions), rope(keys, positions)
+    return {"q_rot": q_rot, "k_rot": k_rot, "outputs_rope": attend(q_rot, k_rot, values)}
+
+
+def _rope_attention_with(q_rot, k_rot, v, scale=True, order="qk", axis=-1):
+    s = q_rot @ k_rot.T if order == "qk" else k_rot @ q_rot.T
+    if scale:
+        s = s / np.sqrt(k_rot.shape[-1])
+    return {"q_rot": q_rot, "k_rot": k_rot, "outputs_rope": softmax(s, axis=axis) @ v}
+
+
+ROPE_ATTENTION_MISTAKES = {
+    "rope_rotates_values": lambda queries, keys, values, positions, **_: _rope_attention_with(
+        rope(queries, positions), rope(keys, positions), rope(values, positions)),
+    "rope_before_projection": lambda x, w_query, w_key, values, positions, **_: _rope_attention_with(
+        rope(x, positions) @ w_query, rope(x, positions) @ w_key, values),
+    "rope_only_queries": lambda queries, keys, values, positions, **_: _rope_attention_with(
+        rope(queries, positions), keys, values),
+    "missing_scale": lambda queries, keys, values, positions, **_: _rope_attention_with(
+        rope(queries, positions), rope(keys, positions), values, scale=False),
+    "transposed_scores": lambda queries, keys, values, positions, **_: _rope_attention_with(
+        rope(queries, positions), rope(keys, positions), values, order="kq"),
+    "softmax_wrong_axis": lambda queries, keys, values, positions, **_: _rope_attention_with(
+        rope(queries, positions), rope(keys, positions), values, axis=0),
+}
+
+
+def ref_grid(q_vec, k_vec, grid_positions, **_):
+    return {"score_grid": _grid(q_vec, k_vec, grid_positions)}
+
+
+GRID_MISTAKES = {
+    "rope_only_queries": lambda q_vec, k_vec, grid_positions, **_: {
+        "score_grid": _grid(q_vec, k_vec, grid_positions, rotate_keys=False)},
+    "transposed_scores": lambda q_vec, k_vec, grid_positions, **_: {
+        "score_grid": _grid(q_vec, k_vec, grid_positions).T},
+    "unexpected_scale": lambda q_vec, k_vec, grid_positions, **_: {
+        "score_grid": _grid(q_vec, k_vec, grid_positions) / np.sqrt(len(q_vec))},
+    "elementwise_product": lambda q_vec, k_vec, grid_positions, **_: {  # (8, d) * (8, d): d = 8 as well
+        "score_grid": rope(np.tile(q_vec, (len(grid_positions), 1)), grid_positions)
+        * rope(np.tile(k_vec, (len(grid_positions), 1)), grid_positions)},
+}
+GRID_HINTS = {
+    "elementwise_product": "You multiplied the rotated queries and keys element by element (`*`), which happens to "
+    "give an (8, 8) tensor because d_k is 8 too. Each score is a dot product of a whole rotated query with a whole "
+    "rotated key: use `@` with the transposed keys.",
+    "transposed_scores": "Your grid is transposed: row m must hold the query at position m, column n the key at "
+    "position n (the rotated queries @ the rotated keys.T).",
+    "unexpected_scale": "This grid holds the raw dot products of the rotated query and key. Leave out the division "
+    "by √d_k here.",
+    "rope_only_queries": "Only your query was rotated: every column holds the same unrotated key. Rotate the key "
+    "too, to position n in column n.",
+}
+
+
+# --- the exercises ---------------------------------------------------------------------------
+
+
+def _exercises() -> list[Exercise]:
+    fn = {"notebook": NOTEBOOK, "kind": "function", "framework": "torch"}
+    return [
+        Exercise(
+            "08.shuffled", notebook=NOTEBOOK, title="The same sentence, reordered",
+            answers=("x_shuffled", "outputs_shuffled"),
+            inputs=upstream_of(world, "x_shuffled", independent=("outputs",)),
+            reference=ref_shuffled, reads=("x", "w_query", "w_key", "w_value", "perm"),
+            mistakes=SHUFFLED_MISTAKES, hints=SHUFFLED_HINTS, framework="torch",
+        ),
+        Exercise(
+            "08.sinusoidal", title="The sinusoidal encoding", answers=("sinusoidal_encoding",),
+            inputs=sinusoidal_inputs, reference=ref_sinusoid, mistakes=SINUSOID_MISTAKES, hints=SINUSOID_HINTS,
+            dtype="float32",
+            atol=5e-5, **fn,
+        ),
+        Exercise(
+            "08.attention_with_positions", title="Attention with the positions added",
+            answers=("attention_with_positions",), inputs=positional_inputs, reference=ref_positional,
+            mistakes=POSITIONAL_MISTAKES, hints=POSITIONAL_HINTS, atol=1e-5, **fn,
+        ),
+        Exercise(
+            "08.learned_positions", title="Learned position vectors", answers=("add_learned_positions",),
+            inputs=learned_inputs, reference=ref_learned, mistakes=LEARNED_MISTAKES, hints=LEARNED_HINTS, **fn,
+        ),
+        Exercise(
+            "08.rope", title="The rotation of RoPE", answers=("apply_rope",), inputs=rope_inputs,
+            reference=ref_rope, mistakes=ROPE_MISTAKES, hints=ROPE_HINTS, atol=5e-5, points=2, **fn,
+        ),
+        Exercise(
+            "08.rope_attention", notebook=NOTEBOOK, title="Attention with rotated queries and keys",
+            answers=("q_rot", "k_rot", "outputs_rope"), inputs=upstream_of(world, "q_rot"),
+            reference=ref_rope_attention, reads=("queries", "keys", "values", "positions"),
+            mistakes=ROPE_ATTENTION_MISTAKES, atol=1e-5, framework="torch",
+        ),
+        Exercise(
+            "08.relative_grid", notebook=NOTEBOOK, title="Scores at every pair of positions",
+            answers=("score_grid",), inputs=upstream_of(world, "score_grid"), reference=ref_grid,
+            reads=("q_vec", "k_vec", "grid_positions"), mistakes=GRID_MISTAKES, hints=GRID_HINTS, atol=1e-4,
+            framework="torch",
+        ),
+    ]
+
+
+register(*_exercises())
