@@ -175,11 +175,14 @@ MODEL_READS = ("tokens_demo", "token_emb_demo", "pos_emb_demo", "w_readout_demo"
 
 
 def _model(tokens_demo, token_emb_demo, pos_emb_demo, w_readout_demo, w_query, w_key, w_value, w_out, num_heads,
-           *, positions=True, residual=True, probabilities=False, causal="lower", **_):
+           *, positions="from_zero", residual=True, probabilities=False, causal="lower", **_):
     tokens = np.asarray(tokens_demo).astype(int)
     x = token_emb_demo[tokens]
-    if positions:
-        x = x + pos_emb_demo[: tokens.shape[1]]
+    seq = tokens.shape[1]
+    if positions == "from_zero":
+        x = x + pos_emb_demo[:seq]
+    elif positions == "from_one":
+        x = x + pos_emb_demo[1: seq + 1]
     out = attention(x, w_query, w_key, w_value, w_out, num_heads, causal=causal)
     h = x + out if residual else out
     logits = h @ w_readout_demo
@@ -195,13 +198,19 @@ def _model_variant(**how):
 
 
 MODEL_MISTAKES = {
-    "missing_position_embedding": _model_variant(positions=False),
+    "positions_not_added": _model_variant(positions="none"),
+    "positions_from_one": _model_variant(positions="from_one"),
     "missing_residual": _model_variant(residual=False),
     "softmax_before_cross_entropy": _model_variant(probabilities=True),
     "missing_causal_mask": _model_variant(causal="none"),
 }
 
 MODEL_HINTS = {
+    "positions_not_added": "Your model's input vectors carry no position: each token's row of `token_emb` needs the "
+    "row of `pos_emb` of its position added. Without it, equal tokens at different places look the same to "
+    "attention.",
+    "positions_from_one": "Your positions start at 1. The first token is at position 0: it takes row 0 of "
+    "`pos_emb`, and a sequence of seq tokens takes rows 0 … seq − 1.",
     "softmax_before_cross_entropy": "Your model returns probabilities (a softmax over the vocabulary). Return the "
     "raw scores, the logits: the loss, F.cross_entropy, applies the (log-)softmax itself.",
     "missing_causal_mask": "The logits at a position change when a later token changes: the model sees the future. "
@@ -212,10 +221,10 @@ MODEL_HINTS = {
 # --- part 3: the loss, and part 5: the accuracy (function steps) ---------------------------------------
 
 
-def _answer_slices(tokens, start=0, shifted=True, everything=False, length_from_batch=False):
+def _answer_slices(tokens, start=0, shifted=True, everything=False, length_from_batch=False, typed_in=False):
     """(guess positions, target positions) as slices of the sequence axis."""
     n = tokens.shape[1]
-    length = (tokens.shape[0] if length_from_batch else n) // 2
+    length = LENGTH if typed_in else (tokens.shape[0] if length_from_batch else n) // 2
     if everything:
         return slice(0, n - 1), slice(1, n)
     if not shifted:
@@ -250,6 +259,8 @@ def _loss(logits, tokens, *, reduce="mean", how="ce", **where):
         per = -_picked(guesses, targets)
     else:
         raise ValueError(how)
+    if per.size == 0:  # no guess left (a length typed in, longer than the sequences): the mean is NaN
+        return np.nan
     return {"mean": per.mean(), "sum": per.sum(), "per_sequence": per.sum() / len(per)}[reduce]
 
 
@@ -267,11 +278,19 @@ LOSS_MISTAKES = {
     "nll_without_log_softmax": lambda logits, tokens: _loss(logits, tokens, how="nll_on_logits"),
     "divided_by_batch_size": lambda logits, tokens: _loss(logits, tokens, reduce="per_sequence"),
     "length_from_batch_axis": lambda logits, tokens: _loss(logits, tokens, length_from_batch=True),
+    "hard_coded": lambda logits, tokens: _loss(logits, tokens, typed_in=True),
 }
+
+TYPED_LENGTH_HINT = (
+    "Your function uses the notebook's length, L = 6, typed in, so it is wrong for sequences of another length "
+    "(on short ones nothing is left to average: NaN). Compute L from the shape of `tokens`."
+)
 
 
 def _accuracy(logits, tokens, *, reduce="mean", whole=False, **where):
     guesses, targets = _guesses(logits, tokens, **where)
+    if guesses.shape[1] == 0:  # no guess left (a length typed in, longer than the sequences): the mean is NaN
+        return np.nan
     right = guesses.argmax(axis=-1) == targets
     if whole:
         return right.all(axis=1).mean()
@@ -290,9 +309,11 @@ ACCURACY_MISTAKES = {
     "summed_not_averaged": lambda logits, tokens: _accuracy(logits, tokens, reduce="sum"),
     "divided_by_batch_size": lambda logits, tokens: _accuracy(logits, tokens, reduce="per_sequence"),
     "length_from_batch_axis": lambda logits, tokens: _accuracy(logits, tokens, length_from_batch=True),
+    "hard_coded": lambda logits, tokens: _accuracy(logits, tokens, typed_in=True),
 }
 
 ACCURACY_HINTS = {
+    "hard_coded": TYPED_LENGTH_HINT,
     "summed_not_averaged": "You counted the right guesses. The accuracy is their fraction: take the mean over "
     "the answer tokens of all the sequences (a number between 0 and 1).",
 }
@@ -481,7 +502,7 @@ def _probe(rng):
     batch, length, digits = _sizes(rng)
     return {"probe_table": rng.normal(size=(digits + 1, digits + 1)),
             "probe_tokens": make_sequences(rng, batch, length, digits),
-            "probe_lr": float(rng.choice([0.5, 1.0, 2.0]))}
+            "probe_lr": float(rng.choice([0.5, 2.0, 3.0]))}  # never the notebook's 1.0
 
 
 def world(rng: np.random.Generator | None = None) -> dict:
@@ -573,6 +594,7 @@ def _exercises() -> list[Exercise]:
             inputs=loss_inputs,
             reference=ref_loss,
             mistakes=LOSS_MISTAKES,
+            hints={"hard_coded": TYPED_LENGTH_HINT},
             framework="torch",
             atol=1e-5,
             **common,
