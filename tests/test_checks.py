@@ -296,3 +296,42 @@ def test_an_untouched_todo_after_an_earlier_answer_is_not_done():
     history.pre(todo, ns)
     history.post(todo, ns, NotImplementedError("TO-DO: replace this line with your code"))
     assert judge(ex, ns, history=history).status == "not_done"
+
+
+def test_a_loop_that_raised_half_way_is_not_judged_but_a_print_that_raised_after_is():
+    from helpers.runtime.history import History
+
+    torch = pytest.importorskip("torch")
+    ex = spec.get("01.scores")
+    ns = answer_namespace(ex, None, "torch") | {"torch": torch}
+    history = History()
+    loop = "attn_scores = torch.empty(3, 3)\nfor i in range(4):\n    attn_scores[i] = queries[i] @ keys.T"
+    history.pre(loop, ns)
+    try:
+        exec(loop, ns)
+    except IndexError as exc:
+        history.post(loop, ns, exc)
+    outcome = judge(ex, ns, history=history)
+    assert outcome.diagnosis == "cell_raised" and "partly computed" in outcome.message, outcome.message
+    # the value is whole; only a print after it failed: judge the value (here: right)
+    printed = "attn_scores = queries @ keys.T\nprint(attn_scores.nope)"
+    history.pre(printed, ns)
+    try:
+        exec(printed, ns)
+    except AttributeError as exc:
+        history.post(printed, ns, exc)
+    assert judge(ex, ns, history=history, cell="attn_scores = queries @ keys.T").status == "pass"
+
+
+def test_a_step_that_calls_an_unfinished_function_says_which():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from helpers.runtime.history import install
+
+    shell = InteractiveShell.instance()
+    history = install(shell)
+    shell.run_cell("def self_attention(x, w_query, w_key, w_value):\n"
+                   "    raise NotImplementedError('TO-DO: replace this line with your code')")
+    shell.run_cell("outputs_v1 = self_attention(1, 2, 3, 4)")
+    outcome = judge(spec.get("02.sa_v1"), shell.user_ns, history=history)
+    assert outcome.status == "not_done" and "`self_attention`" in outcome.message, outcome.message

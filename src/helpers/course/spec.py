@@ -268,13 +268,19 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
     fresh = [draw(ex, r) for r in rngs]
     notebook = ex.inputs(None)
     if ex.kind == "function" and fresh:
-        # At least one trial of another shape than the notebook's example: a function that reads the
-        # notebook's variables, or hard-codes a size, must not pass because every draw happened to
-        # have the example's shapes.
-        for _ in range(MAX_DRAWS):
-            if any(_shapes(trial) != _shapes(notebook) for trial in fresh):
+        # Every axis of every argument takes another length than in the notebook's example in some
+        # trial (as far as the exercise's inputs allow): a function that reads the notebook's
+        # variables, or hard-codes one size, must not pass because the draws happened to keep it.
+        wanted = _axes(notebook)
+        for attempt in range(MAX_DRAWS):
+            seen = set().union(*(_varied(trial, notebook) for trial in fresh))
+            if wanted <= seen:
                 break
-            fresh[-1] = draw(ex, rngs[-1])
+            k = attempt % len(fresh)
+            candidate = draw(ex, rngs[k])
+            others = set().union(*(_varied(t, notebook) for i, t in enumerate(fresh) if i != k))
+            if len((others | _varied(candidate, notebook)) & wanted) > len(seen & wanted):
+                fresh[k] = candidate
     probe_rng = rngs[0] if rngs else np.random.default_rng(0)
     probe_inputs = [p.inputs(probe_rng) for p in ex.probes]
     data = {
@@ -290,8 +296,21 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
     return Plan(data, [notebook, *fresh], probe_inputs)
 
 
-def _shapes(inputs: Mapping[str, Any]) -> tuple:
-    return tuple(np.shape(v) for v in inputs.values() if isinstance(v, (np.ndarray, list)))
+def _axes(inputs: Mapping[str, Any]) -> set[tuple[str, int]]:
+    return {(k, a) for k, v in inputs.items() if isinstance(v, np.ndarray) for a in range(v.ndim)}
+
+
+def _varied(trial: Mapping[str, Any], notebook: Mapping[str, Any]) -> set[tuple[str, int]]:
+    """The (argument, axis) pairs whose length in ``trial`` differs from the notebook's example."""
+    out = set()
+    for k, v in trial.items():
+        ref = notebook.get(k)
+        if isinstance(v, np.ndarray) and isinstance(ref, np.ndarray):
+            if v.ndim != ref.ndim:
+                out |= {(k, a) for a in range(ref.ndim)}
+            else:
+                out |= {(k, a) for a in range(v.ndim) if v.shape[a] != ref.shape[a]}
+    return out
 
 
 def seeds_needed(ex: Exercise) -> int:

@@ -10,7 +10,7 @@ import ast
 import re
 from collections.abc import Iterable, Sequence
 
-__all__ = ["assigned_names", "defining_cell", "first_code_line", "mentioned_names"]
+__all__ = ["assigned_names", "defining_cell", "filled_at", "first_code_line", "mentioned_names"]
 
 _MAGIC = re.compile(r"^(\s*)([%!].*)$", re.M)
 # For a cell that does not parse (a syntax error): the names on the left of a top-level `=`.
@@ -94,6 +94,38 @@ def mentioned_names(source: str) -> set[str]:
     if tree is None:
         return set()
     return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+
+
+def _filled(node: ast.AST) -> set[str]:
+    """Names whose value a statement changes piece by piece: ``x[i] = …``, ``x += …``, ``x[i] += …``."""
+    found: set[str] = set()
+    for sub in ast.walk(node):
+        targets: list[ast.AST] = []
+        if isinstance(sub, ast.Assign):
+            targets = list(sub.targets)
+        elif isinstance(sub, (ast.AugAssign, ast.AnnAssign)):
+            targets = [sub.target]
+            if isinstance(sub, ast.AugAssign) and isinstance(sub.target, ast.Name):
+                found.add(sub.target.id)
+        for t in targets:
+            while isinstance(t, (ast.Subscript, ast.Attribute)):
+                t = t.value
+                if isinstance(t, ast.Name):
+                    found.add(t.id)
+    return found
+
+
+def filled_at(source: str, line: int | None) -> set[str]:
+    """The names the top-level statement at ``line`` fills piece by piece (a loop that writes
+    ``scores[i] = …``): if that statement raised, those values are only partly computed."""
+    tree = _parse(source)
+    if tree is None or line is None:
+        return set()
+    for stmt in getattr(tree, "body", []):
+        end = getattr(stmt, "end_lineno", stmt.lineno)
+        if stmt.lineno <= line <= end:
+            return _filled(stmt)
+    return set()
 
 
 def defining_cell(sources: Sequence[str], names: Iterable[str], before: int | None = None) -> int | None:

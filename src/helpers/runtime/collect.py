@@ -141,18 +141,25 @@ def _stale_error(history: History | None, run: Run | None, names: Sequence[str],
     if history is not None and history.placeholder_since(names, run) is not None:
         return _error("not_done", f"The TO-DO cell for {what} still has its placeholder: replace the "
                                   "`raise NotImplementedError(...)` line with your code and run the cell.")
-    if run is None:
+    if run is None or not run.error:
         return None
-    stale = run.stale(names)
-    if not stale:
+    if run.placeholder and run.raised_in:
+        return _error("not_done", f"The cell that defines {what} calls `{run.raised_in}`, which still raises its "
+                                  "TO-DO placeholder: finish that step first, then run this cell again.")
+    stale, partial = run.stale(names), run.partial(names)
+    if not stale and not partial:
         return None
-    name = sorted(stale)[0]
-    if run.error and run.error.startswith("NotImplementedError"):
+    name = sorted(stale or partial)[0]
+    if run.error.startswith("NotImplementedError"):
         return _error("not_done", f"The TO-DO cell that defines `{name}` still raises NotImplementedError: "
                                   "replace the placeholder line with your code and run the cell.")
     at = f" on line {run.line}" if run.line else ""
+    if stale:
+        return _error("cell_raised", f"The cell that defines {what} raised {run.error}{at} the last time it ran, "
+                                     f"so `{name}` still holds an older value (or none). Fix that cell and run it "
+                                     "again.")
     return _error("cell_raised", f"The cell that defines {what} raised {run.error}{at} the last time it ran, so "
-                                 f"`{name}` still holds an older value (or none). Fix that cell and run it again.")
+                                 f"`{name}` may be only partly computed. Fix that cell and run it again.")
 
 
 # ----------------------------------------------------------------------------- quiet replays

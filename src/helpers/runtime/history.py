@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .cells import assigned_names, mentioned_names
+from .cells import assigned_names, filled_at, mentioned_names
 
 __all__ = ["History", "Run", "current", "install"]
 
@@ -32,6 +32,8 @@ class Run:
     unbound: frozenset[str] = field(default_factory=frozenset)  # bound by the source, but not by this run
     running: bool = False  # the cell running right now (the check is called from it)
     mentions: frozenset[str] = field(default_factory=frozenset)  # every name the source reads or binds
+    raised_in: str | None = None  # the function, defined in another cell, where the error was raised
+    unfinished: frozenset[str] = field(default_factory=frozenset)  # filled piece by piece when it raised
 
     @property
     def placeholder(self) -> bool:
@@ -42,11 +44,34 @@ class Run:
         """The names among ``names`` that this run should have bound but did not, because it raised."""
         return set(names) & self.unbound if self.error else set()
 
+    def partial(self, names: Iterable[str]) -> set[str]:
+        """The names among ``names`` this run was filling piece by piece when it raised (a loop writing
+        ``scores[i] = …``): their values are half done. A value bound whole and then only read by a
+        line that raised (a print, an assert) is complete."""
+        return set(names) & self.unfinished if self.error else set()
+
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     first = text.splitlines()[0][:200] if text else ""
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _raised_in(exc: BaseException) -> str | None:
+    """The function where ``exc`` was raised, when it was defined in another cell than the running one."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_name != "<module>":
+        tb = tb.tb_next
+    if tb is None:
+        return None
+    cell_file = tb.tb_frame.f_code.co_filename
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    if code.co_filename != cell_file and code.co_filename.startswith(("<", "/tmp/ipykernel", "/tmp/")) \
+            and code.co_name != "<module>":
+        return code.co_name
+    return None
 
 
 def _cell_line(exc: BaseException) -> int | None:
@@ -90,7 +115,10 @@ class History:
             unbound = frozenset(n for n in names if n in self._before and namespace.get(n, _MISSING) is self._before[n])
         run = Run(source, names, _first_line(error) if error is not None else None,
                   _cell_line(error) if error is not None else None, unbound,
-                  mentions=frozenset(mentioned_names(source)) if error is not None else frozenset())
+                  mentions=frozenset(mentioned_names(source)) if error is not None else frozenset(),
+                  raised_in=_raised_in(error) if error is not None else None,
+                  unfinished=frozenset(filled_at(source, _cell_line(error)) & names) if error is not None
+                  else frozenset())
         self.runs.append(run)
         if len(self.runs) > MAX_RUNS:
             del self.runs[: len(self.runs) - MAX_RUNS]
