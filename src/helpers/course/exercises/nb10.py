@@ -141,6 +141,7 @@ ATTENTION_MISTAKES = {
     "mask_after_softmax": _layer_variant(how="after"),
     "mask_with_zero": _layer_variant(how="zero"),
     "softmax_wrong_axis": _layer_variant(axis=-2),
+    "softmax_over_heads": _layer_variant(axis=1),  # dim=1, the last axis of a 2-D matrix, is the heads here
     "heads_reshaped_without_transpose": _layer_variant(wrong_heads=True),
     "missing_output_projection": _layer_variant(project=False),
 }
@@ -150,6 +151,9 @@ ATTENTION_HINTS = {
     "the head size (q.shape[-1]) before the softmax.",
     "scale_by_d_model": "You divided the scores by √d_model. Each head's scores are dot products of vectors of size "
     "d_head = d_model // num_heads: divide by √d_head.",
+    "softmax_over_heads": "Your softmax ran along dim=1, which in the (batch, heads, query, key) scores is the "
+    "heads. Every head normalises its own row of scores over the keys: dim=-1. (Along the heads, a hidden score is "
+    "−∞ in every head, so the weights there are 0/0 = NaN.)",
     "missing_output_projection": "You put the heads side by side but left out the output projection: multiply the "
     "merged heads by self.w_out.",
     "dropout_in_eval": "Your layer drops attention weights in evaluation mode too. Apply the draw only when "
