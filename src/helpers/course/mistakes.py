@@ -434,6 +434,21 @@ _ROWS = [
     ("length_from_batch_axis", "L taken from the batch axis",
      "Your L comes from the number of sequences (len(tokens) or tokens.shape[0]). A sequence's length is along "
      "axis 1: L = tokens.shape[1] // 2."),
+    ("output_projection_transposed", "the output projection transposed",
+     "You multiplied the merged heads by w_out.T. The course's weights are used as x @ w: multiply by w_out as it "
+     "is, (d_model, d_model), rows for the merged features."),
+    ("missing_readout", "no read-out to the vocabulary",
+     "Your model returns the vectors themselves, d_model numbers per token. The last step turns each vector into "
+     "one score per token of the vocabulary: multiply it by the read-out matrix."),
+    ("loss_after_update", "the loss returned after the update",
+     "Your step returns a loss computed again after optimizer.step(), so each number is one update late. Return "
+     "the loss you called backward() on, the one from before the update."),
+    ("divided_by_length", "divided by L, not by the number of guesses",
+     "You divided a sum over every guess by L, the guesses of one sequence. Average over all the guesses of all "
+     "the sequences: divide by sequences × L (or take the mean)."),
+    ("guesses_one_early", "the guesses taken one position too early",
+     "Your window starts one position early: it takes the guesses at positions L − 1 … 2L − 2, the first about "
+     "the separator. The guesses that count are made at positions L … 2L − 1, about the tokens at L + 1 … 2L."),
 ]
 
 _PROPERTY_ROWS = [

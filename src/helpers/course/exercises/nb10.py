@@ -91,7 +91,7 @@ def _weights(x, w_query, w_key, num_heads, *, causal="lower", scale="head", how=
 
 
 def attention(x, w_query, w_key, w_value, w_out, num_heads, keep=None, p=0.0, *, causal="lower", scale="head",
-              how="inf", wrong_heads=False, project=True, dropout="none", axis=-1):
+              how="inf", wrong_heads=False, project=True, dropout="none", axis=-1, out_transposed=False):
     """Causal multi-head self-attention; ``dropout`` says what happens to the weights (``none``: nothing)."""
     weights = _weights(x, w_query, w_key, num_heads, causal=causal, scale=scale, how=how, wrong_heads=wrong_heads,
                        axis=axis)
@@ -100,7 +100,9 @@ def attention(x, w_query, w_key, w_value, w_out, num_heads, keep=None, p=0.0, *,
                    "times_keep": weights * keep * (1 - p), "by_p": weights * keep / p}[dropout]
     v = split_heads(x @ w_value, int(num_heads), wrong_heads)
     merged = merge_heads(weights @ v, wrong_heads)
-    return merged @ w_out if project else merged
+    if not project:
+        return merged
+    return merged @ (w_out.T if out_transposed else w_out)
 
 
 # --- part 2a: the attention layer, in evaluation and in training mode -------------------------------
@@ -144,6 +146,7 @@ ATTENTION_MISTAKES = {
     "softmax_over_heads": _layer_variant(axis=1),  # dim=1, the last axis of a 2-D matrix, is the heads here
     "heads_reshaped_without_transpose": _layer_variant(wrong_heads=True),
     "missing_output_projection": _layer_variant(project=False),
+    "output_projection_transposed": _layer_variant(out_transposed=True),
 }
 
 ATTENTION_HINTS = {
@@ -179,7 +182,7 @@ MODEL_READS = ("tokens_demo", "token_emb_demo", "pos_emb_demo", "w_readout_demo"
 
 
 def _model(tokens_demo, token_emb_demo, pos_emb_demo, w_readout_demo, w_query, w_key, w_value, w_out, num_heads,
-           *, positions="from_zero", residual=True, probabilities=False, causal="lower", **_):
+           *, positions="from_zero", residual=True, probabilities=False, causal="lower", readout=True, **_):
     tokens = np.asarray(tokens_demo).astype(int)
     x = token_emb_demo[tokens]
     seq = tokens.shape[1]
@@ -189,6 +192,8 @@ def _model(tokens_demo, token_emb_demo, pos_emb_demo, w_readout_demo, w_query, w
         x = x + pos_emb_demo[1: seq + 1]
     out = attention(x, w_query, w_key, w_value, w_out, num_heads, causal=causal)
     h = x + out if residual else out
+    if not readout:
+        return {"logits_demo": h}
     logits = h @ w_readout_demo
     return {"logits_demo": softmax(logits) if probabilities else logits}
 
@@ -207,6 +212,7 @@ MODEL_MISTAKES = {
     "missing_residual": _model_variant(residual=False),
     "softmax_before_cross_entropy": _model_variant(probabilities=True),
     "missing_causal_mask": _model_variant(causal="none"),
+    "missing_readout": _model_variant(readout=False),
 }
 
 MODEL_HINTS = {
@@ -225,7 +231,8 @@ MODEL_HINTS = {
 # --- part 3: the loss, and part 5: the accuracy (function steps) ---------------------------------------
 
 
-def _answer_slices(tokens, start=0, shifted=True, everything=False, length_from_batch=False, typed_in=False):
+def _answer_slices(tokens, start=0, shifted=True, everything=False, length_from_batch=False, typed_in=False,
+                   early=False):
     """(guess positions, target positions) as slices of the sequence axis."""
     n = tokens.shape[1]
     length = LENGTH if typed_in else (tokens.shape[0] if length_from_batch else n) // 2
@@ -233,6 +240,8 @@ def _answer_slices(tokens, start=0, shifted=True, everything=False, length_from_
         return slice(0, n - 1), slice(1, n)
     if not shifted:
         return slice(length + 1, n), slice(length + 1, n)
+    if early:  # both windows one position to the left: from the last prompt digit to the second-to-last answer
+        return slice(length - 1, n - 2), slice(length, n - 1)
     return slice(length + start, n - 1), slice(length + 1 + start, n)
 
 
@@ -265,7 +274,8 @@ def _loss(logits, tokens, *, reduce="mean", how="ce", **where):
         raise ValueError(how)
     if per.size == 0:  # no guess left (a length typed in, longer than the sequences): the mean is NaN
         return np.nan
-    return {"mean": per.mean(), "sum": per.sum(), "per_sequence": per.sum() / len(per)}[reduce]
+    return {"mean": per.mean(), "sum": per.sum(), "per_sequence": per.sum() / len(per),
+            "per_length": per.sum() / per.shape[1]}[reduce]
 
 
 def ref_loss(logits, tokens):
@@ -283,6 +293,8 @@ LOSS_MISTAKES = {
     "divided_by_batch_size": lambda logits, tokens: _loss(logits, tokens, reduce="per_sequence"),
     "length_from_batch_axis": lambda logits, tokens: _loss(logits, tokens, length_from_batch=True),
     "hard_coded": lambda logits, tokens: _loss(logits, tokens, typed_in=True),
+    "divided_by_length": lambda logits, tokens: _loss(logits, tokens, reduce="per_length"),
+    "guesses_one_early": lambda logits, tokens: _loss(logits, tokens, early=True),
 }
 
 TYPED_LENGTH_HINT = (
@@ -298,7 +310,8 @@ def _accuracy(logits, tokens, *, reduce="mean", whole=False, **where):
     right = guesses.argmax(axis=-1) == targets
     if whole:
         return right.all(axis=1).mean()
-    return {"mean": right.mean(), "sum": right.sum(), "per_sequence": right.sum() / len(right)}[reduce]
+    return {"mean": right.mean(), "sum": right.sum(), "per_sequence": right.sum() / len(right),
+            "per_length": right.sum() / right.shape[1]}[reduce]
 
 
 def ref_accuracy(logits, tokens):
@@ -314,6 +327,8 @@ ACCURACY_MISTAKES = {
     "divided_by_batch_size": lambda logits, tokens: _accuracy(logits, tokens, reduce="per_sequence"),
     "length_from_batch_axis": lambda logits, tokens: _accuracy(logits, tokens, length_from_batch=True),
     "hard_coded": lambda logits, tokens: _accuracy(logits, tokens, typed_in=True),
+    "divided_by_length": lambda logits, tokens: _accuracy(logits, tokens, reduce="per_length"),
+    "guesses_one_early": lambda logits, tokens: _accuracy(logits, tokens, early=True),
 }
 
 ACCURACY_HINTS = {
@@ -413,7 +428,7 @@ def _table_losses(probe_table, probe_tokens, probe_lr, how="right", loss="right"
     for _ in range(PROBE_STEPS):
         value, grad = loss_and_grad(table)
         losses.append(value)
-        if how == "right":
+        if how in ("right", "after"):
             table = table - probe_lr * grad
         elif how == "accumulate":
             stored = stored + grad
@@ -423,6 +438,8 @@ def _table_losses(probe_table, probe_tokens, probe_lr, how="right", loss="right"
             stored = stored + grad
         elif how != "never":
             raise ValueError(how)
+    if how == "after":  # each step's loss computed again after its update
+        losses = losses[1:] + [loss_and_grad(table)[0]]
     return {"probe_losses": np.array(losses)}
 
 
@@ -441,6 +458,7 @@ TRAIN_MISTAKES = {
     "missing_zero_grad": _train_variant("accumulate"),
     "weights_never_updated": _train_variant("never"),
     "step_before_backward": _train_variant("step_first"),
+    "loss_after_update": _train_variant("after"),
     # a right step that trains on a wrong answer_loss (10.loss): the step is named by the loss's mistake
     **{code: _train_variant(loss=code) for code in LOSS_VARIANTS if code != "right"},
 }
