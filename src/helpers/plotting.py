@@ -667,3 +667,39 @@ def save_attention_gif(path: str | Path, x: Any, w_query: Any, w_key: Any, w_val
     anim = FuncAnimation(fig, show, frames=len(panels), interval=1000 / fps, blit=False, repeat=True)
     anim.save(path, writer=PillowWriter(fps=fps), dpi=dpi)
     return path
+
+
+# --- training (notebook 10) ------------------------------------------------------------------
+
+
+def loss_curve(losses: Any, *, ax=None, label: str | None = None, chance: float | None = None,
+               title: str | None = None, log: bool = True):
+    """The loss at every training step, as a line; call again with the same ``ax`` to add a curve.
+
+    ``chance`` draws the loss of guessing uniformly (ln of the vocabulary size) as a dashed line,
+    labelled with its value. The loss axis is logarithmic unless ``log=False``: a loss that falls
+    from 2 to 0.01 stays readable. Returns the Axes; without ``ax`` a new figure is made with
+    pyplot, so ``plt.show()`` displays it.
+    """
+    values = to_array(losses, "losses", finite=False).ravel()
+    if values.size == 0:
+        raise ValueError("`losses` is empty: there is no training step to draw.")
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=(6.4, 3.4), layout="constrained")
+    ax.plot(np.arange(1, values.size + 1), values, linewidth=1.2, label=label, gid="loss")
+    if chance is not None:
+        ax.axhline(chance, color=_MUTED, linestyle="--", linewidth=1, gid="chance")
+        ax.annotate(f"guessing: {chance:.2f}", (1, chance), xytext=(2, 3), textcoords="offset points",
+                    fontsize=9, color=_MUTED)
+    if log and np.all(values[np.isfinite(values)] > 0):
+        ax.set_yscale("log")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("loss (cross-entropy)")
+    if title:
+        ax.set_title(title)
+    if label is not None:
+        ax.legend(loc="best", frameon=False)
+    ax.grid(True, which="major", alpha=0.3)
+    return ax

@@ -391,6 +391,64 @@ _ROWS = [
     ("cache_quadratic_in_n", "the cache counted as n × n",
      "The cache grows linearly with n: each token adds one key and one value per layer and head. An n × n matrix "
      "is the size of the scores, which the cache does not keep."),
+    # --- notebook 10
+    ("missing_residual", "the attention output replaces its input",
+     "Your model hands on only what attention returns. Add it to its input instead (x + attention(x), a residual "
+     "connection): the vector keeps what its token was and gains what attention found."),
+    ("softmax_before_cross_entropy", "probabilities where the loss wants logits",
+     "A softmax was applied before the cross-entropy. F.cross_entropy takes the raw scores (logits) and applies "
+     "the (log-)softmax itself; a softmax before it squashes the scores and the loss barely moves."),
+    ("targets_not_shifted", "each guess compared with its own token",
+     "You compared the guess made at position t with the token at position t. The guess at position t is about "
+     "the NEXT token: compare logits[:, t] with tokens[:, t + 1]."),
+    ("prompt_positions_counted", "the prompt's positions counted too",
+     "You counted the guesses about the prompt's digits too. They are random, so no model can guess them: count "
+     "only the guesses made from the separator on, about the answer tokens."),
+    ("first_answer_skipped", "the first answer token left out",
+     "You left out the guess made at the separator itself. The first answer token is guessed there: the guesses "
+     "that count are made at positions L (the separator) to 2L − 1."),
+    ("summed_not_averaged", "summed instead of averaged",
+     "You added up over the guesses instead of averaging them, so the number grows with the batch and the length. "
+     "Take the mean over every answer guess of every sequence."),
+    ("loss_sign_flipped", "log-likelihood without its minus sign",
+     "Your loss is the mean log-probability of the right tokens, which training would push down. The cross-entropy "
+     "is minus that: −mean(log p(right token))."),
+    ("nll_without_log_softmax", "NLL loss on raw logits",
+     "F.nll_loss expects log-probabilities, but it was given raw logits. Apply log_softmax first, or use "
+     "F.cross_entropy, which does both."),
+    ("whole_sequences_counted", "whole sequences counted instead of tokens",
+     "You counted the sequences whose answer is entirely right. This accuracy is per token: the fraction of answer "
+     "tokens guessed right."),
+    ("missing_zero_grad", "gradients never cleared",
+     "PyTorch adds every new gradient to the one already in `.grad`. Clear the gradients in every step "
+     "(optimizer.zero_grad()) before loss.backward(), or each update uses the sum of all gradients so far."),
+    ("weights_never_updated", "a training step that changes nothing",
+     "Your training step leaves the weights as they were. Compute the gradients (loss.backward()), then use them "
+     "(optimizer.step()), with no zero_grad() between the two."),
+    ("step_before_backward", "optimizer step before the backward pass",
+     "Your optimizer steps before this batch's gradients exist, so each update uses older gradients. Order: "
+     "zero_grad, loss, backward, step."),
+    ("divided_by_batch_size", "divided by the number of sequences",
+     "You divided a sum over every guess by the number of sequences, so each sequence's L guesses add up. Average "
+     "over the guesses themselves: divide by sequences × L (or take the mean of all of them)."),
+    ("length_from_batch_axis", "L taken from the batch axis",
+     "Your L comes from the number of sequences (len(tokens) or tokens.shape[0]). A sequence's length is along "
+     "axis 1: L = tokens.shape[1] // 2."),
+    ("output_projection_transposed", "the output projection transposed",
+     "You multiplied the merged heads by w_out.T. The course's weights are used as x @ w: multiply by w_out as it "
+     "is, (d_model, d_model), rows for the merged features."),
+    ("missing_readout", "no read-out to the vocabulary",
+     "Your model returns the vectors themselves, d_model numbers per token. The last step turns each vector into "
+     "one score per token of the vocabulary: multiply it by the read-out matrix."),
+    ("loss_after_update", "the loss returned after the update",
+     "Your step returns a loss computed again after optimizer.step(), so each number is one update late. Return "
+     "the loss you called backward() on, the one from before the update."),
+    ("divided_by_length", "divided by L, not by the number of guesses",
+     "You divided a sum over every guess by L, the guesses of one sequence. Average over all the guesses of all "
+     "the sequences: divide by sequences × L (or take the mean)."),
+    ("guesses_one_early", "the guesses taken one position too early",
+     "Your window starts one position early: it takes the guesses at positions L − 1 … 2L − 2, the first about "
+     "the separator. The guesses that count are made at positions L … 2L − 1, about the tokens at L + 1 … 2L."),
 ]
 
 _PROPERTY_ROWS = [

@@ -1,0 +1,665 @@
+"""Notebook 10 — a tiny attention model that learns (beyond the seeds), PyTorch.
+
+One causal multi-head attention layer (the student's module of notebook 06, without padding)
+inside a tiny model — token and position embeddings, the layer added to its input, a linear
+read-out — trained to reverse a sequence of digits: ``d1 … dL | dL … d1``. Only the guesses
+made from the separator on can be right more often than chance, so the loss and the accuracy
+count those.
+
+- ``10.attention`` and ``10.model`` are value steps like ``06.module``: the student's cell defines
+  a module, loads the notebook's weights into it and runs it; the cell is replayed on fresh
+  worlds (:func:`world`) of other sizes.
+- ``10.loss`` and ``10.accuracy`` are function steps on logits and tokens of random sizes.
+- ``10.train_step`` runs the student's ``train_step`` four times on a stand-in model (a table of
+  next-token scores, trained with SGD) whose gradients the reference computes by hand, so the
+  order of ``zero_grad`` / ``backward`` / ``step`` shows in the losses.
+- ``10.trained`` compares the trained model's guesses on fresh sequences with the true answers:
+  the behaviour, not the weights. The student's cell is replayed on two more sets of fresh
+  sequences (cheap: it only evaluates the trained model); the reference is the task itself, so
+  a model passes when it reverses every fresh sequence, and an untrained one fails.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..mistakes import MISTAKES
+from ..reference import softmax
+from ..spec import Exercise, register, upstream_of
+
+NOTEBOOK = "10_tiny_attention_model"
+
+DIGITS, LENGTH = 10, 6  # the task: 6 digits, a separator, the 6 digits reversed
+SEP = DIGITS
+VOCAB = DIGITS + 1
+SEQ_LEN = 2 * LENGTH + 1
+MAX_LEN = 8  # the attention example's causal buffer is MAX_LEN × MAX_LEN (the notebook's cell says so)
+FRESH = 500  # fresh sequences the trained model is evaluated on
+PROBE_STEPS = 4  # train_step is run this many times on the stand-in
+
+
+# --- the task's sequences (the same generator calls as the notebook's make_sequences) ----------
+
+
+def make_sequences(rng: np.random.Generator, n: int, length: int = LENGTH, digits: int = DIGITS) -> np.ndarray:
+    """n sequences of ``length`` random digits, the separator (token ``digits``), the digits reversed."""
+    prompts = rng.integers(0, digits, size=(n, length))
+    return np.concatenate([prompts, np.full((n, 1), digits), prompts[:, ::-1]], axis=1)
+
+
+# --- building blocks (NumPy, float64) ----------------------------------------------------------
+
+
+def split_heads(x, num_heads, wrong=False):
+    b, s, d = x.shape
+    if wrong:
+        return x.reshape(b, num_heads, s, d // num_heads)
+    return x.reshape(b, s, num_heads, d // num_heads).transpose(0, 2, 1, 3)
+
+
+def merge_heads(x, wrong=False):
+    b, h, s, dh = x.shape
+    if wrong:
+        return x.reshape(b, s, h * dh)
+    return x.transpose(0, 2, 1, 3).reshape(b, s, h * dh)
+
+
+def _lower(n):
+    """(n, n): True where key j ≤ query i (what a causal query may see)."""
+    return np.tril(np.ones((n, n), dtype=bool))
+
+
+def _weights(x, w_query, w_key, num_heads, *, causal="lower", scale="head", how="inf", wrong_heads=False, axis=-1):
+    """The attention weights of every head, (batch, heads, seq, seq)."""
+    q, k = (split_heads(x @ w, int(num_heads), wrong_heads) for w in (w_query, w_key))
+    scores = q @ np.swapaxes(k, -1, -2)
+    if scale == "head":
+        scores = scores / np.sqrt(q.shape[-1])
+    elif scale == "model":
+        scores = scores / np.sqrt(x.shape[-1])
+    n = x.shape[-2]
+    allowed = {"lower": _lower(n), "none": np.ones((n, n), bool), "upper": _lower(n).T,
+               "inverted": ~_lower(n), "strict": np.tril(np.ones((n, n), bool), -1)}[causal]
+    if how == "inf":
+        with np.errstate(invalid="ignore"):  # a row with nothing allowed is 0/0: NaN, as in PyTorch
+            return softmax(np.where(allowed, scores, -np.inf), axis=axis)
+    if how == "zero":
+        return softmax(np.where(allowed, scores, 0.0), axis=axis)
+    if how == "after":
+        return softmax(scores, axis=axis) * allowed
+    raise ValueError(how)
+
+
+def attention(x, w_query, w_key, w_value, w_out, num_heads, keep=None, p=0.0, *, causal="lower", scale="head",
+              how="inf", wrong_heads=False, project=True, dropout="none", axis=-1, out_transposed=False):
+    """Causal multi-head self-attention; ``dropout`` says what happens to the weights (``none``: nothing)."""
+    weights = _weights(x, w_query, w_key, num_heads, causal=causal, scale=scale, how=how, wrong_heads=wrong_heads,
+                       axis=axis)
+    if dropout != "none":
+        weights = {"train": weights * keep / (1 - p), "no_rescale": weights * keep,
+                   "times_keep": weights * keep * (1 - p), "by_p": weights * keep / p}[dropout]
+    v = split_heads(x @ w_value, int(num_heads), wrong_heads)
+    merged = merge_heads(weights @ v, wrong_heads)
+    if not project:
+        return merged
+    return merged @ (w_out.T if out_transposed else w_out)
+
+
+# --- part 2a: the attention layer, in evaluation and in training mode -------------------------------
+
+
+ATTENTION_READS = ("x_demo", "w_query", "w_key", "w_value", "w_out", "num_heads", "p_drop", "keep_draw")
+
+
+def _layer(x_demo, w_query, w_key, w_value, w_out, num_heads, p_drop, keep_draw, *, in_eval="none",
+           in_train="train", **how):
+    """Both outputs of the layer: ``{"out_eval": …, "out_train": …}``; the keywords make its wrong variants."""
+    common = (x_demo, w_query, w_key, w_value, w_out, num_heads, keep_draw, p_drop)
+    return {"out_eval": attention(*common, dropout=in_eval, **how),
+            "out_train": attention(*common, dropout=in_train, **how)}
+
+
+def ref_layer(**names):
+    return _layer(**{n: names[n] for n in ATTENTION_READS})
+
+
+def _layer_variant(**how):
+    return lambda **names: _layer(**{n: names[n] for n in ATTENTION_READS}, **how)
+
+
+ATTENTION_MISTAKES = {
+    "dropout_in_eval": _layer_variant(in_eval="train"),
+    "missing_dropout": _layer_variant(in_train="none"),
+    "dropout_mode_inverted": _layer_variant(in_eval="train", in_train="none"),
+    "dropout_no_rescale": _layer_variant(in_train="no_rescale"),
+    "dropout_scale_by_keep": _layer_variant(in_train="times_keep"),
+    "dropout_divide_by_p": _layer_variant(in_train="by_p"),
+    "missing_scale": _layer_variant(scale="none"),
+    "scale_by_d_model": _layer_variant(scale="model"),
+    "missing_causal_mask": _layer_variant(causal="none"),
+    "mask_wrong_triangle": _layer_variant(causal="upper"),
+    "causal_mask_inverted": _layer_variant(causal="inverted"),
+    "fully_masked_row": _layer_variant(causal="strict"),
+    "mask_after_softmax": _layer_variant(how="after"),
+    "mask_with_zero": _layer_variant(how="zero"),
+    "softmax_wrong_axis": _layer_variant(axis=-2),
+    "softmax_over_heads": _layer_variant(axis=1),  # dim=1, the last axis of a 2-D matrix, is the heads here
+    "heads_reshaped_without_transpose": _layer_variant(wrong_heads=True),
+    "missing_output_projection": _layer_variant(project=False),
+    "output_projection_transposed": _layer_variant(out_transposed=True),
+}
+
+ATTENTION_HINTS = {
+    "missing_scale": "Your scores were not divided by √d_head. Inside each head, divide q·kᵀ by the square root of "
+    "the head size (q.shape[-1]) before the softmax.",
+    "scale_by_d_model": "You divided the scores by √d_model. Each head's scores are dot products of vectors of size "
+    "d_head = d_model // num_heads: divide by √d_head.",
+    "softmax_over_heads": "Your softmax ran along dim=1, which in the (batch, heads, query, key) scores is the "
+    "heads. Every head normalises its own row of scores over the keys: dim=-1. (Along the heads, a hidden score is "
+    "−∞ in every head, so the weights there are 0/0 = NaN.)",
+    "missing_output_projection": "You put the heads side by side but left out the output projection: multiply the "
+    "merged heads by self.w_out.",
+    "dropout_in_eval": "Your layer drops attention weights in evaluation mode too. Apply the draw only when "
+    "`self.training` is True; after `.eval()` the weights stay as they are.",
+    "missing_dropout": "In training mode your layer leaves the attention weights as they are. When `self.training` "
+    "is True, multiply them by the keep-mask and divide by (1 − p).",
+    "missing_causal_mask": "Every query still sees the keys after it: the causal mask is missing. Hide the scores "
+    "where `self.causal_mask` (cut to the sequence's length) is True, before the softmax.",
+    "mask_wrong_triangle": "Your mask hides the past instead of the future: query i may look at keys j ≤ i. The "
+    "buffer `self.causal_mask` is True above the diagonal, where the scores must be hidden.",
+    "causal_mask_inverted": "Your mask is the wrong way round: it hides what each query may see (keys j ≤ i) and "
+    "shows the future. In masked_fill, True means 'hide': pass `self.causal_mask[:seq, :seq]` as it is.",
+    "fully_masked_row": "Your mask hides the diagonal too, so the first query has no key left and its row is "
+    "0/0 = NaN. A token may attend to itself: hide only the keys after it (torch.triu(…, diagonal=1)).",
+}
+
+
+# --- part 2b: the model ------------------------------------------------------------------------------
+
+
+MODEL_READS = ("tokens_demo", "token_emb_demo", "pos_emb_demo", "w_readout_demo", "w_query", "w_key", "w_value",
+               "w_out", "num_heads")
+
+
+def _model(tokens_demo, token_emb_demo, pos_emb_demo, w_readout_demo, w_query, w_key, w_value, w_out, num_heads,
+           *, positions="from_zero", residual=True, probabilities=False, causal="lower", readout=True, **_):
+    tokens = np.asarray(tokens_demo).astype(int)
+    x = token_emb_demo[tokens]
+    seq = tokens.shape[1]
+    if positions == "from_zero":
+        x = x + pos_emb_demo[:seq]
+    elif positions == "from_one":
+        x = x + pos_emb_demo[1: seq + 1]
+    out = attention(x, w_query, w_key, w_value, w_out, num_heads, causal=causal)
+    h = x + out if residual else out
+    if not readout:
+        return {"logits_demo": h}
+    logits = h @ w_readout_demo
+    return {"logits_demo": softmax(logits) if probabilities else logits}
+
+
+def ref_model(**names):
+    return _model(**names)
+
+
+def _model_variant(**how):
+    return lambda **names: _model(**names, **how)
+
+
+MODEL_MISTAKES = {
+    "positions_not_added": _model_variant(positions="none"),
+    "positions_from_one": _model_variant(positions="from_one"),
+    "missing_residual": _model_variant(residual=False),
+    "softmax_before_cross_entropy": _model_variant(probabilities=True),
+    "missing_causal_mask": _model_variant(causal="none"),
+    "missing_readout": _model_variant(readout=False),
+}
+
+MODEL_HINTS = {
+    "positions_not_added": "Your model's input vectors carry no position: each token's row of `token_emb` needs the "
+    "row of `pos_emb` of its position added. Without it, equal tokens at different places look the same to "
+    "attention.",
+    "positions_from_one": "Your positions start at 1. The first token is at position 0: it takes row 0 of "
+    "`pos_emb`, and a sequence of seq tokens takes rows 0 … seq − 1.",
+    "softmax_before_cross_entropy": "Your model returns probabilities (a softmax over the vocabulary). Return the "
+    "raw scores, the logits: the loss, F.cross_entropy, applies the (log-)softmax itself.",
+    "missing_causal_mask": "The logits at a position change when a later token changes: the model sees the future. "
+    "The attention layer's causal mask is missing (see 10.attention): fix the layer's forward.",
+}
+
+
+# --- part 3: the loss, and part 5: the accuracy (function steps) ---------------------------------------
+
+
+def _answer_slices(tokens, start=0, shifted=True, everything=False, length_from_batch=False, typed_in=False,
+                   early=False):
+    """(guess positions, target positions) as slices of the sequence axis."""
+    n = tokens.shape[1]
+    length = LENGTH if typed_in else (tokens.shape[0] if length_from_batch else n) // 2
+    if everything:
+        return slice(0, n - 1), slice(1, n)
+    if not shifted:
+        return slice(length + 1, n), slice(length + 1, n)
+    if early:  # both windows one position to the left: from the last prompt digit to the second-to-last answer
+        return slice(length - 1, n - 2), slice(length, n - 1)
+    return slice(length + start, n - 1), slice(length + 1 + start, n)
+
+
+def _guesses(logits, tokens, **where):
+    tokens = np.asarray(tokens).astype(int)
+    guess, target = _answer_slices(tokens, **where)
+    return logits[:, guess], tokens[:, target]
+
+
+def _log_probs(logits):
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def _picked(values, targets):
+    return np.take_along_axis(values, targets[..., None], axis=-1)[..., 0]
+
+
+def _loss(logits, tokens, *, reduce="mean", how="ce", **where):
+    guesses, targets = _guesses(logits, tokens, **where)
+    if how == "ce":
+        per = -_picked(_log_probs(guesses), targets)
+    elif how == "softmax_twice":
+        per = -_picked(_log_probs(softmax(guesses)), targets)
+    elif how == "no_minus":
+        per = _picked(_log_probs(guesses), targets)
+    elif how == "nll_on_logits":
+        per = -_picked(guesses, targets)
+    else:
+        raise ValueError(how)
+    if per.size == 0:  # no guess left (a length typed in, longer than the sequences): the mean is NaN
+        return np.nan
+    return {"mean": per.mean(), "sum": per.sum(), "per_sequence": per.sum() / len(per),
+            "per_length": per.sum() / per.shape[1]}[reduce]
+
+
+def ref_loss(logits, tokens):
+    return _loss(logits, tokens)
+
+
+LOSS_MISTAKES = {
+    "targets_not_shifted": lambda logits, tokens: _loss(logits, tokens, shifted=False),
+    "prompt_positions_counted": lambda logits, tokens: _loss(logits, tokens, everything=True),
+    "first_answer_skipped": lambda logits, tokens: _loss(logits, tokens, start=1),
+    "softmax_before_cross_entropy": lambda logits, tokens: _loss(logits, tokens, how="softmax_twice"),
+    "summed_not_averaged": lambda logits, tokens: _loss(logits, tokens, reduce="sum"),
+    "loss_sign_flipped": lambda logits, tokens: _loss(logits, tokens, how="no_minus"),
+    "nll_without_log_softmax": lambda logits, tokens: _loss(logits, tokens, how="nll_on_logits"),
+    "divided_by_batch_size": lambda logits, tokens: _loss(logits, tokens, reduce="per_sequence"),
+    "length_from_batch_axis": lambda logits, tokens: _loss(logits, tokens, length_from_batch=True),
+    "hard_coded": lambda logits, tokens: _loss(logits, tokens, typed_in=True),
+    "divided_by_length": lambda logits, tokens: _loss(logits, tokens, reduce="per_length"),
+    "guesses_one_early": lambda logits, tokens: _loss(logits, tokens, early=True),
+}
+
+TYPED_LENGTH_HINT = (
+    "Your function uses the notebook's length, L = 6, typed in, so it is wrong for sequences of another length "
+    "(on short ones nothing is left to average: NaN). Compute L from the shape of `tokens`."
+)
+
+
+def _accuracy(logits, tokens, *, reduce="mean", whole=False, **where):
+    guesses, targets = _guesses(logits, tokens, **where)
+    if guesses.shape[1] == 0:  # no guess left (a length typed in, longer than the sequences): the mean is NaN
+        return np.nan
+    right = guesses.argmax(axis=-1) == targets
+    if whole:
+        return right.all(axis=1).mean()
+    return {"mean": right.mean(), "sum": right.sum(), "per_sequence": right.sum() / len(right),
+            "per_length": right.sum() / right.shape[1]}[reduce]
+
+
+def ref_accuracy(logits, tokens):
+    return _accuracy(logits, tokens)
+
+
+ACCURACY_MISTAKES = {
+    "targets_not_shifted": lambda logits, tokens: _accuracy(logits, tokens, shifted=False),
+    "prompt_positions_counted": lambda logits, tokens: _accuracy(logits, tokens, everything=True),
+    "first_answer_skipped": lambda logits, tokens: _accuracy(logits, tokens, start=1),
+    "whole_sequences_counted": lambda logits, tokens: _accuracy(logits, tokens, whole=True),
+    "summed_not_averaged": lambda logits, tokens: _accuracy(logits, tokens, reduce="sum"),
+    "divided_by_batch_size": lambda logits, tokens: _accuracy(logits, tokens, reduce="per_sequence"),
+    "length_from_batch_axis": lambda logits, tokens: _accuracy(logits, tokens, length_from_batch=True),
+    "hard_coded": lambda logits, tokens: _accuracy(logits, tokens, typed_in=True),
+    "divided_by_length": lambda logits, tokens: _accuracy(logits, tokens, reduce="per_length"),
+    "guesses_one_early": lambda logits, tokens: _accuracy(logits, tokens, early=True),
+}
+
+ACCURACY_HINTS = {
+    "hard_coded": TYPED_LENGTH_HINT,
+    "summed_not_averaged": "You counted the right guesses. The accuracy is their fraction: take the mean over "
+    "the answer tokens of all the sequences (a number between 0 and 1).",
+}
+
+
+def logits_example() -> dict:
+    """The notebook's `logits_try` (random scores) and `examples`."""
+    return {"logits": np.random.default_rng(3).normal(size=(3, SEQ_LEN, VOCAB)),
+            "tokens": make_sequences(np.random.default_rng(0), 3)}
+
+
+def _sizes(rng):
+    batch, length, digits = int(rng.integers(2, 6)), int(rng.integers(2, 7)), int(rng.integers(3, 11))
+    return batch, length, digits
+
+
+def loss_inputs(rng=None) -> dict:
+    if rng is None:
+        return logits_example()
+    batch, length, digits = _sizes(rng)
+    tokens = make_sequences(rng, batch, length, digits)
+    return {"logits": 2.0 * rng.normal(size=(*tokens.shape, digits + 1)), "tokens": tokens}
+
+
+def accuracy_inputs(rng=None) -> dict:
+    """Scores of a half-trained model: at the answer positions, the right next token gets a bonus (nine
+    times in ten for the first guess, six in ten for the others), so the reference and its wrong
+    variants give different fractions."""
+    if rng is None:
+        return logits_example()
+    batch, length, digits = _sizes(rng)
+    length = max(length, 3)
+    tokens = make_sequences(rng, batch, length, digits)
+    logits = rng.normal(size=(*tokens.shape, digits + 1))
+    sure = rng.random((batch, length)) < np.where(np.arange(length) == 0, 0.9, 0.6)  # the first guess is easiest
+    rows, cols = np.nonzero(sure)
+    logits[rows, length + cols, tokens[rows, length + 1 + cols]] += 4.0
+    return {"logits": logits, "tokens": tokens}
+
+
+# --- part 4: one training step, on a stand-in model -------------------------------------------------
+
+
+def _per_guess(z, y, how="ce"):
+    """Each guess's loss and its gradient with respect to its logits ``z`` (guesses × vocab), targets ``y``."""
+    rows = np.arange(len(y))
+    onehot = np.zeros_like(z)
+    onehot[rows, y] = 1.0
+    if how == "nll_on_logits":
+        return -z[rows, y], -onehot
+    if how == "softmax_twice":  # the cross-entropy of p = softmax(z), taken as logits
+        p = softmax(z)
+        g = softmax(p) - onehot
+        return -_log_probs(p)[rows, y], p * (g - (p * g).sum(axis=-1, keepdims=True))
+    loss, grad = -_log_probs(z)[rows, y], softmax(z) - onehot
+    return (-loss, -grad) if how == "no_minus" else (loss, grad)
+
+
+# the losses of 10.loss's wrong variants, as (where the guesses are, how they are scored, how they are reduced)
+LOSS_VARIANTS = {
+    "right": ({}, "ce", "mean"),
+    "targets_not_shifted": ({"shifted": False}, "ce", "mean"),
+    "prompt_positions_counted": ({"everything": True}, "ce", "mean"),
+    "first_answer_skipped": ({"start": 1}, "ce", "mean"),
+    "softmax_before_cross_entropy": ({}, "softmax_twice", "mean"),
+    "summed_not_averaged": ({}, "ce", "sum"),
+    "loss_sign_flipped": ({}, "no_minus", "mean"),
+    "nll_without_log_softmax": ({}, "nll_on_logits", "mean"),
+}
+
+
+def _table_losses(probe_table, probe_tokens, probe_lr, how="right", loss="right"):
+    """The losses `train_step` returns on the stand-in (a table of next-token scores, SGD), step by step.
+
+    ``how``: ``right`` (zero_grad, backward, step), ``accumulate`` (no zero_grad: each step uses the sum of
+    every gradient so far), ``never`` (the weights never change) or ``step_first`` (no zero_grad, and the step
+    before the backward pass: each step uses the gradients of the steps before it). ``loss``: the loss the
+    step trains on, the right one or one of 10.loss's wrong variants (the student's answer_loss)."""
+    table = np.array(probe_table, dtype=np.float64)
+    tokens = np.asarray(probe_tokens).astype(int)
+    where, scoring, reduce = LOSS_VARIANTS[loss]
+    guess, target = _answer_slices(tokens, **where)
+    rows, targets = tokens[:, guess].ravel(), tokens[:, target].ravel()
+    scale = 1.0 / len(rows) if reduce == "mean" else 1.0
+
+    def loss_and_grad(w):
+        per, g = _per_guess(w[rows], targets, scoring)
+        grad = np.zeros_like(w)
+        np.add.at(grad, rows, g * scale)
+        return per.sum() * scale, grad
+
+    losses, stored = [], np.zeros_like(table)
+    for _ in range(PROBE_STEPS):
+        value, grad = loss_and_grad(table)
+        losses.append(value)
+        if how in ("right", "after"):
+            table = table - probe_lr * grad
+        elif how == "accumulate":
+            stored = stored + grad
+            table = table - probe_lr * stored
+        elif how == "step_first":
+            table = table - probe_lr * stored
+            stored = stored + grad
+        elif how != "never":
+            raise ValueError(how)
+    if how == "after":  # each step's loss computed again after its update
+        losses = losses[1:] + [loss_and_grad(table)[0]]
+    return {"probe_losses": np.array(losses)}
+
+
+TRAIN_READS = ("probe_table", "probe_tokens", "probe_lr")
+
+
+def ref_train(**names):
+    return _table_losses(**{n: names[n] for n in TRAIN_READS})
+
+
+def _train_variant(how="right", loss="right"):
+    return lambda **names: _table_losses(**{n: names[n] for n in TRAIN_READS}, how=how, loss=loss)
+
+
+TRAIN_MISTAKES = {
+    "missing_zero_grad": _train_variant("accumulate"),
+    "weights_never_updated": _train_variant("never"),
+    "step_before_backward": _train_variant("step_first"),
+    "loss_after_update": _train_variant("after"),
+    # a right step that trains on a wrong answer_loss (10.loss): the step is named by the loss's mistake
+    **{code: _train_variant(loss=code) for code in LOSS_VARIANTS if code != "right"},
+}
+
+
+# --- part 5: the trained model on fresh sequences --------------------------------------------------
+
+
+def ref_trained(fresh_tokens, **_):
+    """The digits before the separator, reversed: what a model that has learned the rule guesses."""
+    tokens = np.asarray(fresh_tokens).astype(int)
+    length = tokens.shape[1] // 2
+    return {"fresh_predictions": tokens[:, :length][:, ::-1]}
+
+
+def copied_answer_half(fresh_tokens, **_):
+    """The tokens after the separator, copied instead of guessed by the model."""
+    tokens = np.asarray(fresh_tokens).astype(int)
+    return {"fresh_predictions": tokens[:, tokens.shape[1] // 2 + 1:]}
+
+
+# --- the notebook's world ----------------------------------------------------------------------------
+
+
+def _attention_example(rng):
+    if rng is None:
+        rng = np.random.default_rng(9)
+        x = rng.normal(size=(2, 5, 6)).round(1)
+        w_query, w_key, w_value, w_out = (rng.normal(size=(4, 6, 6)) / np.sqrt(6)).round(2)
+        p = 0.2
+        keep = (np.random.default_rng(11).random((2, 2, 5, 5)) >= p).astype(np.float64)
+        return {"x_demo": x, "w_query": w_query, "w_key": w_key, "w_value": w_value, "w_out": w_out,
+                "num_heads": 2, "p_drop": p, "keep_draw": keep}
+    batch, seq = int(rng.integers(1, 4)), int(rng.integers(3, MAX_LEN))
+    heads, d_head = int(rng.integers(2, 4)), int(rng.integers(2, 4))
+    d = heads * d_head
+    w_query, w_key, w_value, w_out = rng.normal(size=(4, d, d)) / np.sqrt(d)
+    p = float(rng.choice([0.1, 0.2, 0.3]))  # never 0.5, where dividing by p and by 1 − p agree
+    return {"x_demo": rng.normal(size=(batch, seq, d)), "w_query": w_query, "w_key": w_key, "w_value": w_value,
+            "w_out": w_out, "num_heads": heads, "p_drop": p,
+            "keep_draw": (rng.random((batch, heads, seq, seq)) >= p).astype(np.float64)}
+
+
+def _model_example(rng, d_model):
+    if rng is None:
+        rng = np.random.default_rng(12)
+        vocab, max_len, batch, seq = 9, 8, 2, 7
+    else:
+        seq = int(rng.integers(4, 9))
+        max_len = seq + int(rng.integers(1, 4))
+        vocab = int(rng.choice([v for v in range(5, 13) if v != d_model]))
+        batch = int(rng.integers(2, 4))
+    return {"tokens_demo": rng.integers(0, vocab, size=(batch, seq)),
+            "token_emb_demo": rng.normal(size=(vocab, d_model)).round(2),
+            "pos_emb_demo": rng.normal(size=(max_len, d_model)).round(2),
+            "w_readout_demo": (rng.normal(size=(d_model, vocab)) / np.sqrt(d_model)).round(2)}
+
+
+def _probe(rng):
+    if rng is None:
+        return {"probe_table": np.random.default_rng(5).normal(size=(VOCAB, VOCAB)).round(2),
+                "probe_tokens": make_sequences(np.random.default_rng(6), 4), "probe_lr": 1.0}
+    batch, length, digits = _sizes(rng)
+    return {"probe_table": rng.normal(size=(digits + 1, digits + 1)),
+            "probe_tokens": make_sequences(rng, batch, length, digits),
+            "probe_lr": float(rng.choice([0.5, 2.0, 3.0]))}  # never the notebook's 1.0
+
+
+def world(rng: np.random.Generator | None = None) -> dict:
+    """Every array the notebook defines, in notebook order, and the answers of its value steps.
+
+    Fresh worlds change the sizes of the attention example (batch, sequence length below the
+    layer's ``max_len`` of 8, heads, head width), the dropout probability and draw, the model
+    example's vocabulary, positions and tokens, and the stand-in's table, batch and learning rate.
+    The task's sequences keep their sizes: the trained model is made for them. In the fresh
+    sequences of ``10.trained`` the tokens after the separator are scrambled: a trained model's
+    guesses follow the digits before it (the notebook measures this), while a cell that copies the
+    answer tokens instead of asking the model shows.
+    """
+    examples = make_sequences(np.random.default_rng(0) if rng is None else rng, 3)
+    names = {"examples": examples, **_attention_example(rng)}
+    names |= ref_layer(**names)
+    names |= _model_example(rng, names["w_query"].shape[0])
+    names |= ref_model(**{n: names[n] for n in MODEL_READS})
+    names["logits_try"] = logits_example()["logits"] if rng is None else rng.normal(size=(3, SEQ_LEN, VOCAB))
+    names |= _probe(rng)
+    names |= ref_train(**names)
+    if rng is None:
+        names["fresh_tokens"] = make_sequences(np.random.default_rng(2024), FRESH)
+    else:  # the tokens after the separator scrambled: the trained model's guesses come from the digits before it
+        fresh = make_sequences(rng, FRESH)
+        fresh[:, LENGTH + 1:] = rng.integers(0, DIGITS, size=(FRESH, LENGTH))
+        names["fresh_tokens"] = fresh
+    names |= ref_trained(names["fresh_tokens"])
+    return names
+
+
+# --- the exercises -------------------------------------------------------------------------------------
+
+
+TRAIN_HINTS = {
+    "missing_zero_grad": "Your steps add up the gradients: `backward()` adds each new gradient to the one already "
+    "in `.grad`, so from the second step on the update uses the sum of all of them. Clear the gradients "
+    "(optimizer.zero_grad()) in every step, before `loss.backward()`.",
+    "weights_never_updated": "The loss never moves: your steps leave the weights as they were. In each step the "
+    "gradients must be computed (`loss.backward()`) and then used (`optimizer.step()`), in that order, with no "
+    "`zero_grad()` between the two.",
+    "step_before_backward": "Your optimizer steps before the gradients of this batch are computed, so every update "
+    "uses the gradients of earlier steps (the first one does nothing). Order: zero_grad, loss, backward, step.",
+    **{code: f"Your steps train on a wrong loss: the answer_loss they call has this mistake — "
+             f"{MISTAKES[code].hint[0].lower()}{MISTAKES[code].hint[1:]} Fix answer_loss (10.loss), run its cell, "
+             "then run this cell again." for code in LOSS_VARIANTS if code != "right"},
+}
+
+
+def _exercises() -> list[Exercise]:
+    common = {"notebook": NOTEBOOK}
+    return [
+        Exercise(
+            "10.attention",
+            title="The causal multi-head attention layer, in evaluation and in training mode",
+            answers=("out_eval", "out_train"),
+            inputs=upstream_of(world, "out_eval"),
+            reference=ref_layer,
+            reads=ATTENTION_READS,
+            mistakes=ATTENTION_MISTAKES,
+            hints=ATTENTION_HINTS,
+            framework="torch",
+            module="mhsa",
+            trainable=4,
+            atol=1e-5,
+            **common,
+        ),
+        Exercise(
+            "10.model",
+            title="The tiny model's forward pass",
+            answers=("logits_demo",),
+            inputs=upstream_of(world, "logits_demo"),
+            reference=ref_model,
+            reads=MODEL_READS,
+            mistakes=MODEL_MISTAKES,
+            hints=MODEL_HINTS,
+            framework="torch",
+            module="demo_model",
+            trainable=7,
+            atol=1e-5,
+            points=2,
+            **common,
+        ),
+        Exercise(
+            "10.loss",
+            title="The loss of the answer guesses",
+            answers=("answer_loss",),
+            kind="function",
+            inputs=loss_inputs,
+            reference=ref_loss,
+            mistakes=LOSS_MISTAKES,
+            hints={"hard_coded": TYPED_LENGTH_HINT},
+            framework="torch",
+            atol=1e-5,
+            **common,
+        ),
+        Exercise(
+            "10.train_step",
+            title="One training step",
+            answers=("probe_losses",),
+            inputs=upstream_of(world, "probe_losses"),
+            reference=ref_train,
+            reads=TRAIN_READS,
+            mistakes=TRAIN_MISTAKES,
+            hints=TRAIN_HINTS,
+            atol=1e-5,
+            **common,
+        ),
+        Exercise(
+            "10.accuracy",
+            title="The accuracy of the answer guesses",
+            answers=("answer_accuracy",),
+            kind="function",
+            inputs=accuracy_inputs,
+            reference=ref_accuracy,
+            mistakes=ACCURACY_MISTAKES,
+            hints=ACCURACY_HINTS,
+            framework="torch",
+            **common,
+        ),
+        Exercise(
+            "10.trained",
+            title="The trained model reverses fresh sequences",
+            answers=("fresh_predictions",),
+            inputs=upstream_of(world, "fresh_predictions"),
+            reference=ref_trained,
+            reads=("fresh_tokens",),
+            mistakes={"copied_answer": copied_answer_half},
+            hints={"copied_answer": "Your `fresh_predictions` are the tokens after the separator, copied from "
+                   "`fresh_tokens`, not the model's guesses. Run the trained model on `fresh_tokens` and take its "
+                   "guesses (the tokens with the largest logits) at the positions that guess the answer."},
+            points=2,
+            **common,
+        ),
+    ]
+
+
+register(*_exercises())
