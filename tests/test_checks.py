@@ -357,3 +357,16 @@ def test_a_step_that_calls_an_unfinished_function_says_which():
     shell.run_cell("outputs_v1 = self_attention(1, 2, 3, 4)")
     outcome = judge(spec.get("02.sa_v1"), shell.user_ns, history=history)
     assert outcome.status == "not_done" and "`self_attention`" in outcome.message, outcome.message
+
+
+def test_an_answer_that_never_uses_what_the_step_computes_with_is_not_credited():
+    """10.trained asks for the trained model's guesses; the task's rule typed in by hand gives the
+    same numbers, but it is not the step (and a model that learned nothing would pass it)."""
+    pytest.importorskip("torch")
+    ex = spec.get("10.trained")
+    assert ex.computed_with == ("model",)
+    ns = answer_namespace(ex, None, "torch")
+    cell = "fresh_predictions = np.flip(np.asarray(fresh_tokens)[:, :6], 1)"
+    ns["np"] = np  # fresh_predictions already holds the right numbers
+    outcome = judge(ex, ns, cell=cell)
+    assert outcome.status == "fail" and outcome.diagnosis == "not_computed_with" and "`model`" in outcome.message

@@ -476,6 +476,9 @@ _PROPERTY_ROWS = [
      "The cell that defines this answer raised an error the last time it ran: fix it and run it again."),
 ]
 _PROCESS_ROWS = [
+    ("not_computed_with", "the answer not computed with what the step asks for",
+     "Your cell never uses what the step asks you to compute with (for instance the trained model): the numbers "
+     "come from somewhere else."),
     ("full_score_matrix", "the whole n × n score matrix held at once",
      "Your function holds far more memory than one block of scores: it builds the whole n × n score matrix "
      "(or something as large). Work through the keys one block at a time, keeping only a running maximum, a "

@@ -95,6 +95,9 @@ class Exercise:
     module: str | None = None
     trainable: int = 0
     probes: tuple[Probe, ...] = ()
+    # value steps: names the cell must use to compute its answer (e.g. the trained ``model`` whose
+    # guesses are asked for); a cell that never mentions one is not doing the step, whatever it gives
+    computed_with: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in ("value", "function"):
@@ -290,6 +293,7 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
         "framework": ex.framework,
         "trials": fresh if ex.kind == "value" else [notebook, *fresh],
         "reads": list(ex.reads),
+        "computed_with": list(ex.computed_with),
         "module": ex.module,
         "probes": [{"kind": p.kind, "inputs": pi, "stream": p.stream} for p, pi in zip(ex.probes, probe_inputs)],
     }
@@ -466,6 +470,16 @@ def _module_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     return None
 
 
+def _unused_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
+    unused = [n for n in record.get("unused") or [] if n in ex.computed_with]
+    if not unused:
+        return None
+    names = " and ".join(f"`{n}`" for n in unused)
+    return _fail(ex, "not_computed_with", f"Your cell never uses {names}: the step asks you to compute "
+                                          f"{', '.join(f'`{a}`' for a in ex.answers)} with it, and your numbers "
+                                          "come from somewhere else.")
+
+
 def _mutation_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     mutated = record.get("mutated") or []
     if not mutated:
@@ -597,8 +611,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                            f"Your {names} {'is' if len(ex.answers) == 1 else 'are'} right on this notebook's numbers, "
                            "but the cell that computes it could not be found, so it could not be tried on other "
                            f"inputs. Compute it in a cell of its own ({ex.answers[0]} = …) and run that cell.")
-        for check in (_dtype_problem(ex, record.get("facts") or {}), _mutation_problem(ex, record),
-                      _module_problem(ex, record)):
+        for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
+                      _mutation_problem(ex, record), _module_problem(ex, record)):
             if check is not None:
                 return check
         return Outcome(ex.id, "pass", ex.points, ex.points, f"{ex.title}: correct.")

@@ -126,6 +126,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         }
     record["mutated"] = _names(raw.get("mutated") or [], set(), "the changed inputs")
     record["rebound"] = _names(raw.get("rebound") or [], set(), "the overwritten inputs")
+    if ex.computed_with:
+        record["unused"] = _names(raw.get("unused") or [], set(ex.computed_with), "the names not used")
     record["globals_read"] = _names(raw.get("globals_read") or [], set(), "the globals read")
     module = raw.get("module")
     if isinstance(module, dict):

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..convert import AnswerError, NotDone, framework_of, to_array
+from .cells import mentioned_names
 from .history import History, Run
 
 __all__ = ["OneShot", "collect", "dtype_name", "to_framework"]
@@ -352,6 +353,9 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
                                                       if r in namespace}).items()}
     trials = plan.get("trials") or []
     code: Any = cell
+    source = run.source if run is not None else (cell if isinstance(cell, str) else None)
+    if source is not None and plan.get("computed_with"):
+        record["unused"] = sorted(set(plan["computed_with"]) - mentioned_names(source))
     if code is None and run is not None:
         code = _compile_cell(run.source, shell)
     elif isinstance(code, str):

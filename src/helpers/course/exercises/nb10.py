@@ -652,6 +652,7 @@ def _exercises() -> list[Exercise]:
             inputs=upstream_of(world, "fresh_predictions"),
             reference=ref_trained,
             reads=("fresh_tokens",),
+            computed_with=("model",),  # the rule typed in by hand (reversing the digits) gives the same numbers
             mistakes={"copied_answer": copied_answer_half},
             hints={"copied_answer": "Your `fresh_predictions` are the tokens after the separator, copied from "
                    "`fresh_tokens`, not the model's guesses. Run the trained model on `fresh_tokens` and take its "
