@@ -415,9 +415,17 @@ def import_download(platform: str, source: Path, out: Path, max_file_mb: int = M
                 name = f"{base[:-6]} ({n}).ipynb"
                 n += 1
             taken[(owner.folder, name)] = shown
-            dir_fd = _open_dir(out_fd, owner.folder)
+            try:
+                dir_fd = _open_dir(out_fd, owner.folder)
+            except OSError as exc:  # a link (never followed) or a file where the student's folder goes
+                result.notes.append(f"{shown}: {_say(owner.folder)} in {_say(str(out))} is not a folder (a "
+                                    f"symbolic link?: {exc.strerror or exc}); not written there")
+                continue
             try:
                 state = _write_file(dir_fd, name, data)
+            except OSError as exc:
+                result.notes.append(f"{shown}: could not be written ({exc.strerror or exc}); skipped")
+                continue
             finally:
                 os.close(dir_fd)
             result.written[state] += 1
@@ -689,8 +697,8 @@ def canvas_columns(notebooks: list[str], course: dict[str, float], roster: Roste
             if roster is not None and header is None:
                 raise PlatformError(f"assignment {aid} is not in the roster's columns: is it the right course?")
             header, kind = header or f"{nb} ({aid})", "id"
-        elif target is not None:
-            header, kind = target, "title"
+        elif target is not None:  # by title: new when the roster has no such assignment, unknown without one
+            header, kind = target, ("new" if roster is not None else "title")
         else:
             header, kind = nb, "new"
         col = columns.setdefault(header, CanvasColumn(header, [], 0.0, None, kind))
