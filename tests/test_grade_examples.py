@@ -111,6 +111,12 @@ def test_slurm_array_tasks_run_the_shards_of_one_class(tmp_path):
         assert command == "grade" and args.submissions == Path("/class") and args.jobs == 2
         seen.append((args.shard.index, args.shard.count, args.out))
     assert sorted(seen) == [(i, count, Path(f"grades/shard-{i}")) for i in range(count)]
+    # one task run again on its own (--array=3: an array of one) still grades shard 3 of N
+    log.unlink()
+    env.update(SLURM_ARRAY_TASK_ID="3", SLURM_ARRAY_TASK_COUNT="1", SHARDS=str(count))
+    assert _bash(SLURM / "grade-array.sbatch", tmp_path, env).returncode == 0
+    (call,) = _calls(log)
+    assert grade.parse(_grader_args(call))[1].shard == shards.ShardSpec(3, count)
     # without the class folder it refuses to start (rather than grading nothing)
     proc = _bash(SLURM / "grade-array.sbatch", tmp_path, {"PYTHON": str(stub), "ARGV_LOG": str(log)})
     assert proc.returncode != 0 and "SUBMISSIONS" in proc.stderr
