@@ -10,6 +10,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from helpers import build
+from helpers.runtime.cells import assigned_names, mentioned_names
 from paths import NOTEBOOKS, SOLUTIONS
 
 
@@ -182,14 +183,17 @@ def test_no_notebook_loads_an_image_from_the_network(path):
             assert "urlopen" not in cell.source and "requests.get" not in cell.source, f"cell {i + 1} downloads"
 
 
-def test_only_todo_cells_are_tagged_to_let_run_all_carry_on():
+def test_todo_cells_and_cells_calling_the_students_code_are_tagged_to_let_run_all_carry_on():
     nb = _nb("### BEGIN SOLUTION\na = 1\n### END SOLUTION", "print(a)", "def f():\n    ### BEGIN SOLUTION\n"
-             "    return 1\n    ### END SOLUTION")
+             "    return 1\n    ### END SOLUTION", 'check("09.f")', "print(f() + 1)", "g = 2")
     nb.cells[2].metadata["tags"] = ["nbval-ignore-output"]
     out = build.build_notebook(nb, "09_demo.ipynb")
     assert out.cells[0].metadata["tags"] == [build.RAISES]
-    assert "tags" not in out.cells[1].metadata
+    assert "tags" not in out.cells[1].metadata  # reads a value, calls nothing the student wrote
     assert out.cells[2].metadata["tags"] == ["nbval-ignore-output", build.RAISES]
+    assert "tags" not in out.cells[3].metadata  # a check prints "not done yet" by itself
+    assert out.cells[4].metadata["tags"] == [build.RAISES]  # calls the student's f
+    assert "tags" not in out.cells[5].metadata
     assert "tags" not in nb.cells[0].metadata, "the solution notebook itself must not be modified"
 
 
@@ -197,9 +201,15 @@ def test_only_todo_cells_are_tagged_to_let_run_all_carry_on():
 def test_every_todo_cell_of_the_exercises_is_tagged(path):
     nb = nbformat.read(path, as_version=4)
     placeholder = build.PLACEHOLDER[1].format(indent="").strip()
+    theirs: set[str] = set()  # functions and classes with a TO-DO in their body
     for i, cell in enumerate(nb.cells):
         tagged = build.RAISES in cell.metadata.get("tags", [])
-        assert tagged == (cell.cell_type == "code" and placeholder in cell.source), f"cell {i + 1}"
+        todo = cell.cell_type == "code" and placeholder in cell.source
+        calls = cell.cell_type == "code" and not todo and "check(" not in cell.source and bool(
+            theirs & mentioned_names(cell.source))
+        assert tagged == (todo or calls), f"cell {i + 1}"
+        if todo:
+            theirs |= {n for n in assigned_names(cell.source) if re.search(rf"^(def|class) {n}\b", cell.source, re.M)}
 
 
 def test_kernelspec_is_the_one_jupyterlab_writes_for_this_kernel():

@@ -72,6 +72,11 @@ def graded(tmp_path_factory):
     return {"row": row, "out": out, "page": report.feedback_path(out, row["student"], row["notebook"])}
 
 
+def untouched_todo_cells() -> int:
+    """How many cells of the realistic submission still raise the TO-DO's NotImplementedError."""
+    return sum(c.cell_type == "code" and "raise NotImplementedError" in c.source for c in realistic_notebook().cells)
+
+
 def _step(row, ex_id):
     return next(e for e in row["exercises"] if e["id"] == ex_id)
 
@@ -93,9 +98,11 @@ def test_the_row_holds_what_the_page_needs(graded):
     # the TensorFlow half is untouched: its steps show their own TO-DO cell, not the PyTorch cell that set `x`
     tf_x = _step(row, "01.tf_x")
     assert tf_x["cell_role"] == "before_check" and tf_x["cell"] > _step(row, "01.x")["cell"]
-    # the NameError and the 8 TO-DO cells left as handed out (each raises NotImplementedError)
-    assert row["error_count"] == len({e["cell"] for e in row["errors"]}) == 9
-    assert sum("NotImplementedError" in e["text"] for e in row["errors"]) == 8
+    # the NameError and the TO-DO cells left as handed out (each raises NotImplementedError)
+    left = untouched_todo_cells()
+    assert left >= 1
+    assert row["error_count"] == len({e["cell"] for e in row["errors"]}) == left + 1
+    assert sum("NotImplementedError" in e["text"] for e in row["errors"]) == left
 
 
 @needs_bwrap
@@ -109,7 +116,7 @@ def test_page_puts_code_and_errors_next_to_their_step(graded):
     assert "NameError" not in sections["01.softmax"] and "dim=0" in sections["01.softmax"]
     assert "raised NameError" in sections["01.outputs"] and "line 3" in sections["01.outputs"]
     assert "Fill in the TO-DO cell above" not in page and "run it" not in page
-    assert "ran to the end, but 9 of its cells raised an error" in page
+    assert f"ran to the end, but {untouched_todo_cells() + 1} of its cells raised an error" in page
     assert "without an error" not in page
 
 

@@ -13,7 +13,8 @@ code cell::
 The builder replaces each marked region by a TO-DO placeholder (indented like the
 region, so it also works inside a function body), tags each such cell ``raises-exception``
 (so "Run All" in JupyterLab, Notebook, VS Code or nbclient carries on past an unfinished step
-and every check below it still answers), clears outputs and execution counts, writes the
+and every check below it still answers) and so too every given cell that calls a function or
+class the student writes, clears outputs and execution counts, writes the
 kernel metadata JupyterLab would write (so a notebook does not open as modified), and
 records the notebook's id in its metadata so the grader recognises a renamed file.
 """
@@ -21,6 +22,7 @@ records the notebook's id in its metadata so the grader recognises a renamed fil
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
 import re
 import sys
@@ -30,6 +32,7 @@ from pathlib import Path
 import nbformat
 
 from . import colab
+from .runtime.cells import mentioned_names
 
 __all__ = ["BuildError", "build_notebook", "lint", "main", "notebook_id", "solution_regions"]
 
@@ -104,6 +107,15 @@ def solution_regions(nb: nbformat.NotebookNode, name: str) -> list[Region]:
     return regions
 
 
+def _defined_callables(source: str) -> set[str]:
+    """Top-level functions and classes a cell defines."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+
+
 def _strip_regions(source: str, regions: list[Region]) -> str:
     lines = source.split("\n")
     for r in sorted(regions, key=lambda r: r.start, reverse=True):
@@ -135,12 +147,16 @@ def build_notebook(
     by_cell: dict[int, list[Region]] = {}
     for r in regions:
         by_cell.setdefault(r.cell, []).append(r)
+    written: set[str] = set()  # functions and classes whose body the student writes
     for ci, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
             cell.outputs = []
             cell.execution_count = None
+            uses_theirs = ci not in by_cell and not check_calls(cell.source) and written & mentioned_names(cell.source)
             if ci in by_cell:
+                written |= _defined_callables(cell.source)
                 cell.source = _strip_regions(cell.source, by_cell[ci])
+            if ci in by_cell or uses_theirs:
                 tags = cell.metadata.setdefault("tags", [])
                 if RAISES not in tags:
                     tags.append(RAISES)

@@ -225,6 +225,32 @@ _ROWS = [
      "the softmax."),
     ("padding_mask_off_by_one", "padding mask off by one",
      "Your mask shows one padded key too many: positions count from 0, so key j is real when j < length (not ≤)."),
+    # --- notebook 07
+    ("acc_not_rescaled", "the running output not rescaled",
+     "You rescaled the running sum when the maximum grew, but not the running output: both were measured "
+     "against the old maximum. Multiply the running output by the same exp(m_old − m_new) before adding the "
+     "new block's weighted values."),
+    ("missing_final_division", "the running output never divided by the running sum",
+     "Your output is the running sum of exp(score − m) · value, not yet divided by the running sum of "
+     "exp(score − m). Divide each query's output by its own total at the end."),
+    ("block_max_in_exp", "a block's exponentials taken against the block's own maximum",
+     "You exponentiated each block's scores minus that block's own maximum, while the running sums are measured "
+     "against the running maximum m_new: the blocks end up summed on different scales. Subtract m_new."),
+    ("diagonal_block_unmasked", "the diagonal block used without its mask",
+     "You skip the blocks above the diagonal but use the whole diagonal block. Inside it, the keys after a "
+     "query are still in its future: hide the keys j > i there (score −∞)."),
+    ("diagonal_block_skipped", "the diagonal block left out",
+     "Your loop over the key blocks stops before the diagonal block, so no query sees the keys of its own block "
+     "(and the first block's queries see nothing at all: 0/0). Include the diagonal block, with its mask."),
+    ("triangle_mask_every_block", "the diagonal block's triangle mask applied to every block",
+     "You masked the upper triangle of every block, not only of the diagonal one. In a block below the diagonal "
+     "every key comes before every query, so nothing there is hidden: mask only the diagonal block (or compare "
+     "positions in the whole sequence rather than within the block)."),
+    ("softmax_per_block", "each block's softmax taken on its own",
+     "You normalised each block's scores on their own and then combined the blocks' results. A query's weights "
+     "must sum to 1 over all the keys together: keep running sums across the blocks and divide once, at the end."),
+    ("normaliser_pair_swapped", "(total, m) returned instead of (m, total)",
+     "Your pair is the other way round: the maximum m comes first, then the total."),
     # --- notebook 08
     ("permutation_inverted", "reordered with the inverse permutation",
      "Your rows are reordered the other way round. Row i of the reordered tensor must be row perm[i] of the "
@@ -292,6 +318,79 @@ _ROWS = [
     ("rope_only_queries", "only the queries rotated",
      "Only your queries were rotated. Turn each key too, by the angles of its own position: then a score depends "
      "on the difference of the two positions."),
+    # --- notebook 01/03
+    # transposed_first_operand, keys_not_transposed, values_times_weights, values_transposed,
+    # product_order_reversed, missing_squeeze, sum_without_axis: catalogued under notebooks 04/05 (the same
+    # misconceptions)
+    ("one_query_only", "one query's result instead of all queries'",
+     "Your answer is what a single query gets. All queries at once add an axis in front: one slice per query."),
+    ("no_new_axis", "weights times values without a new axis",
+     "You multiplied the weights and the values entry by entry as they are, so weight (i, j) met entry (i, j) "
+     "of the values (this only runs when the sizes happen to agree). Weight (i, j) must scale the whole of "
+     "value j: give the weights a new last axis first."),
+    ("sum_over_features", "summed the features of each value",
+     "You summed over the features: that adds up the numbers inside each value vector. An output keeps the "
+     "features of the values and adds up the weighted values of the different inputs."),
+    ("width_of_keys", "d_k where the values' width d_v belongs",
+     "You gave the values' side the width of the keys, d_k. Keys and queries must share a width to be "
+     "compared; the values have their own width, d_v, and so have the outputs made from them."),
+    ("width_of_inputs", "d_model where the values' width d_v belongs",
+     "You gave the result the width of the inputs, d_model. An output is a mix of values, so it has the "
+     "values' width, d_v."),
+    ("summed_too_early", "the weighted values already summed",
+     "You computed the outputs (the weights times the values, already summed over the inputs). This step keeps "
+     "every weighted value on its own: one vector for each (query, input) pair, summed only in the next step."),
+    ("new_axis_on_values", "the new axis given to the values instead of the weights",
+     "You gave the values the new axis. Weight (i, j) must scale every feature of value j, so it is the weights "
+     "that need a new last axis, to be stretched along the features."),
+    ("mean_instead_of_sum", "averaged instead of summed",
+     "You took the mean. The weights of each query already sum to 1, so the plain sum of the weighted values "
+     "is their weighted average; dividing by the number of tokens again shrinks every output."),
+    ("missing_sum", "the sum over the tokens left out",
+     "Your result still has the axis of the tokens being mixed: the weighted values are not added up yet. Sum "
+     "them over that axis."),
+    # --- notebook 09
+    ("cross_keys_from_decoder", "cross-attention keys and values taken from the decoder",
+     "Your keys and values come from the decoder's own tokens, which makes it self-attention again. In "
+     "cross-attention only the queries come from the decoder; the keys and values come from the encoder's outputs."),
+    ("cross_queries_from_encoder", "cross-attention queries taken from the encoder",
+     "Your queries come from the encoder, so you get one output per encoder token. The queries come from the "
+     "decoder (one output per token being written); the keys and values from the encoder."),
+    ("cross_roles_swapped", "the two sequences' roles swapped in cross-attention",
+     "You took the queries from the encoder and the keys and values from the decoder: the roles the wrong way "
+     "round. The decoder asks (queries); the encoder's outputs are looked up (keys and values)."),
+    ("cross_causal_mask", "a causal mask in cross-attention",
+     "Cross-attention needs no causal mask: the whole source sentence is known before decoding starts, so every "
+     "decoder token may look at every real encoder token. Hide only the encoder's padding."),
+    ("cache_not_appended", "the new key and value never stored in the cache",
+     "Each token attends to its own key only: the new key and value are not kept in the cache, so the cache "
+     "stays empty. Append them to the cache at every step, then attend over everything the cache holds."),
+    ("cache_appended_late", "the new key and value appended after attending",
+     "Each token attends to the earlier tokens but not to itself: its key and value are added to the cache only "
+     "after the attention. Append first, then attend: a token may look at itself."),
+    ("cache_remasked", "the cached keys hidden by a mask counted from 0",
+     "Your causal mask counts the new queries as positions 0, 1, …, so it hides cached keys that lie in the past. "
+     "The new queries come after everything in the cache: with t keys cached, new query i is at position t + i "
+     "and may see keys j ≤ t + i (one new token sees the whole cache, no mask needed)."),
+    ("cache_mask_off_by_one", "the cache mask's offset one too small",
+     "Your mask's offset is one too small: each new query loses its own key. With t keys cached, new query i is "
+     "at position t + i and may see keys j ≤ t + i, itself included."),
+    ("cache_mask_sees_next", "the cache mask's offset one too large",
+     "Your mask's offset is one too large: each new query also sees the new token after it. With t keys cached, "
+     "new query i is at position t + i and may see keys j ≤ t + i, not j ≤ t + i + 1."),
+    ("cache_position_offset", "the new token's position counted from 0",
+     "Every new token gets position 0: its position embedding is counted within the one-token input instead of "
+     "within the whole sequence. Token t is at position t (the number of tokens already in the cache)."),
+    ("cache_missing_kv_factor", "the cache counted without its values (no factor 2)",
+     "The cache holds two tensors per layer, the keys and the values: multiply by 2."),
+    ("cache_missing_layers", "the cache of one layer only",
+     "Every layer keeps its own keys and values: multiply by the number of layers."),
+    ("cache_counted_in_numbers", "the cache counted in numbers, not bytes",
+     "You counted the numbers in the cache, not their bytes: multiply by the bytes of one number (4 in float32, "
+     "2 in float16)."),
+    ("cache_quadratic_in_n", "the cache counted as n × n",
+     "The cache grows linearly with n: each token adds one key and one value per layer and head. An n × n matrix "
+     "is the size of the scores, which the cache does not keep."),
 ]
 
 _PROPERTY_ROWS = [
@@ -323,6 +422,11 @@ _PROCESS_ROWS = [
     ("not_one_pass", "the stream read more than once",
      "Your function reads the stream of scores more than once (or keeps all of it). An online softmax reads "
      "each score once, as it arrives, and keeps only a running maximum and a running sum."),
+    # --- notebook 07
+    ("future_blocks_computed", "blocks above the diagonal computed, then masked",
+     "Your causal function computes scores of keys that come after their query, which the mask then hides: "
+     "whole blocks above the diagonal. Skip the key blocks that lie after a block of queries; only the diagonal "
+     "block needs a mask."),
 ]
 
 _ALL = [r[0] for r in (*_ROWS, *_PROPERTY_ROWS, *_PROCESS_ROWS)]

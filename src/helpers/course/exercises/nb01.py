@@ -1,7 +1,9 @@
 """Notebook 01 — illustrated self-attention (seed 000), in PyTorch and in TensorFlow.
 
 Both halves compute the same numbers from the same inputs and use the same names, so one
-world of names serves both; each half's exercises require its own framework.
+world of names serves both; each half's exercises require its own framework. The PyTorch half
+has one TO-DO cell per step; the TensorFlow half is a translation in two TO-DO cells (the
+tensors and projections; then scores, weights and outputs), each checked step by step.
 
 Every value step is a function of the names it reads: on the notebook's numbers, on the
 student's own earlier answers (carried-forward credit), and on fresh random worlds on which
@@ -41,22 +43,22 @@ def world(rng: np.random.Generator | None = None) -> dict:
     the softmax does not turn one-hot.
     """
     if rng is None:
-        x, wk, wq, wv, rounded = X, W_KEY, W_QUERY, W_VALUE, ROUNDED_WEIGHTS
+        x, wq, wk, wv, rounded = X, W_QUERY, W_KEY, W_VALUE, ROUNDED_WEIGHTS
     else:
         x = rng.integers(0, 2, size=(3, 4)).astype(np.float64)
-        wk, wq = (rng.integers(0, 2, size=(4, 3)).astype(np.float64) for _ in range(2))
+        wq, wk = (rng.integers(0, 2, size=(4, 3)).astype(np.float64) for _ in range(2))
         wv = rng.integers(0, 4, size=(4, 3)).astype(np.float64)
         rounded = _rounded_rows(rng, 3)
-    keys, queries, values = x @ wk, x @ wq, x @ wv
+    queries, keys, values = x @ wq, x @ wk, x @ wv
     scores = queries @ keys.T
     weights = softmax(scores)
     return {
         "x_list": x.astype(int).tolist(),
-        "w_key_list": wk.astype(int).tolist(),
         "w_query_list": wq.astype(int).tolist(),
+        "w_key_list": wk.astype(int).tolist(),
         "w_value_list": wv.astype(int).tolist(),
-        "x": x, "w_key": wk, "w_query": wq, "w_value": wv,
-        "keys": keys, "queries": queries, "values": values,
+        "x": x, "w_query": wq, "w_key": wk, "w_value": wv,
+        "queries": queries, "keys": keys, "values": values,
         "attn_scores": scores,
         "attn_weights": weights,
         "rounded_weights": rounded,
@@ -76,20 +78,28 @@ def ref_x(x_list, **_):
     return {"x": _f(x_list)}
 
 
-def ref_weights(w_key_list, w_query_list, w_value_list, **_):
-    return {"w_key": _f(w_key_list), "w_query": _f(w_query_list), "w_value": _f(w_value_list)}
+def ref_weights(w_query_list, w_key_list, w_value_list, **_):
+    return {"w_query": _f(w_query_list), "w_key": _f(w_key_list), "w_value": _f(w_value_list)}
 
 
-def swapped_weights(w_key_list, w_query_list, w_value_list, **_):
-    return {"w_key": _f(w_query_list), "w_query": _f(w_key_list), "w_value": _f(w_value_list)}
+def swapped_weights(w_query_list, w_key_list, w_value_list, **_):
+    return {"w_query": _f(w_key_list), "w_key": _f(w_query_list), "w_value": _f(w_value_list)}
 
 
-def ref_qkv(x, w_key, w_query, w_value, **_):
-    return {"keys": x @ w_key, "queries": x @ w_query, "values": x @ w_value}
+def ref_qkv(x, w_query, w_key, w_value, **_):
+    return {"queries": x @ w_query, "keys": x @ w_key, "values": x @ w_value}
 
 
-def swapped_qkv(x, w_key, w_query, w_value, **_):
-    return {"keys": x @ w_query, "queries": x @ w_key, "values": x @ w_value}
+def swapped_qkv(x, w_query, w_key, w_value, **_):
+    return {"queries": x @ w_key, "keys": x @ w_query, "values": x @ w_value}
+
+
+def reversed_qkv(x, w_query, w_key, w_value, **_):
+    """w @ x: (d_model, d_k) @ (n, d_model) runs here because n = d_k = 3, and gives (d_model, d_model)."""
+    return {"queries": w_query @ x, "keys": w_key @ x, "values": w_value @ x}
+
+
+QKV_MISTAKES = {"swapped_projections": swapped_qkv, "product_order_reversed": reversed_qkv}
 
 
 def ref_scores(queries, keys, **_):
@@ -101,6 +111,8 @@ SCORES_MISTAKES = {
     "unexpected_scale": lambda queries, keys, **_: {"attn_scores": queries @ keys.T / np.sqrt(keys.shape[-1])},
     "elementwise_with_transpose": lambda queries, keys, **_: {"attn_scores": queries * keys.T},
     "elementwise_product": lambda queries, keys, **_: {"attn_scores": queries * keys},
+    "transposed_first_operand": lambda queries, keys, **_: {"attn_scores": queries.T @ keys},
+    "keys_not_transposed": lambda queries, keys, **_: {"attn_scores": queries @ keys},
 }
 
 
@@ -135,6 +147,8 @@ OUTPUT_MISTAKES = {
     "no_softmax": lambda attn_scores, values, **_: {"outputs": attn_scores @ values},
     "elementwise_product": lambda attn_weights, values, **_: {"outputs": attn_weights * values},
     "transposed_scores": lambda attn_weights, values, **_: {"outputs": attn_weights.T @ values},
+    "values_times_weights": lambda attn_weights, values, **_: {"outputs": values @ attn_weights},
+    "values_transposed": lambda attn_weights, values, **_: {"outputs": attn_weights @ values.T},
 }
 
 
@@ -145,56 +159,132 @@ def ref_rounded(rounded_weights, values, **_):
 ROUNDED_MISTAKES = {
     "elementwise_product": lambda rounded_weights, values, **_: {"outputs_rounded": _f(rounded_weights) * values},
     "rounded_weights": lambda attn_weights, values, **_: {"outputs_rounded": attn_weights @ values},
+    "values_times_weights": lambda rounded_weights, values, **_: {"outputs_rounded": values @ _f(rounded_weights)},
 }
 
-_NO_SCALE = ("This notebook uses the raw scores queries @ keys.T on purpose: the scaling by √d_k comes in "
-             "notebook 02. Leave it out here.")
-_HINTS = {
-    "unexpected_scale": _NO_SCALE,
-    "transposed_scores": "Row i of the scores must belong to query i: use queries @ keys.T (you have keys "
-    "against queries). The notebook's own numbers are symmetric and hide this; other inputs do not.",
+_NO_SCALE = ("This notebook uses the raw scores on purpose: the scaling by √d_k comes in notebook 02. "
+             "Leave it out here.")
+
+
+REVERSED_QKV_HINT = (
+    "You multiplied the weights by the inputs (w @ x). That runs here only because there are as many tokens as a "
+    "weight matrix has columns, and it gives a (4, 4) matrix. The tokens are the rows of x, so x comes first: "
+    "each row is multiplied by the weight matrix on its right."
+)
+
+
+def _hints(framework: str) -> dict[str, dict[str, str]]:
+    """Per-step wording of the hints, in the half's own API (no `tf.` in the PyTorch half and no `.T` in
+    the TensorFlow half, whose tensors have none)."""
+    tf = framework == "tensorflow"
+    qk = "tf.matmul(queries, keys, transpose_b=True)" if tf else "queries @ keys.T"
+    axis = "axis=-1" if tf else "dim=-1"
+    keep = "tf.reduce_sum(…, axis=-1, keepdims=True)" if tf else ".sum(dim=-1, keepdim=True)"
+    product = ("You multiplied element by element (`*`). A matrix product is tf.matmul (or `@`)." if tf else
+               "You multiplied element by element (`*`). A matrix product is `@` (or torch.matmul).")
+    return {
+        "qkv": {"product_order_reversed": REVERSED_QKV_HINT},
+        "scores": {
+            "elementwise_product": product,
+            "unexpected_scale": _NO_SCALE,
+            "transposed_scores": f"Row i of the scores must belong to query i: {qk} (you have keys against "
+            "queries). The notebook's own scores happen to be symmetric and hide this; other inputs do not.",
+            "transposed_first_operand": "You transposed the queries instead of the keys, so your product pairs "
+            f"feature columns with feature columns. A score pairs a row of the queries with a row of the keys: {qk}.",
+        },
+        "softmax": {
+            "unexpected_scale": "You divided the scores by √d_k before the softmax. This notebook uses the "
+            "unscaled scores: apply the softmax to attn_scores directly.",
+            "transposed_scores": "Your weights are the softmax of the transposed scores (each column "
+            f"normalised, then transposed). Apply the softmax to attn_scores itself, along each row ({axis}).",
+            "softmax_wrong_axis": f"Your softmax normalised each column. Each query's row must sum to 1: {axis}.",
+            "missing_keepdim": "Your row sums lost their axis, so the division lined each sum up with a column "
+            f"instead of its own row. Keep the axis: {keep}.",
+            "rounded_weights": "You typed in the original's rounded weights. This step asks for the exact "
+            "softmax of attn_scores.",
+        },
+        "outputs": {
+            "elementwise_product": product,
+            "transposed_scores": "You used the transposed weights: row i of attn_weights holds query i's "
+            "weights, and it must meet the values as the rows of the first factor.",
+            "no_softmax": "You weighted the values with the raw scores. Use the softmax weights attn_weights.",
+            "rounded_weights": "You used the rounded weights. These outputs come from the exact softmax "
+            "weights attn_weights.",
+            "softmax_wrong_axis": "Your outputs mix the values with weights normalised down each column: the "
+            f"softmax above them runs along the wrong axis. Each query's row must sum to 1: {axis}.",
+        },
+        "outputs_rounded": {
+            "elementwise_product": product,
+            "rounded_weights": "These are the outputs of the exact weights. Here the step asks for the outputs "
+            "of rounded_weights.",
+        },
+    }
+
+
+# The TensorFlow half computes steps 2–4 in one cell. Replaying that cell for the outputs recomputes
+# the weights (and the outputs) in float32; had the replay been handed the world's weights, the
+# recomputed ones would differ from them in the last bit and look like an input changed in place. So
+# these two steps are handed the scores, not the weights, and their references start from the scores.
+
+
+def _without(inputs, *names):
+    def fewer(rng: np.random.Generator | None = None) -> dict:
+        return {k: v for k, v in inputs(rng).items() if k not in names}
+
+    return fewer
+
+
+def _from_scores(fn):
+    return lambda attn_scores, values, **i: fn(softmax(_f(attn_scores)), values, **i)
+
+
+TF_OUTPUT_MISTAKES = {
+    "rounded_weights": OUTPUT_MISTAKES["rounded_weights"],
+    "no_softmax": OUTPUT_MISTAKES["no_softmax"],
+    "elementwise_product": _from_scores(lambda w, values, **_: {"outputs": w * values}),
+    "transposed_scores": _from_scores(lambda w, values, **_: {"outputs": w.T @ values}),
+    "softmax_wrong_axis": lambda attn_scores, values, **_: {"outputs": softmax(_f(attn_scores), axis=0) @ values},
+    "values_times_weights": _from_scores(lambda w, values, **_: {"outputs": values @ w}),
+    "values_transposed": _from_scores(lambda w, values, **_: {"outputs": w @ values.T}),
 }
-_SOFTMAX_HINTS = {
-    "unexpected_scale": "You divided the scores by √d_k before the softmax. This notebook uses the unscaled "
-    "scores: apply the softmax to attn_scores directly.",
-    "transposed_scores": "Your weights are the softmax of the transposed scores (each column normalised, then "
-    "transposed). Apply the softmax to attn_scores itself, over its last dimension.",
-}
-_OUTPUT_HINTS = {
-    "transposed_scores": "You used the transposed weights: row i of attn_weights holds query i's weights, so "
-    "outputs = attn_weights @ values.",
-    "no_softmax": "You weighted the values with the raw scores. Use the softmax weights attn_weights.",
-    "rounded_weights": "You used the rounded weights. These outputs come from the exact softmax weights "
-    "attn_weights.",
-}
-_ROUNDED_HINTS = {
-    "rounded_weights": "These are the outputs of the exact weights. Here the step asks for the outputs of "
-    "rounded_weights.",
+TF_ROUNDED_MISTAKES = {
+    "elementwise_product": ROUNDED_MISTAKES["elementwise_product"],
+    "values_times_weights": ROUNDED_MISTAKES["values_times_weights"],
+    "rounded_weights": _from_scores(lambda w, values, **_: {"outputs_rounded": w @ values}),
 }
 
 
 def _half(prefix: str, framework: str) -> list[Exercise]:
     p = prefix
+    hints = _hints(framework)
+    tf = framework == "tensorflow"
 
-    def value(name, title, answers, reference, first=None, **kw):
+    def value(name, title, answers, reference, first=None, drop=(), **kw):
+        inputs = upstream_of(world, first or answers[0])
         return Exercise(f"01.{p}{name}", notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
-                        inputs=upstream_of(world, first or answers[0]), framework=framework, **kw)
+                        inputs=_without(inputs, *drop) if drop else inputs, framework=framework, **kw)
 
+    if tf:
+        outputs_step = dict(reference=_from_scores(ref_outputs), reads=("attn_scores", "values"),
+                            drop=("attn_weights",), mistakes=TF_OUTPUT_MISTAKES)
+        rounded_step = dict(drop=("attn_weights", "outputs"), mistakes=TF_ROUNDED_MISTAKES)
+    else:
+        outputs_step = dict(reference=ref_outputs, reads=("attn_weights", "values"), mistakes=OUTPUT_MISTAKES)
+        rounded_step = dict(mistakes=ROUNDED_MISTAKES)
     return [
         value("x", "The inputs", ("x",), ref_x, reads=("x_list",), dtype="float32"),
-        value("weights", "The three weight matrices", ("w_key", "w_query", "w_value"), ref_weights,
-              reads=("w_key_list", "w_query_list", "w_value_list"), dtype="float32",
+        value("weights", "The three weight matrices", ("w_query", "w_key", "w_value"), ref_weights,
+              reads=("w_query_list", "w_key_list", "w_value_list"), dtype="float32",
               mistakes={"swapped_projections": swapped_weights}),
-        value("qkv", "Keys, queries and values", ("keys", "queries", "values"), ref_qkv,
-              reads=("x", "w_key", "w_query", "w_value"), mistakes={"swapped_projections": swapped_qkv}),
+        value("qkv", "Queries, keys and values", ("queries", "keys", "values"), ref_qkv,
+              reads=("x", "w_query", "w_key", "w_value"), mistakes=QKV_MISTAKES, hints=hints["qkv"]),
         value("scores", "Attention scores", ("attn_scores",), ref_scores, reads=("queries", "keys"),
-              mistakes=SCORES_MISTAKES, hints=_HINTS),
+              mistakes=SCORES_MISTAKES, hints=hints["scores"]),
         value("softmax", "Attention weights (softmax)", ("attn_weights",), ref_softmax,
-              reads=("attn_scores",), mistakes=SOFTMAX_MISTAKES, hints=_SOFTMAX_HINTS),
-        value("outputs", "Outputs", ("outputs",), ref_outputs, reads=("attn_weights", "values"),
-              mistakes=OUTPUT_MISTAKES, hints=_OUTPUT_HINTS),
+              reads=("attn_scores",), mistakes=SOFTMAX_MISTAKES, hints=hints["softmax"]),
+        value("outputs", "Outputs", ("outputs",), hints=hints["outputs"], **outputs_step),
         value("outputs_rounded", "Outputs from the rounded weights", ("outputs_rounded",), ref_rounded,
-              reads=("rounded_weights", "values"), mistakes=ROUNDED_MISTAKES, hints=_ROUNDED_HINTS),
+              reads=("rounded_weights", "values"), hints=hints["outputs_rounded"], **rounded_step),
     ]
 
 

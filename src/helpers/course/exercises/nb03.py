@@ -1,12 +1,21 @@
-"""Notebook 03 — self-attention hands-on, steps 1–6 in PyTorch (seed 002).
+"""Notebook 03 — self-attention on your own (seed 002): predict, compute, pack into a function.
 
-The seed's six TO-DO steps, one exercise each (step 4 split into the scores of query 1,
-all the scores and the softmax), the rounded-weights computation of its diagrams, and a
-function that does steps 3–6 at once, checked on random inputs.
+The seed's example (notebook 01's inputs and weights) computed with fewer hints. Before a
+step, the student predicts the shape of its result, written with the size names ``n``,
+``d_model``, ``d_k``, ``d_v`` (every one of them except ``d_model`` is 3 in the example, so
+digits could not say which size is meant), or which axis a softmax or a sum runs along.
 
-``weighted_values[i, j, k] = attn_weights[i, j] * values[j, k]``: axis 0 is the query
-(whose output), axis 1 the input whose value is weighted, axis 2 the feature. Step 6
-sums over axis 1.
+Two worlds of names, in notebook order:
+
+- ``world(rng)``: the example's shapes; the computing steps are replayed on fresh numbers of
+  these shapes;
+- ``world(rng, sized=True)``: fresh sizes as well (all different, none 3 or 4), for the shape
+  predictions: ``scores_shape = (n, n)`` replayed there gives ``(5, 5)``, and each typical
+  wrong prediction something else. Axis predictions do not depend on the sizes: they are
+  judged on the notebook's answer alone (``replays=0``), where every wrong axis already shows.
+
+``weighted_values[i, j, k] = attn_weights[i, j] * values[j, k]``: axis 0 is the query (whose
+output), axis 1 the input whose value is weighted, axis 2 the feature. Step 6 sums over axis 1.
 """
 
 from __future__ import annotations
@@ -17,25 +26,22 @@ from ..reference import global_softmax, softmax, sum_normalise
 from ..spec import Exercise, register, upstream_of
 from . import nb01
 from .nb01 import (
+    QKV_MISTAKES,
+    REVERSED_QKV_HINT,
     ROUNDED_WEIGHTS,
     SCORES_MISTAKES,
     SOFTMAX_MISTAKES,
     ref_qkv,
     ref_scores,
     ref_softmax,
-    ref_weights,
-    ref_x,
-    swapped_qkv,
-    swapped_weights,
 )
 
 NOTEBOOK = "03_hands_on_steps"
 SEED = "002_b79901dd11caa054.txt"  # every number it prints must appear in the stored outputs
 
-# The seed uses the same inputs and weights as notebook 01's seed: the same world of names,
-# with this notebook's own steps in between. Its diagrams round query 1's softmax row to
-# 0.0 / 0.5 / 0.5 (steps 5–6).
+# The seed's diagrams round query 1's softmax row to 0.0 / 0.5 / 0.5 (steps 5–6).
 ROUNDED_1 = ROUNDED_WEIGHTS[0]
+SIZES = ("n", "d_model", "d_k", "d_v")
 
 
 def _weighted(weights, values):
@@ -43,35 +49,121 @@ def _weighted(weights, values):
     return np.asarray(values)[None, :, :] * np.asarray(weights)[:, :, None]
 
 
-def world(rng: np.random.Generator | None = None) -> dict:
-    base = nb01.world(rng)
-    rounded_1 = ROUNDED_1 if rng is None else nb01._rounded_rows(rng, 3)[0]
+def _sized_base(rng: np.random.Generator) -> dict:
+    """The names notebook 01's world has, for fresh sizes: all different, and none of them 3 or 4 (the
+    example's sizes), so that every wrong shape prediction gives another tuple than the right one, and a
+    prediction typed in digits never matches."""
+    n, d_model, d_k, d_v = (int(s) for s in rng.choice([2, 5, 6, 7, 8], size=4, replace=False))
+    x = rng.integers(0, 2, size=(n, d_model)).astype(np.float64)
+    wq, wk = (rng.integers(0, 2, size=(d_model, d_k)).astype(np.float64) for _ in range(2))
+    wv = rng.integers(0, 4, size=(d_model, d_v)).astype(np.float64)
+    queries, keys, values = x @ wq, x @ wk, x @ wv
+    scores = queries @ keys.T
+    return {
+        "x_list": x.astype(int).tolist(), "w_query_list": wq.astype(int).tolist(),
+        "w_key_list": wk.astype(int).tolist(), "w_value_list": wv.astype(int).tolist(),
+        "x": x, "w_query": wq, "w_key": wk, "w_value": wv,
+        "queries": queries, "keys": keys, "values": values,
+        "attn_scores": scores, "attn_weights": softmax(scores),
+    }
+
+
+def world(rng: np.random.Generator | None = None, *, sized: bool = False) -> dict:
+    """Every name of the notebook, in notebook order (see the module's docstring)."""
+    base = _sized_base(rng) if (sized and rng is not None) else nb01.world(rng)
+    x, w_key, w_value = base["x"], base["w_key"], base["w_value"]
+    n, d_model = x.shape
+    d_k, d_v = w_key.shape[1], w_value.shape[1]
+    rounded_1 = ROUNDED_1 if rng is None else nb01._rounded_rows(rng, n)[0]
     weights, values = base["attn_weights"], base["values"]
     wv = _weighted(weights, values)
     wv1 = rounded_1[:, None] * values
-    names = ["x_list", "w_key_list", "w_query_list", "w_value_list", "x", "w_key", "w_query", "w_value",
-             "keys", "queries", "values"]
+    given = ["x_list", "w_query_list", "w_key_list", "w_value_list", "x", "w_query", "w_key", "w_value"]
     return {
-        **{n: base[n] for n in names},
-        "attn_scores_1": base["queries"][0] @ base["keys"].T,
+        **{name: base[name] for name in given},
+        "n": n, "d_model": d_model, "d_k": d_k, "d_v": d_v,
+        "queries": base["queries"], "keys": base["keys"], "values": values,
+        "scores_shape": np.array([n, n]),
         "attn_scores": base["attn_scores"],
+        "softmax_axis": np.array(1),
         "attn_weights": weights,
+        "weighted_shape": np.array([n, n, d_v]),
         "weighted_values": wv,
+        "sum_axis": np.array(1),
         "outputs": wv.sum(axis=1),
         "rounded_1": rounded_1,
         "weighted_values_1_rounded": wv1,
         "output_1_rounded": wv1.sum(axis=0),
+        "outputs_shape": np.array([n, d_v]),
     }
 
 
-def ref_scores_1(queries, keys, **_):
-    return {"attn_scores_1": queries[0] @ keys.T}
+def sized_world(rng: np.random.Generator | None = None) -> dict:
+    return world(rng, sized=True)
 
 
-SCORES_1_MISTAKES = {
-    "transposed_scores": lambda queries, keys, **_: {"attn_scores_1": keys[0] @ queries.T},
-    "wrong_query_row": lambda queries, keys, **_: {"attn_scores_1": queries[1] @ keys.T},
+def _f(a) -> np.ndarray:
+    return np.asarray(a, dtype=np.float64)
+
+
+# --- the tensors -----------------------------------------------------------------------------
+
+
+def ref_tensors(x_list, w_query_list, w_key_list, w_value_list, **_):
+    return {"x": _f(x_list), "w_query": _f(w_query_list), "w_key": _f(w_key_list), "w_value": _f(w_value_list)}
+
+
+def swapped_tensors(x_list, w_query_list, w_key_list, w_value_list, **_):
+    return {"x": _f(x_list), "w_query": _f(w_key_list), "w_key": _f(w_query_list), "w_value": _f(w_value_list)}
+
+
+# --- predictions: shapes written with the size names, and axes -------------------------------
+
+
+def _shape(name, *dims):
+    return {name: np.array(dims, dtype=np.float64)}
+
+
+def ref_scores_shape(n, **_):
+    return _shape("scores_shape", n, n)
+
+
+PREDICT_SCORES_MISTAKES = {
+    "elementwise_product": lambda n, d_k, **_: _shape("scores_shape", n, d_k),
+    "transposed_first_operand": lambda d_k, **_: _shape("scores_shape", d_k, d_k),
+    "one_query_only": lambda n, **_: _shape("scores_shape", n),
 }
+
+
+def ref_weighted_shape(n, d_v, **_):
+    return _shape("weighted_shape", n, n, d_v)
+
+
+PREDICT_WEIGHTED_MISTAKES = {
+    "one_query_only": lambda n, d_v, **_: _shape("weighted_shape", n, d_v),
+    "no_new_axis": lambda n, **_: _shape("weighted_shape", n, n),
+    "width_of_keys": lambda n, d_k, **_: _shape("weighted_shape", n, n, d_k),
+    "width_of_inputs": lambda n, d_model, **_: _shape("weighted_shape", n, n, d_model),
+}
+
+
+def ref_outputs_shape(n, d_v, **_):
+    return _shape("outputs_shape", n, d_v)
+
+
+PREDICT_OUTPUTS_MISTAKES = {
+    "width_of_inputs": lambda n, d_model, **_: _shape("outputs_shape", n, d_model),
+    "width_of_keys": lambda n, d_k, **_: _shape("outputs_shape", n, d_k),
+    "one_query_only": lambda d_v, **_: _shape("outputs_shape", d_v),
+    "missing_sum": lambda n, d_v, **_: _shape("outputs_shape", n, n, d_v),
+}
+
+
+def _axis(name, value):
+    return lambda **_: {name: np.array(float(value))}
+
+
+# --- computing steps -------------------------------------------------------------------------
 
 
 def ref_weighted_values(attn_weights, values, **_):
@@ -86,6 +178,18 @@ WEIGHTED_MISTAKES = {
         "weighted_values": np.asarray(values)[None, :, :] * np.asarray(attn_weights)[:, None, :]
     },
     "transposed_scores": lambda attn_weights, values, **_: {"weighted_values": _weighted(attn_weights.T, values)},
+    # values * attn_weights: entry by entry, (n, n); it runs because d_v = n here
+    "no_new_axis": lambda attn_weights, values, **_: {"weighted_values": np.asarray(values) * attn_weights},
+    # attn_weights[0].unsqueeze(-1) * values: the diagram's query 1 only
+    "one_query_only": lambda attn_weights, values, **_: {
+        "weighted_values": np.asarray(attn_weights)[0][:, None] * values
+    },
+    # attn_weights @ values: the outputs, one step early
+    "summed_too_early": lambda attn_weights, values, **_: {"weighted_values": attn_weights @ values},
+    # values.unsqueeze(-1) * attn_weights: (n, d_v, 1) * (n, n), entry [j, k, m] = values[j, k] * weights[k, m]
+    "new_axis_on_values": lambda attn_weights, values, **_: {
+        "weighted_values": np.asarray(values)[:, :, None] * np.asarray(attn_weights)[None, :, :]
+    },
 }
 
 
@@ -94,11 +198,16 @@ def ref_outputs(weighted_values, **_):
 
 
 OUTPUT_MISTAKES = {
-    # The sum a student writes when carrying over the one-query picture, where the three
-    # weighted values are stacked along axis 0.
+    # The sum a student writes when carrying over the one-query picture, where the weighted values
+    # of the inputs are stacked along axis 0.
     "sum_wrong_axis": lambda weighted_values, **_: {"outputs": np.asarray(weighted_values).sum(axis=0)},
+    "sum_over_features": lambda weighted_values, **_: {"outputs": np.asarray(weighted_values).sum(axis=2)},
     "no_softmax": lambda attn_scores, values, **_: {"outputs": attn_scores @ values},
     "rounded_weights": lambda values, **_: {"outputs": ROUNDED_WEIGHTS @ values},
+    "mean_instead_of_sum": lambda weighted_values, **_: {"outputs": np.asarray(weighted_values).mean(axis=1)},
+    # .sum(dim=1, keepdim=True): the summed axis kept, (n, 1, d_v)
+    "missing_squeeze": lambda weighted_values, **_: {"outputs": np.asarray(weighted_values).sum(axis=1, keepdims=True)},
+    "sum_without_axis": lambda weighted_values, **_: {"outputs": np.asarray(weighted_values).sum()},
 }
 
 
@@ -113,32 +222,37 @@ ROUNDED_1_MISTAKES = {
         "weighted_values_1_rounded": np.asarray(rounded_1)[None, :] * values,
         "output_1_rounded": (np.asarray(rounded_1)[None, :] * values).sum(axis=0),
     },
-    "sum_wrong_axis": lambda rounded_1, values, **_: {
+    "sum_over_features": lambda rounded_1, values, **_: {
         "weighted_values_1_rounded": np.asarray(rounded_1)[:, None] * values,
         "output_1_rounded": (np.asarray(rounded_1)[:, None] * values).sum(axis=1),
     },
+    # query 1's exact weights where the diagram's rounded ones were asked for
+    "rounded_weights": lambda attn_weights, values, **_: ref_rounded_1(np.asarray(attn_weights)[0], values),
 }
 
-# --- the function exercise: steps 3–6 in one go ---------------------------------------
+# --- the function exercise: the steps in one go ----------------------------------------------
 
 
 def fn_inputs(rng: np.random.Generator | None = None) -> dict:
     """The notebook's example, or random sizes and entries (kept small so the softmax stays soft)."""
     if rng is None:
-        return {"x": nb01.X, "w_key": nb01.W_KEY, "w_query": nb01.W_QUERY, "w_value": nb01.W_VALUE}
-    n, d_in, d_k, d_v = (int(v) for v in rng.integers(2, 6, size=4))
+        return {"x": nb01.X, "w_query": nb01.W_QUERY, "w_key": nb01.W_KEY, "w_value": nb01.W_VALUE}
+    n, d_model, d_k, d_v = (int(v) for v in rng.integers(2, 6, size=4))
     return {
-        "x": rng.normal(size=(n, d_in)),
-        "w_key": rng.normal(scale=0.5, size=(d_in, d_k)),
-        "w_query": rng.normal(scale=0.5, size=(d_in, d_k)),
-        "w_value": rng.normal(scale=0.5, size=(d_in, d_v)),
+        "x": rng.normal(size=(n, d_model)),
+        "w_query": rng.normal(scale=0.5, size=(d_model, d_k)),
+        "w_key": rng.normal(scale=0.5, size=(d_model, d_k)),
+        "w_value": rng.normal(scale=0.5, size=(d_model, d_v)),
     }
 
 
-def _fn(x, w_key, w_query, w_value, *, scores=None, normalise=softmax, sum_axis=1):
-    k, q, v = x @ w_key, x @ w_query, x @ w_value
+def _fn(x, w_query, w_key, w_value, *, scores=None, normalise=softmax, sum_axis=1, reduce="sum", w_v=None):
+    q, k, v = x @ w_query, x @ w_key, x @ (w_value if w_v is None else w_v)
     s = q @ k.T if scores is None else scores(q, k)
-    return _weighted(normalise(s), v).sum(axis=sum_axis)
+    weighted = _weighted(normalise(s), v)
+    if reduce == "none":
+        return weighted
+    return weighted.mean(axis=sum_axis) if reduce == "mean" else weighted.sum(axis=sum_axis)
 
 
 def ref_fn(**inp):
@@ -146,6 +260,8 @@ def ref_fn(**inp):
 
 
 FN_MISTAKES = {
+    # also what the old argument order (x, w_key, w_query, w_value) computes when called in the course's
+    # order: the queries come from w_key and the keys from w_query
     "transposed_scores": lambda **i: _fn(**i, scores=lambda q, k: k @ q.T),
     "unexpected_scale": lambda **i: _fn(**i, scores=lambda q, k: q @ k.T / np.sqrt(k.shape[-1])),
     "softmax_wrong_axis": lambda **i: _fn(**i, normalise=lambda s: softmax(s, axis=0)),
@@ -153,84 +269,190 @@ FN_MISTAKES = {
     "no_softmax": lambda **i: _fn(**i, normalise=lambda s: s),
     "sum_normalisation": lambda **i: _fn(**i, normalise=sum_normalise),
     "sum_wrong_axis": lambda **i: _fn(**i, sum_axis=0),
+    "sum_over_features": lambda **i: _fn(**i, sum_axis=2),
+    "mean_instead_of_sum": lambda **i: _fn(**i, reduce="mean"),
+    "missing_sum": lambda **i: _fn(**i, reduce="none"),
+    "width_of_keys": lambda **i: _fn(**i, w_v=i["w_key"]),  # the values made with w_key
 }
 
-_NO_SCALE = (
-    "You divided the scores by √d_k. This notebook follows the original and uses the raw "
-    "scores queries @ keys.T; the scaling comes in notebook 02. Leave it out here."
-)
-_SUM_AXIS_OUT = (
-    "You summed over axis 0, the queries, so every query's output got mixed with the others'. "
-    "weighted_values[i, j, k] is query i's weight for input j times feature k of value j: sum over "
-    "the inputs, dim=1, so each query keeps its own output."
-)
+# --- hints, in this notebook's words ---------------------------------------------------------
+
+_NO_SCALE = ("You divided the scores by √d_k. This notebook keeps the raw scores, as the original does, so that "
+             "every number can be compared with the original's. Leave the scaling out here.")
+_SUM_AXIS_OUT = ("You summed over axis 0, the queries, so every query's output got mixed with the others'. "
+                 "weighted_values[i, j, k] is query i's weight for token j times feature k of value j: sum over "
+                 "the tokens j, axis 1, so that each query keeps its own output.")
+_SUM_FEATURES_OUT = ("You summed over axis 2, the features: that adds up the numbers inside each weighted value. "
+                     "Output i keeps the d_v features and adds up query i's weighted values of the n tokens: "
+                     "axis 1.")
+
+HINTS = {
+    "qkv": {"product_order_reversed": REVERSED_QKV_HINT},
+    "predict_scores": {
+        "elementwise_product": "(n, d_k) is the shape of queries and keys multiplied entry by entry. A score is "
+        "one number for each pair (query i, key j): a dot product of two whole vectors.",
+        "transposed_first_operand": "(d_k, d_k) is what the transposed queries times the keys would give: it "
+        "pairs features with features. Scores pair tokens with tokens, query i with key j.",
+        "one_query_only": "(n,) are the scores of one query, one per key. All queries at once give one such "
+        "row per query.",
+    },
+    "predict_softmax": {
+        "softmax_wrong_axis": "Axis 0 runs down each column: a softmax along it makes every column sum to 1, "
+        "sharing each key out among the queries. Query i's scores lie along row i, across the keys.",
+    },
+    "predict_weighted": {
+        "one_query_only": "(n, d_v) is what one query gets: a weighted value of d_v numbers for each of the n "
+        "tokens (the original's picture, for query 1). All queries at once add an axis in front.",
+        "no_new_axis": "(n, n) is the shape of the weights. Each weight scales a whole value vector, so every "
+        "(query, token) pair keeps a vector of its own.",
+        "width_of_keys": "The weighted values are scaled values, so their last axis has the values' width, "
+        "d_v. d_k is the width of the keys and queries.",
+        "width_of_inputs": "The weighted values are scaled values, so their last axis has the values' width, "
+        "d_v, not the inputs' width d_model.",
+    },
+    "predict_sum": {
+        "sum_wrong_axis": "Axis 0 runs over the queries: summing along it would add different queries' "
+        "weighted values together. Output i adds up what query i takes from each token.",
+        "sum_over_features": "Axis 2 runs over the features of one weighted value: summing along it would add "
+        "up the numbers inside each vector. Output i keeps the features and adds up over the tokens.",
+    },
+    "predict_outputs": {
+        "width_of_inputs": "An output is a mix of values, so it has the values' width, d_v — not the inputs' "
+        "width d_model (they differ in general).",
+        "width_of_keys": "An output is a mix of values, so it has the values' width, d_v. d_k is the width of "
+        "the keys and queries.",
+        "one_query_only": "(d_v,) is one query's output. The function returns the outputs of all queries.",
+        "missing_sum": "(n, n, d_v) is the shape of the weighted values. The outputs add them up over the "
+        "tokens, so that axis is gone.",
+    },
+    "scores": {
+        "unexpected_scale": _NO_SCALE,
+        "transposed_scores": "Row i of the scores must belong to query i: you have keys against queries. The "
+        "example's scores happen to be symmetric and hide this; other inputs do not.",
+        "transposed_first_operand": "You transposed the queries instead of the keys, so your product pairs "
+        "feature columns with feature columns. Query i is a row of the queries, key j a row of the keys: it is "
+        "the keys that must become columns.",
+    },
+    "softmax": {
+        "softmax_wrong_axis": "Your softmax normalised each column (dim=0). Each query's row must sum to 1: "
+        "the axis of the keys, dim=1 (or -1).",
+        "unexpected_scale": "You scaled the scores by √d_k before the softmax. This notebook uses the raw "
+        "scores: apply the softmax to attn_scores directly.",
+        "transposed_scores": "Your weights are the softmax of the transposed scores. Apply the softmax to "
+        "attn_scores itself, along each row.",
+        "missing_keepdim": "Your row sums lost their axis, so the division lined each sum up with a column "
+        "instead of its own row. Keep the axis: .sum(dim=1, keepdim=True).",
+        "rounded_weights": "You typed in the original's rounded weights. This step asks for the exact softmax "
+        "of attn_scores.",
+    },
+    "weighted_values": {
+        "no_softmax": "You weighted the values with the raw scores. Use the softmax weights attn_weights.",
+        "rounded_weights": "You weighted the values with the original's rounded weights. Use the exact "
+        "softmax weights attn_weights.",
+        "transposed_scores": "Weight (i, j) — row i of attn_weights — must scale value j for query i; you "
+        "used the transposed weights.",
+        "no_new_axis": "You multiplied attn_weights and values entry by entry as they are: (n, n) times "
+        "(n, d_v), which only runs because d_v = n here, and pairs weight (i, j) with feature j of value i. "
+        "Weight (i, j) must scale the whole of value j: give the weights a new last axis first.",
+        "broadcast_wrong_axis": "Your new axis sits in the middle of the weights, so weight (i, j) met feature j "
+        "of every value instead of the whole of value j. The new axis belongs at the end of the weights, where "
+        "the values have their features.",
+        "new_axis_on_values": "You gave the values the new axis, so entry (j, k) of the values met weight "
+        "(k, ·): features and tokens got paired. Weight (i, j) must scale every feature of value j: it is the "
+        "weights that need a new last axis.",
+        "one_query_only": "You computed query 1's weighted values only (the original's picture). Do it for "
+        "every query at once: the result has a query axis in front, (n, n, d_v).",
+        "summed_too_early": "That is attn_weights @ values: the outputs, already summed over the tokens. This "
+        "step keeps every weighted value on its own, one per (query, token) pair: (n, n, d_v).",
+    },
+    "outputs": {
+        "missing_squeeze": "Your sum kept the summed axis as an axis of length 1 (keepdim=True): (n, 1, d_v). "
+        "The outputs are (n, d_v): sum without keeping it.",
+        "sum_without_axis": "You summed without an axis, which adds up every entry into one number. Sum over "
+        "one axis only, the tokens, so that each query keeps an output vector.",
+        "sum_wrong_axis": _SUM_AXIS_OUT,
+        "sum_over_features": _SUM_FEATURES_OUT,
+        "no_softmax": "Your outputs mix the values with the raw scores. Sum the weighted values made from the "
+        "softmax weights.",
+        "rounded_weights": "These are the outputs of the original's rounded weights, like [2.0, 7.0, 1.5]. Sum "
+        "the weighted values made from the exact softmax weights.",
+    },
+    "rounded_1": {
+        "rounded_weights": "You used query 1's exact weights, attn_weights[0]. The diagram's numbers come from "
+        "its rounded weights, rounded_1.",
+        "sum_over_features": "You summed each weighted value's own features (dim=1). Here the weighted values "
+        "of the three tokens are the rows: add the rows up, dim=0.",
+        "broadcast_wrong_axis": "Your weights met the features of the values instead of the values "
+        "themselves: rounded_1 * values scales column j by weight j. Weight j must scale the whole of row j: "
+        "give rounded_1 a new last axis first.",
+    },
+    "attention_outputs": {
+        "transposed_scores": "Your scores come out transposed (keys against queries). Either the product is "
+        "reversed, or queries and keys were built from each other's weights — mind the argument order: x, "
+        "w_query, w_key, w_value. Row i of the scores belongs to query i.",
+        "unexpected_scale": _NO_SCALE,
+        "softmax_wrong_axis": "Your softmax normalised each column. Each query's row of scores must sum to 1: "
+        "softmax with dim=-1.",
+        "sum_wrong_axis": "You summed the weighted values over axis 0, the queries. Sum over axis 1, the "
+        "tokens, so that each query keeps its own output.",
+        "sum_over_features": "You summed the weighted values over axis 2, the features: your result has "
+        "shape (n, n). Sum over axis 1, the tokens, so that each output keeps the d_v features.",
+        "missing_sum": "Your function returns the weighted values, (n, n, d_v): add them up over the tokens, "
+        "axis 1, to get the outputs.",
+        "width_of_keys": "Your values are made with w_key. The values, and the outputs that mix them, come "
+        "from w_value, whose width d_v may differ from d_k.",
+    },
+}
 
 
-def _value(ex_id, title, answers, reference, **kw):
-    return Exercise(ex_id, notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
-                    inputs=upstream_of(world, answers[0]), framework="torch", **kw)
+def _value(name, title, answers, reference, inputs=None, **kw):
+    return Exercise(f"03.{name}", notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
+                    inputs=inputs or upstream_of(world, answers[0]), hints=HINTS.get(name, {}), **kw)
+
+
+def _predict_shape(name, title, answer, reference, mistakes):
+    # Replayed on fresh sizes: (n, n) is right for every size, a typed-in (3, 3) or (n, d_k) is not.
+    return _value(name, title, (answer,), reference, inputs=upstream_of(sized_world, answer), reads=SIZES,
+                  mistakes=mistakes)
+
+
+def _predict_axis(name, title, answer, mistakes):
+    # An axis does not depend on the sizes or the numbers: nothing to replay, and every wrong axis
+    # already differs from the right one on the notebook's own answer.
+    return _value(name, title, (answer,), _axis(answer, 1), replays=0, mistakes=mistakes)
 
 
 register(
-    _value("03.x", "Step 1 · the inputs", ("x",), ref_x, reads=("x_list",), dtype="float32"),
-    _value("03.weights", "Step 2 · the weight matrices", ("w_key", "w_query", "w_value"), ref_weights,
-           reads=("w_key_list", "w_query_list", "w_value_list"), dtype="float32",
-           mistakes={"swapped_projections": swapped_weights}),
-    _value("03.qkv", "Step 3 · keys, queries and values", ("keys", "queries", "values"), ref_qkv,
-           reads=("x", "w_key", "w_query", "w_value"), mistakes={"swapped_projections": swapped_qkv}),
-    _value("03.scores_1", "Step 4 · the scores of query 1", ("attn_scores_1",), ref_scores_1,
-           reads=("queries", "keys"), mistakes=SCORES_1_MISTAKES),
-    _value("03.scores", "Step 4 · all the attention scores", ("attn_scores",), ref_scores,
-           reads=("queries", "keys"), mistakes=SCORES_MISTAKES, hints={"unexpected_scale": _NO_SCALE}),
-    _value("03.softmax", "Step 4 · the softmax over each row", ("attn_weights",), ref_softmax,
-           reads=("attn_scores",), mistakes=SOFTMAX_MISTAKES,
-           hints={
-               "softmax_wrong_axis": "Your softmax normalised each column (dim=0). Each query's row must "
-               "sum to 1: pass dim=-1 (the keys' axis).",
-               "unexpected_scale": "You scaled the scores by √d_k before the softmax. This notebook uses the "
-               "unscaled scores: apply the softmax to attn_scores directly.",
-               "transposed_scores": "Your weights are the softmax of the transposed scores. Apply the softmax "
-               "to attn_scores itself, over its last dimension.",
-           }),
-    _value("03.weighted_values", "Step 5 · the weighted values", ("weighted_values",), ref_weighted_values,
-           reads=("attn_weights", "values"), mistakes=WEIGHTED_MISTAKES,
-           hints={
-               "no_softmax": "You weighted the values with the raw scores. Use the softmax weights "
-               "attn_weights.",
-               "rounded_weights": "You weighted the values with the diagrams' rounded weights. Use the "
-               "exact softmax weights attn_weights.",
-               "transposed_scores": "Weight (i, j) — row i of attn_weights — must scale value j for query i; "
-               "you used the transposed weights.",
-           }),
-    _value("03.outputs", "Step 6 · the outputs", ("outputs",), ref_outputs, reads=("weighted_values",),
-           mistakes=OUTPUT_MISTAKES,
-           hints={
-               "sum_wrong_axis": _SUM_AXIS_OUT,
-               "no_softmax": "Your outputs mix the values with the raw scores. Sum the weighted values "
-               "made from the softmax weights.",
-               "rounded_weights": "These are the diagrams' outputs from rounded weights, like [2.0, 7.0, 1.5]. "
-               "Sum the weighted values made from the exact softmax weights.",
-           }),
-    _value("03.rounded_1", "The diagram's output 1 from rounded weights",
+    _value("tensors", "The inputs and the weight matrices", ("x", "w_query", "w_key", "w_value"), ref_tensors,
+           reads=("x_list", "w_query_list", "w_key_list", "w_value_list"), dtype="float32", framework="torch",
+           mistakes={"swapped_projections": swapped_tensors}),
+    _value("qkv", "Queries, keys and values", ("queries", "keys", "values"), ref_qkv,
+           reads=("x", "w_query", "w_key", "w_value"), framework="torch",
+           mistakes=QKV_MISTAKES),
+    _predict_shape("predict_scores", "Prediction: the shape of the scores", "scores_shape", ref_scores_shape,
+                   PREDICT_SCORES_MISTAKES),
+    _value("scores", "The attention scores", ("attn_scores",), ref_scores, reads=("queries", "keys"),
+           framework="torch", mistakes=SCORES_MISTAKES),
+    _predict_axis("predict_softmax", "Prediction: the axis of the softmax", "softmax_axis",
+                  {"softmax_wrong_axis": _axis("softmax_axis", 0)}),
+    _value("softmax", "The attention weights", ("attn_weights",), ref_softmax, reads=("attn_scores",),
+           framework="torch", mistakes=SOFTMAX_MISTAKES),
+    _predict_shape("predict_weighted", "Prediction: the shape of the weighted values", "weighted_shape",
+                   ref_weighted_shape, PREDICT_WEIGHTED_MISTAKES),
+    _value("weighted_values", "The weighted values, by broadcasting", ("weighted_values",), ref_weighted_values,
+           reads=("attn_weights", "values"), framework="torch", mistakes=WEIGHTED_MISTAKES),
+    _predict_axis("predict_sum", "Prediction: the axis of the sum", "sum_axis",
+                  {"sum_wrong_axis": _axis("sum_axis", 0), "sum_over_features": _axis("sum_axis", 2)}),
+    _value("outputs", "The outputs", ("outputs",), ref_outputs, reads=("weighted_values",), framework="torch",
+           mistakes=OUTPUT_MISTAKES),
+    _value("rounded_1", "The original's output 1, by broadcasting a vector",
            ("weighted_values_1_rounded", "output_1_rounded"), ref_rounded_1, reads=("rounded_1", "values"),
-           mistakes=ROUNDED_1_MISTAKES,
-           hints={
-               "sum_wrong_axis": "You summed each weighted value's own features (dim=1). The three weighted "
-               "values are the rows: add them up with dim=0.",
-           }),
+           framework="torch", mistakes=ROUNDED_1_MISTAKES),
+    _predict_shape("predict_outputs", "Prediction: the shape of the function's result", "outputs_shape",
+                   ref_outputs_shape, PREDICT_OUTPUTS_MISTAKES),
     Exercise(
-        "03.attention_outputs", notebook=NOTEBOOK, title="Steps 3–6 as one function",
+        "03.attention_outputs", notebook=NOTEBOOK, title="Self-attention as one function",
         answers=("attention_outputs",), kind="function", framework="torch", inputs=fn_inputs,
-        reference=ref_fn, mistakes=FN_MISTAKES, atol=1e-5, points=2,
-        hints={
-            "transposed_scores": "Your scores come out transposed (keys against queries). Either you wrote "
-            "keys @ queries.T, or keys and queries were built from each other's weights — mind the "
-            "argument order: x, w_key, w_query, w_value. Row i of the scores belongs to query i.",
-            "unexpected_scale": _NO_SCALE,
-            "softmax_wrong_axis": "Your softmax normalised each column. Each query's row of scores must "
-            "sum to 1: softmax with dim=-1.",
-            "sum_wrong_axis": "You summed the weighted values over axis 0, the queries. Sum over axis 1, "
-            "the inputs, so each query keeps its own output.",
-        },
+        reference=ref_fn, mistakes=FN_MISTAKES, atol=1e-5, points=2, hints=HINTS["attention_outputs"],
     ),
 )

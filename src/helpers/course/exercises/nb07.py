@@ -1,16 +1,33 @@
 """Notebook 07 — attention at scale (beyond the seeds): batched attention, the online softmax's
-normaliser in one pass over a stream, and blockwise ("flash") attention that never holds the
-n × n score matrix.
+normaliser in one pass over a stream, blockwise ("flash") attention that never holds the n × n
+score matrix, and its causal version that skips the blocks above the diagonal.
 
-The last two are about *how* the answer is computed, so besides the values their checks measure
-the process: the stream of scores can be read once only and the memory may not grow with it; the
-blockwise function's extra memory must stay far below one n × n matrix.
+The last three are about *how* the answer is computed, so besides the values their checks measure
+the process:
 
-The notebook's examples are made here and in the notebook by the same seeded NumPy
-generators, so the check's "notebook example" is exactly what the student sees.
+- the stream of scores can be read once only, and the memory may not grow with it (``one_pass``);
+- the blockwise functions' extra memory must stay far below one n × n matrix (``peak_memory``);
+- the causal function is handed queries and keys that notice when scores of a key after its query
+  are computed (:class:`_Tokens`): a block entirely above the diagonal, or far more such scores than
+  the diagonal blocks hold, stops the call with an exception that says which block it was.
+
+  That last probe only works in the student's own kernel, where the probe's inputs are these very
+  objects; the grader's sandbox receives plain arrays (JSON) and checks the values only.
+
+The notebook's examples are made here and in the notebook by the same seeded NumPy generators, so
+the check's "notebook example" is exactly what the student sees. The references and most variants of
+the blockwise steps are computed in closed form (:func:`_attend`, a chunk of queries at a time, so that
+the reference itself stays far below an n × n matrix on the long inputs); the variants whose result
+depends on the order of the blocks (a missing rescaling, a block's own maximum) run the blocks in order
+(:func:`_blockwise`). The causal ones give what a loop over query tiles that skips the blocks above
+the diagonal computes. Checks stay fast: the pairwise comparison of the variants on the fresh draws is
+most of their cost.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -29,13 +46,13 @@ NEAR_OVERFLOW = 709.0
 
 
 def batched_example() -> dict:
-    """2 sequences × 3 heads × 5 positions, d = 4 (the notebook's `qb, kb, vb`)."""
+    """2 sequences × 3 heads × 5 positions, d_k = d_v = 4 (the notebook's `queries_b, keys_b, values_b`)."""
     rng = np.random.default_rng(2024)
     return {name: rng.normal(size=(2, 3, 5, 4)) for name in ("q", "k", "v")}
 
 
 def flash_example() -> dict:
-    """10 positions, d = 4, values of width 3, blocks of 4 keys (the notebook's `q_np, k_np, v_np`)."""
+    """10 positions, d_k = 4, d_v = 3, blocks of 4 keys (the notebook's `queries, keys, values`)."""
     rng = np.random.default_rng(7)
     q, k, v = rng.normal(size=(10, 4)), rng.normal(size=(10, 4)), rng.normal(size=(10, 3))
     return {"q": q, "k": k, "v": v, "block_size": 4}
@@ -49,7 +66,7 @@ def _t(a):
 
 
 def attention(q, k, v, scale=None, axis=-1):
-    """softmax(q kᵀ / scale) v over the last two axes; scale defaults to √d."""
+    """softmax(q kᵀ / scale) v over the last two axes; scale defaults to √d_k."""
     d = q.shape[-1]
     s = q @ _t(k) / (np.sqrt(d) if scale is None else scale)
     return softmax(s, axis=axis) @ v
@@ -60,28 +77,33 @@ VECTORISED_MISTAKES = {
     "scale_by_d": lambda q, k, v: attention(q, k, v, scale=q.shape[-1]),
     "transposed_scores": lambda q, k, v: softmax(k @ _t(q) / np.sqrt(q.shape[-1])) @ v,
     "softmax_wrong_axis": lambda q, k, v: attention(q, k, v, axis=-2),
+    # dim=1, right for the (n, n) scores of the earlier notebooks: here it is the heads axis
+    "softmax_over_heads": lambda q, k, v: attention(q, k, v, axis=1),
 }
 
 
 def _running(scores, start=-np.inf, rescale=True, update_max=True, shift=True):
     """(m, total): the largest score and the sum of exp(score − m), so that softmax(s) = exp(s − m) / total,
-    in one pass (the reference reads its stream once, too), with switches for the catalogued mistakes."""
-    m, total = start, 0.0
-    first = True
-    for s in scores:
-        s = float(s)
-        if not shift:  # the maximum tracked, but exp(score) added as it is
-            m = max(m, s)
-            with np.errstate(over="ignore"):
-                total += np.exp(s)
-            continue
-        m_new = max(m, s) if (update_max or first) else m
-        if first and not update_max:
-            m_new = s
-        with np.errstate(over="ignore", invalid="ignore"):
-            total = (total * np.exp(m - m_new) if rescale else total) + np.exp(s - m_new)
-        m, first = m_new, False
-    return np.array([m, total])
+    with switches for the catalogued mistakes. The stream is read once (np.fromiter keeps no score
+    object alive), then the running quantities are computed in closed form:
+
+    - right: m = max, total = Σ exp(s − m) (what the rescaled running sum ends with);
+    - ``start=0``: m = max(0, max s), total = Σ exp(s − m);
+    - ``rescale=False``: each term measured against the running maximum of its own time, never rescaled;
+    - ``update_max=False``: m frozen at the first score, total = Σ exp(s − s₀);
+    - ``shift=False``: total = Σ exp(s), the maximum tracked but not used.
+    """
+    s = np.fromiter((float(x) for x in scores), dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        if not shift:
+            return np.array([max(start, s.max()), np.exp(s).sum()])
+        if not update_max:
+            return np.array([s[0], np.exp(s - s[0]).sum()])
+        if not rescale:
+            running = np.maximum(np.maximum.accumulate(s), start)
+            return np.array([running[-1], np.exp(s - running).sum()])
+        m = max(start, s.max())
+        return np.array([m, np.exp(s - m).sum()])
 
 
 ONLINE_MISTAKES = {
@@ -89,40 +111,380 @@ ONLINE_MISTAKES = {
     "max_from_zero": lambda scores: _running(scores, start=0.0),
     "first_score_as_max": lambda scores: _running(scores, update_max=False),
     "unstable_softmax": lambda scores: _running(scores, shift=False),
+    "normaliser_pair_swapped": lambda scores: _running(scores)[::-1],
 }
 
 
-def _flash(q, k, v, block_size, rescale=True, last_block=True, m0=-np.inf):
-    """Blockwise attention with switches for the catalogued mistakes."""
-    n = k.shape[0]
-    m = np.full(q.shape[0], m0)
-    denom = np.zeros(q.shape[0])
-    acc = np.zeros((q.shape[0], v.shape[-1]))
-    stop = n if last_block else n - n % block_size
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+def _plain(*arrays):
+    """Plain float64 arrays (the causal probe hands in tracking arrays; the references must not trip them)."""
+    return tuple(np.asarray(a, dtype=np.float64).view(np.ndarray) for a in arrays)
+
+
+Allowed = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def _blockwise(q, k, v, block_size, *, allowed: Allowed | None = None, zeroed: Allowed | None = None,
+               scale=None, rescale_total=True, rescale_acc=True, m0=-np.inf, keep_max=True, per_row=True,
+               shift="running", divide=True, last_block=True):
+    """Blockwise attention with an online softmax, every query at once, key block by key block in order,
+    with switches for the catalogued mistakes.
+
+    ``allowed(rows, cols)`` says which (query, key) pairs are used (None: all); a query with no
+    allowed key in a block leaves its running quantities untouched, as a loop over query tiles that
+    skips that block does. ``zeroed(rows, cols)``: pairs whose score is replaced by 0 (masked with 0).
+    """
+    q, k, v = _plain(q, k, v)
+    n_q, n_k = q.shape[0], k.shape[0]
+    scale = np.sqrt(q.shape[-1]) if scale is None else scale
+    m = np.full(n_q, float(m0))
+    total = np.zeros(n_q)
+    acc = np.zeros((n_q, v.shape[-1]))
+    rows = np.arange(n_q)[:, None]
+    stop = n_k if last_block else n_k - n_k % block_size
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         for start in range(0, stop, block_size):
-            s = q @ k[start : start + block_size].T / np.sqrt(q.shape[-1])
-            m_new = np.maximum(m, s.max(axis=1))
-            alpha = np.exp(m - m_new) if rescale else np.ones_like(m)
-            p = np.exp(s - m_new[:, None])
-            denom = alpha * denom + p.sum(axis=1)
-            acc = alpha[:, None] * acc + p @ v[start : start + block_size]
-            m = m_new
-        return acc / denom[:, None]
+            cols = np.arange(start, min(start + block_size, n_k))[None, :]
+            s = q @ k[start : start + block_size].T / scale
+            if zeroed is not None:
+                s = np.where(zeroed(rows, cols), 0.0, s)
+            ok = np.ones(s.shape, dtype=bool) if allowed is None else np.broadcast_to(allowed(rows, cols), s.shape)
+            s = np.where(ok, s, -np.inf)
+            active = ok.any(axis=1)
+            b_max = s.max(axis=1) if per_row else np.full(n_q, s.max())
+            m_new = np.maximum(m, b_max)
+            alpha = np.exp(m - m_new)
+            p = np.exp(s - (m_new if shift == "running" else b_max)[:, None])
+            new_total = (alpha if rescale_total else 1.0) * total + p.sum(axis=1)
+            new_acc = (alpha[:, None] if rescale_acc else 1.0) * acc + p @ v[start : start + block_size]
+            total = np.where(active, new_total, total)
+            acc = np.where(active[:, None], new_acc, acc)
+            if keep_max:
+                m = np.where(active, m_new, m)
+        return acc / total[:, None] if divide else acc
+
+
+def _attend(q, k, v, *, allowed: Allowed | None = None, zeroed: Allowed | None = None, scale=None,
+            shift="row", divide=True, chunk=64):
+    """Attention in closed form, the same numbers as a right blockwise loop ends with: exp(s − shift)
+    summed over the allowed keys, a query at most ``chunk`` at a time (so that the reference stays far
+    below one n × n matrix on the long inputs). ``shift``: each row's maximum (``"row"``), that or 0
+    whichever is larger (``"zero"``: a maximum started at 0), or the largest score of all (``"global"``).
+    A query with no allowed key gets 0/0 (NaN), as a loop that never updates it does."""
+    q, k, v = _plain(q, k, v)
+    n_q, n_k = q.shape[0], k.shape[0]
+    scale = np.sqrt(q.shape[-1]) if scale is None else scale
+    cols = np.arange(n_k)[None, :]
+
+    def scores(start):
+        rows = np.arange(start, min(start + chunk, n_q))[:, None]
+        s = q[start : start + chunk] @ k.T / scale
+        if zeroed is not None:
+            s = np.where(zeroed(rows, cols), 0.0, s)
+        return s if allowed is None else np.where(allowed(rows, cols), s, -np.inf)
+
+    out = np.empty((n_q, v.shape[-1]))
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        if shift == "global":
+            top = max(scores(start).max() for start in range(0, n_q, chunk))
+        for start in range(0, n_q, chunk):
+            s = scores(start)
+            m = s.max(axis=1, keepdims=True)
+            if shift == "zero":
+                m = np.maximum(m, 0.0)
+            elif shift == "global":
+                m = np.full_like(m, top)
+            e = np.exp(s - m)
+            acc = e @ v
+            out[start : start + chunk] = acc / e.sum(axis=1, keepdims=True) if divide else acc
+    return out
+
+
+def _per_block_average(q, k, v, block_size):
+    """Each block's own softmax attention, averaged over the blocks."""
+    outs = [_attend(q, k[start : start + block_size], v[start : start + block_size])
+            for start in range(0, len(k), block_size)]
+    return np.mean(outs, axis=0)
+
+
+def _last_block_start(n, block_size):
+    return (n - 1) // block_size * block_size
+
+
+FLASH_MISTAKES = {
+    "missing_scale": lambda q, k, v, block_size: _attend(q, k, v, scale=1.0),
+    "scale_by_d": lambda q, k, v, block_size: _attend(q, k, v, scale=q.shape[-1]),
+    MISSING_RESCALE: lambda q, k, v, block_size: _blockwise(q, k, v, block_size, rescale_total=False,
+                                                            rescale_acc=False),
+    "acc_not_rescaled": lambda q, k, v, block_size: _blockwise(q, k, v, block_size, rescale_acc=False),
+    "dropped_last_block": lambda q, k, v, block_size: _attend(
+        q, k, v, allowed=lambda i, j: j < len(k) - len(k) % block_size),
+    "max_from_zero": lambda q, k, v, block_size: _attend(q, k, v, shift="zero"),
+    # `m = m_new` left out: m stays −∞, every block's factor exp(m − m_new) is 0: the last block only
+    "first_score_as_max": lambda q, k, v, block_size: _attend(
+        q, k, v, allowed=lambda i, j: j >= _last_block_start(len(k), block_size)),
+    "global_max_subtraction": lambda q, k, v, block_size: _attend(q, k, v, shift="global"),
+    "missing_final_division": lambda q, k, v, block_size: _attend(q, k, v, divide=False),
+    "block_max_in_exp": lambda q, k, v, block_size: _blockwise(q, k, v, block_size, shift="block"),
+    "softmax_per_block": lambda q, k, v, block_size: _per_block_average(q, k, v, block_size),
+}
+
+
+# --- the causal version ---------------------------------------------------------------------
+
+
+def _masks(block_size: int, mask: str) -> tuple[Allowed | None, Allowed | None]:
+    """(allowed, zeroed) for the ways the diagonal block can be treated when the blocks above the
+    diagonal are skipped (``mask``):
+
+    causal      keys j ≤ i (right)                  unmasked  the whole diagonal block
+    skip        the diagonal block left out          strict    keys j < i (the diagonal masked too)
+    wrong       keys j ≥ i of the diagonal block     zero      keys j > i there scored 0 instead of hidden
+    none        every key (no causal mask at all)
+    local       in every block not above the diagonal, the keys j ≤ i counted within the block
+    """
+    b = block_size
+
+    def same_block(i, j):
+        return i // b == j // b
+
+    allowed = {
+        "causal": lambda i, j: j <= i,
+        "unmasked": lambda i, j: j // b <= i // b,
+        "skip": lambda i, j: j // b < i // b,
+        "strict": lambda i, j: j < i,
+        "wrong": lambda i, j: (j // b < i // b) | (same_block(i, j) & (j >= i)),
+        "zero": lambda i, j: j // b <= i // b,
+        "none": None,
+        "local": lambda i, j: (j // b <= i // b) & (j % b <= i % b),
+    }[mask]
+    zeroed = (lambda i, j: same_block(i, j) & (j > i)) if mask == "zero" else None
+    return allowed, zeroed
+
+
+def _causal(q, k, v, block_size, mask="causal", **switches):
+    """Causal attention with the diagonal block treated as ``mask`` says (see :func:`_masks`), in closed form."""
+    allowed, zeroed = _masks(block_size, mask)
+    return _attend(q, k, v, allowed=allowed, zeroed=zeroed, **switches)
+
+
+def _last_tile_dropped(q, k, v, block_size):
+    """Query tiles and key blocks both stop before the last, shorter one: its rows stay zero."""
+    out = _causal(q, k, v, block_size)
+    out[len(q) - len(q) % block_size:] = 0.0
+    return out
+
+
+CAUSAL_MISTAKES = {
+    "missing_scale": lambda q, k, v, block_size: _causal(q, k, v, block_size, scale=1.0),
+    MISSING_RESCALE: lambda q, k, v, block_size: _blockwise(q, k, v, block_size, allowed=lambda i, j: j <= i,
+                                                            rescale_total=False, rescale_acc=False),
+    "max_from_zero": lambda q, k, v, block_size: _causal(q, k, v, block_size, shift="zero"),
+    "dropped_last_block": _last_tile_dropped,
+    "missing_causal_mask": lambda q, k, v, block_size: _causal(q, k, v, block_size, "none"),
+    "diagonal_block_unmasked": lambda q, k, v, block_size: _causal(q, k, v, block_size, "unmasked"),
+    "diagonal_block_skipped": lambda q, k, v, block_size: _causal(q, k, v, block_size, "skip"),
+    # j < i: the diagonal hidden too, so query 0 sees nothing (the code notebook 06 uses for it)
+    "fully_masked_row": lambda q, k, v, block_size: _causal(q, k, v, block_size, "strict"),
+    "mask_wrong_triangle": lambda q, k, v, block_size: _causal(q, k, v, block_size, "wrong"),
+    "mask_with_zero": lambda q, k, v, block_size: _causal(q, k, v, block_size, "zero"),
+    "triangle_mask_every_block": lambda q, k, v, block_size: _causal(q, k, v, block_size, "local"),
+}
+
+
+# --- the causal probe: queries and keys that notice scores above the diagonal ---------------
+
+
+class ScoresAboveTheDiagonal(RuntimeError):
+    """Raised from inside the student's causal function when it computes what causal attention never uses."""
+
+
+class _Log:
+    """What the probe's queries and keys have seen computed: scores (i, j) of a key after its query."""
+
+    def __init__(self, n: int, block_size: int):
+        self.n, self.block_size = n, block_size
+        self.above = 0
+        # The diagonal blocks hold about n (b − 1) / 2 such scores; twice n·b leaves room for tiles
+        # of another size. Computing every block and masking is n (n − 1) / 2.
+        self.allowance = 2 * n * block_size
+
+    def product(self, q_tok: np.ndarray, k_tok: np.ndarray) -> None:
+        rows, cols = np.unique(q_tok), np.unique(k_tok)
+        if rows.size == self.n and cols.size == self.n:
+            return  # the whole n × n matrix: the peak-memory probe says what is wrong with that
+        above = int(np.sum(cols.size - np.searchsorted(cols, rows, side="right")))
+        if not above:
+            return
+        where = f"queries {rows.min()}–{rows.max()} with keys {cols.min()}–{cols.max()}"
+        if cols.min() > rows.max():
+            raise ScoresAboveTheDiagonal(
+                f"it computed the scores of {where}: every one of those keys comes after every one of those "
+                "queries, a block above the diagonal that the causal mask hides entirely. Skip such blocks "
+                "instead of computing and masking them")
+        self.above += above
+        if self.above > self.allowance:
+            raise ScoresAboveTheDiagonal(
+                f"it has computed {self.above} scores of a key that comes after its query (this product: {where}), "
+                f"and the causal mask hides every one of them. Skipping the key blocks that lie after each block of "
+                f"queries leaves only about {self.n * (self.block_size - 1) // 2}, all in the diagonal blocks")
+
+
+def _tokens_of(x: Any) -> list:
+    """Every tracking array in a (nested) argument."""
+    if isinstance(x, _Tokens) and x._log is not None:
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for item in x for t in _tokens_of(item)]
+    return []
+
+
+def _unwrap(x: Any, tok: bool = False) -> Any:
+    """Plain arrays in place of tracking ones (``tok``: their token indices instead)."""
+    if isinstance(x, _Tokens):
+        return x._tok if tok else x.view(np.ndarray)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_unwrap(item, tok) for item in x)
+    return x
+
+
+_STRUCTURAL = {np.transpose, np.swapaxes, np.moveaxis, np.reshape, np.ravel, np.copy, np.squeeze,
+               np.expand_dims, np.atleast_2d, np.split, np.array_split, np.concatenate, np.vstack, np.stack}
+
+
+class _Tokens(np.ndarray):
+    """Queries (``role="q"``) or keys (``"k"``) that know, for every entry, which token (row) it belongs
+    to, through slicing, indexing, transposing and reshaping. A product (``@``, ``*``, ``np.dot``,
+    ``np.einsum`` …) of queries with keys tells the shared :class:`_Log`, which raises when a block above
+    the diagonal is computed. Arrays derived in ways not followed here become plain arrays: the probe
+    can miss a computation, never invent one."""
+
+    _role: str | None = None
+    _tok: np.ndarray | None = None
+    _log: _Log | None = None
+
+    @classmethod
+    def make(cls, values: np.ndarray, role: str, log: _Log) -> _Tokens:
+        values = np.asarray(values, dtype=np.float64)
+        tok = np.broadcast_to(np.arange(values.shape[0]).reshape(-1, *([1] * (values.ndim - 1))), values.shape)
+        return _carry(values.view(cls), role, np.array(tok), log)
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self._role = self._tok = self._log = None  # set again by the operations that know the tokens
+
+    def __reduce__(self):  # a copy in another process is a plain array
+        return self.view(np.ndarray).__reduce__()
+
+    def _same(self, result: Any, tok: np.ndarray) -> Any:
+        if self._log is None or not isinstance(result, np.ndarray) or np.shape(tok) != result.shape:
+            return result.view(np.ndarray) if isinstance(result, _Tokens) else result
+        return _carry(result, self._role, tok, self._log)
+
+    def __getitem__(self, key: Any) -> Any:
+        result = super().__getitem__(key)
+        if self._log is None or not isinstance(result, np.ndarray):
+            return result
+        return self._same(result, self._tok[_unwrap(key)])
+
+    @property
+    def T(self) -> Any:  # noqa: N802 (NumPy's name)
+        return self.transpose()
+
+    def transpose(self, *axes: Any) -> Any:
+        result = super().transpose(*axes)
+        return self._same(result, self._tok.transpose(*axes)) if self._log is not None else result
+
+    def swapaxes(self, a: int, b: int) -> Any:
+        result = super().swapaxes(a, b)
+        return self._same(result, self._tok.swapaxes(a, b)) if self._log is not None else result
+
+    def reshape(self, *shape: Any, **kwargs: Any) -> Any:
+        result = super().reshape(*shape, **kwargs)
+        return self._same(result, self._tok.reshape(*shape, **kwargs)) if self._log is not None else result
+
+    def ravel(self, order: str = "C") -> Any:
+        result = super().ravel(order)
+        return self._same(result, self._tok.ravel(order)) if self._log is not None else result
+
+    def copy(self, order: str = "C") -> Any:
+        result = super().copy(order)
+        return self._same(result, self._tok.copy(order)) if self._log is not None else result
+
+    def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:
+        result = super().astype(dtype, *args, **kwargs)
+        return self._same(result, self._tok) if self._log is not None else result
+
+    def dot(self, other: Any, out: Any = None) -> Any:
+        return np.dot(self, other) if out is None else np.dot(self, other, out)
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        tracked = _tokens_of(list(inputs))
+        _record(tracked)
+        outs = kwargs.get("out")
+        if outs is not None:
+            kwargs["out"] = tuple(_unwrap(o) for o in outs)
+        result = getattr(ufunc, method)(*(_unwrap(x) for x in inputs), **kwargs)
+        if outs is not None:
+            return outs[0] if len(outs) == 1 else outs
+        roles = {t._role for t in tracked}
+        if method == "__call__" and len(roles) == 1 and isinstance(result, np.ndarray):
+            source = tracked[0]
+            if result.shape == source.shape and all(t.shape == source.shape for t in tracked):
+                return source._same(result, source._tok)  # q / √d_k is still the queries
+        return result
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        tracked = _tokens_of(list(args)) + _tokens_of(list(kwargs.values()))
+        _record(tracked)
+        result = func(*_unwrap(args), **{key: _unwrap(value) for key, value in kwargs.items()})
+        roles = {t._role for t in tracked}
+        if func in _STRUCTURAL and len(roles) == 1:
+            plain = [a for a in _arrays_in(args) if not isinstance(a, _Tokens)]
+            if not plain:
+                tok = func(*_unwrap(args, tok=True), **{key: _unwrap(value, tok=True) for key, value in kwargs.items()})
+                source = tracked[0]
+                if isinstance(result, list):
+                    return [source._same(r, t) for r, t in zip(result, tok)]
+                return source._same(result, tok)
+        return result
+
+
+def _arrays_in(x: Any) -> list:
+    if isinstance(x, np.ndarray):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [a for item in x for a in _arrays_in(item)]
+    return []
+
+
+def _carry(result: np.ndarray, role: str | None, tok: np.ndarray, log: _Log | None) -> _Tokens:
+    out = result if isinstance(result, _Tokens) else result.view(_Tokens)
+    out._role, out._tok, out._log = role, np.asarray(tok), log
+    return out
+
+
+def _record(tracked: list) -> None:
+    queries = [t for t in tracked if t._role == "q"]
+    keys = [t for t in tracked if t._role == "k"]
+    if queries and keys:
+        queries[0]._log.product(np.concatenate([t._tok.ravel() for t in queries]),
+                                np.concatenate([t._tok.ravel() for t in keys]))
 
 
 # --- inputs --------------------------------------------------------------------------------
 
 
 def vectorised_inputs(rng=None):
+    """The notebook's example, or fresh (batch, heads, n, d_k) inputs. Always four axes: on three, the
+    softmax over axis 1 (the heads axis of four) is the one over the queries, and two catalogued
+    mistakes could not be told apart."""
     if rng is None:
         return batched_example()
-    lead = [(), (int(rng.integers(2, 4)),), (int(rng.integers(2, 4)), int(rng.integers(2, 5)))][rng.integers(3)]
+    b, h = int(rng.integers(2, 4)), int(rng.integers(2, 5))
     n, d, dv = (int(x) for x in (rng.integers(3, 10), rng.integers(2, 9), rng.integers(1, 7)))
     return {
-        "q": rng.normal(size=(*lead, n, d)),
-        "k": rng.normal(size=(*lead, n, d)),
-        "v": rng.normal(size=(*lead, n, dv)),
+        "q": rng.normal(size=(b, h, n, d)),
+        "k": rng.normal(size=(b, h, n, d)),
+        "v": rng.normal(size=(b, h, n, dv)),
     }
 
 
@@ -144,7 +506,8 @@ def long_stream(rng):
 
 
 def flash_inputs(rng=None):
-    """The notebook's example, or random sizes with a block that does not divide n."""
+    """The notebook's example, or random sizes with a block that does not divide n, and two extreme
+    queries (see below)."""
     if rng is None:
         return flash_example()
     n = int(rng.integers(7, 41))
@@ -153,28 +516,44 @@ def flash_inputs(rng=None):
     while n % block == 0:
         block += 1  # a shorter last block, too (stops at n - 1 at the latest)
     q, k = rng.normal(0, 1.5, size=(n, d)), rng.normal(0, 1.5, size=(n, d))
-    # One query whose scores are all between −935 and −850: a running maximum started at 0
-    # underflows there (exp(−745) is already 0). Every key gets the same component 3 … 3.3 along
-    # a direction w, and that query points the other way along w.
+    # Every key gets the same component 3 … 3.3 along a direction w. One query points the other way
+    # along w: its scores are all between −935 and −850, so a running maximum started at 0 underflows
+    # there (exp(−745) is already 0). Another points along w: its scores, 850 … 935, are the largest of
+    # all, so one maximum shared by every query underflows the others.
     w = np.ones(d) / np.sqrt(d)
     k = k - np.outer(k @ w, w) + np.outer(3.0 + 0.3 * rng.uniform(size=n), w)
-    q[int(rng.integers(n))] = -(850.0 * np.sqrt(d) / 3.0) * w
+    low, high = rng.choice(np.arange(1, n), size=2, replace=False)
+    q[low] = -(850.0 * np.sqrt(d) / 3.0) * w
+    q[high] = (850.0 * np.sqrt(d) / 3.0) * w
     return {"q": q, "k": k, "v": rng.normal(size=(n, dv)), "block_size": block}
 
 
 def long_flash(rng):
-    """n = 512 keys in blocks of 16: one n × n matrix of float64 is 2 MiB."""
+    """n = 512 keys in blocks of 32: one n × n matrix of float64 is 2 MiB."""
     n, d = 512, 8
     return {"q": rng.normal(size=(n, d)), "k": rng.normal(size=(n, d)), "v": rng.normal(size=(n, 4)),
-            "block_size": 16}
+            "block_size": 32}
 
 
 def flash_memory_limit(inputs):
-    """Generous room for a few n × block arrays and the n-sized running quantities: about two thirds
-    of one n × n matrix at this size."""
+    """Generous room for a few n × block arrays and the n-sized running quantities: about 0.9 of one
+    n × n matrix at this size, so that even two n × n matrices of float32 exceed it."""
     n = inputs["q"].shape[0]
     return 8.0 * (8 * n * inputs["block_size"] + 16 * n * (inputs["q"].shape[1] + inputs["v"].shape[1]))
 
+
+def causal_probe_inputs(rng):
+    """n = 120 in blocks of 16 (the last one shorter), queries and keys that watch the products."""
+    n, block = 120, 16
+    log = _Log(n, block)
+    return {"q": _Tokens.make(rng.normal(size=(n, 6)), "q", log), "k": _Tokens.make(rng.normal(size=(n, 6)), "k", log),
+            "v": rng.normal(size=(n, 4)), "block_size": block}
+
+
+WRONG_TRIANGLE_HINT = (
+    "In the diagonal block you hid the keys before each query and kept the ones after it. Query i may look "
+    "at keys j ≤ i: hide the keys with j > i (the upper triangle of the diagonal block)."
+)
 
 register(
     Exercise(
@@ -188,10 +567,16 @@ register(
         reference=lambda q, k, v: attention(q, k, v),
         mistakes=VECTORISED_MISTAKES,
         hints={
-            "transposed_scores": "You computed k @ qᵀ. Row i of the scores belongs to query i: use "
-            "q @ k.transpose(-2, -1).",
-            "softmax_wrong_axis": "Your softmax normalised over the queries. Each query's weights over the "
-            "keys must sum to 1: use dim=-1.",
+            "missing_scale": "Your scores were not divided by √d_k. Divide them by the square root of the last "
+            "axis of q (the width of a query) before the softmax.",
+            "scale_by_d": "You divided by d_k itself. Divide by its square root, √d_k.",
+            "transposed_scores": "You computed k times q transposed. Row i of the scores belongs to query i: "
+            "multiply q by k with its last two axes swapped.",
+            "softmax_wrong_axis": "Your softmax normalised over the queries (axis -2). Each query's weights over "
+            "the keys must sum to 1: the keys are the last axis.",
+            "softmax_over_heads": "Your softmax ran over axis 1: right for the (n, n) scores of the earlier "
+            "notebooks, but here axis 1 holds the heads. Each query's weights over the keys must sum to 1: "
+            "normalise over the last axis (dim=-1), whatever comes in front of it.",
         },
     ),
     Exercise(
@@ -209,6 +594,8 @@ register(
             "unstable_softmax": "You added up exp(score) itself, without subtracting the running maximum: exp "
             "overflows for large scores and underflows to 0 for very negative ones. Add exp(score − m), and rescale "
             "the total when m grows.",
+            "first_score_as_max": "Your m never moves past the first score, so a larger score later is measured "
+            "against a maximum that is too small (and can overflow). Update m with every score.",
         },
     ),
     Exercise(
@@ -219,18 +606,62 @@ register(
         kind="function",
         framework="numpy",
         inputs=flash_inputs,
-        reference=lambda q, k, v, block_size: _flash(q, k, v, block_size),  # blockwise itself
-        mistakes={
-            "missing_scale": lambda q, k, v, block_size: attention(q, k, v, scale=1.0),
-            "scale_by_d": lambda q, k, v, block_size: attention(q, k, v, scale=q.shape[-1]),
-            MISSING_RESCALE: lambda q, k, v, block_size: _flash(q, k, v, block_size, rescale=False),
-            "dropped_last_block": lambda q, k, v, block_size: _flash(q, k, v, block_size, last_block=False),
-            "max_from_zero": lambda q, k, v, block_size: _flash(q, k, v, block_size, m0=0.0),
-        },
+        reference=lambda q, k, v, block_size: _attend(q, k, v),
+        mistakes=FLASH_MISTAKES,
         probes=(Probe("peak_memory", long_flash, flash_memory_limit, "full_score_matrix"),),
         hints={
-            "missing_scale": "Your scores were not divided by √d. Divide each block of scores, "
-            "q @ k_block.T, by np.sqrt(q.shape[-1]) before taking its maximum and exponentials.",
+            "missing_scale": "Your scores were not divided by √d_k. Divide each block of scores by the square "
+            "root of the width of a query before taking its maximum and exponentials.",
+            "scale_by_d": "You divided the scores by d_k itself. Divide them by its square root, √d_k.",
+            MISSING_RESCALE: "When a block raises a query's running maximum m, what was summed so far (in total "
+            "and in acc) was measured against the old maximum: multiply both by exp(m_old − m_new) before adding "
+            "the block's terms.",
+            "first_score_as_max": "Your running maximum m is never updated, so it stays at its start, −∞, and each "
+            "block's factor exp(m − m_new) is 0: it wipes out everything summed before. Your output is attention "
+            "over the last block only. Keep the new maximum after each block.",
+            "max_from_zero": "Your running maximum starts at 0. For a query whose scores are all far below 0 (below "
+            "about −745), every exp(score − 0) underflows to 0, and its output becomes 0/0. Start it at −∞.",
+            "global_max_subtraction": "Your running maximum is one number for all queries. A query whose scores "
+            "are all far below the largest score in the block then gets exp(…) = 0 for every key, and 0/0. Keep "
+            "one running maximum per query (a maximum over each row, axis=1).",
+            "dropped_last_block": "Your loop skips the last block when the number of keys is not a multiple of "
+            "block_size. Let the last block be shorter: start a block at every multiple of block_size below n, and "
+            "slice up to start + block_size (NumPy stops at the end).",
+        },
+    ),
+    Exercise(
+        "07.causal_flash",
+        notebook=NOTEBOOK,
+        title="Causal blockwise attention that skips the blocks above the diagonal",
+        answers=("causal_flash_attention",),
+        kind="function",
+        framework="numpy",
+        inputs=flash_inputs,
+        reference=lambda q, k, v, block_size: _causal(q, k, v, block_size),
+        mistakes=CAUSAL_MISTAKES,
+        probes=(
+            Probe("peak_memory", long_flash, flash_memory_limit, "full_score_matrix"),
+            Probe("causal_blocks", causal_probe_inputs, lambda inputs: 0, "future_blocks_computed"),
+        ),
+        hints={
+            "missing_scale": "Your scores were not divided by √d_k. Divide each block of scores by the square "
+            "root of the width of a query before masking it and taking its maximum.",
+            MISSING_RESCALE: "When a block raises a query's running maximum m, what was summed so far (in total "
+            "and in acc) was measured against the old maximum: multiply both by exp(m_old − m_new) before adding "
+            "the block's terms.",
+            "dropped_last_block": "The rows of your last, shorter block of queries are zero: your loops stop "
+            "before it when n is not a multiple of block_size. Let the last block of queries (and of keys) be "
+            "shorter: start one at every multiple of block_size below n.",
+            "max_from_zero": "Your running maximum starts at 0. For a query whose scores are all far below 0 (below "
+            "about −745), every exp(score − 0) underflows to 0, and its output becomes 0/0. Start it at −∞.",
+            "fully_masked_row": "You hid key j = i as well, so the first query has no key left and its row is "
+            "0/0 = NaN. A query may attend to itself: in the diagonal block, hide only the keys after it, j > i.",
+            "missing_causal_mask": "Your output is attention without a mask: every query also uses the keys after "
+            "it. Causal attention lets query i use only the keys j ≤ i: skip the blocks above the diagonal and "
+            "hide the later keys inside the diagonal block.",
+            "mask_wrong_triangle": WRONG_TRIANGLE_HINT,
+            "mask_with_zero": "In the diagonal block you set the scores of later keys to 0, but a score of 0 still "
+            "gets a weight (exp(0 − m) > 0). Give them −∞, so that their weight is exactly 0.",
         },
     ),
 )

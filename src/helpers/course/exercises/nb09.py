@@ -1,0 +1,487 @@
+"""Notebook 09 — cross-attention and decoding with a KV cache (beyond the seeds), PyTorch and TensorFlow.
+
+Part 1 and 2 are function steps on cross-attention: queries from one sequence (the decoder's),
+keys and values from another (the encoder's), of another length, with the encoder's padding
+hidden. Their random inputs always have n_q ≠ n_k, so taking the keys from the wrong sequence
+or masking as in self-attention shows.
+
+Part 3 decodes a sequence one token at a time with a cache of keys and values. The function
+step ``cached_attention`` attends the newest m queries over every key so far (the cache and the
+new ones): its random inputs always hold at least one cached key and at least two new queries,
+so a mask counted from 0, a mask one off and no mask at all all differ. The decoding loop is a
+value step replayed on fresh worlds (:func:`world`): new lengths, widths, position tables and
+weights, so a loop that forgets to append, counts positions from 0 or re-masks the cache shows
+on every draw. Its world's ``queries``, ``keys``, ``values`` and ``full_out`` (the whole
+sequence at once, computed before the loop) come from a second, independent draw: decoding must
+compute each token's query, key and value itself.
+
+Part 4 counts the bytes of a cache (plain Python arithmetic, any framework); Part 5 is the
+TensorFlow twin of the padded cross-attention, compared in the notebook with Keras.
+
+The examples are made with NumPy's seeded generator exactly as the notebook makes them, so trial 0
+of a function step is the example the student sees.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..reference import softmax
+from ..spec import Exercise, register
+
+NOTEBOOK = "09_cross_attention_kv_cache"
+
+D_MODEL, D_K = 6, 4  # the width of every token's vector, and of a query / key / value
+N_ENC, N_DEC = 5, 3  # "the cat sat on mats" (encoder) and "<s> le chat" (decoder)
+ENC_LENGTHS = np.array([5, 2])  # the padded batch: "the cat sat on mats" and "dogs bark" + 3 <pad>
+N_SEQ, MAX_LEN = 6, 8  # the decoded sequence and the rows of its position table
+T_CACHED = 4  # the chunk example: 4 tokens in the cache, 2 new ones
+GPT2_SMALL = (12, 12, 1024, 64, 4)  # layers, heads, n (its context), d_head, bytes of a float32
+
+
+# --- the notebook's examples (same generator calls as in the notebook) ------------------
+
+
+def cross_example() -> dict:
+    rng = np.random.default_rng(90)
+    x_enc = rng.normal(size=(N_ENC, D_MODEL)).round(1)
+    x_dec = rng.normal(size=(N_DEC, D_MODEL)).round(1)
+    w_query, w_key, w_value = (rng.normal(size=(3, D_MODEL, D_K)) / np.sqrt(D_MODEL)).round(2)
+    return {"x_dec": x_dec, "x_enc": x_enc, "w_query": w_query, "w_key": w_key, "w_value": w_value}
+
+
+def padded_batch() -> tuple[np.ndarray, np.ndarray]:
+    """The padded batch: two encoder sentences (the second padded with zero vectors) and two decoder prefixes."""
+    rng = np.random.default_rng(91)
+    x_enc_b = rng.normal(size=(2, N_ENC, D_MODEL)).round(1)
+    x_enc_b[1, ENC_LENGTHS[1]:] = 0.0
+    x_dec_b = rng.normal(size=(2, N_DEC, D_MODEL)).round(1)
+    return x_dec_b, x_enc_b
+
+
+def padded_example() -> dict:
+    w = cross_example()
+    x_dec_b, x_enc_b = padded_batch()
+    return {"q": x_dec_b @ w["w_query"], "k": x_enc_b @ w["w_key"], "v": x_enc_b @ w["w_value"],
+            "enc_lengths": ENC_LENGTHS.copy()}
+
+
+def decoder_example() -> dict:
+    rng = np.random.default_rng(92)
+    x_seq = rng.normal(size=(N_SEQ, D_MODEL)).round(1)
+    pos_table = rng.normal(size=(MAX_LEN, D_MODEL)).round(1)
+    w_query, w_key, w_value = (rng.normal(size=(3, D_MODEL, D_K)) / np.sqrt(D_MODEL)).round(2)
+    return {"x_seq": x_seq, "pos_table": pos_table, "w_query": w_query, "w_key": w_key, "w_value": w_value}
+
+
+def _projected(x_seq, pos_table, w_query, w_key, w_value, positions=None):
+    """Queries, keys and values of the tokens at ``positions`` (default 0, 1, …, n − 1)."""
+    n = x_seq.shape[0]
+    pos = np.arange(n) if positions is None else positions
+    h = x_seq + pos_table[pos]
+    return h @ w_query, h @ w_key, h @ w_value
+
+
+def cached_example() -> dict:
+    q, k, v = _projected(**decoder_example())
+    return {"q": q[T_CACHED:], "k": k, "v": v}
+
+
+# --- building blocks (NumPy, float64) ----------------------------------------------------
+
+
+def _t(a):
+    return np.swapaxes(a, -1, -2)
+
+
+def _scores(q, k, scale=True):
+    """q·kᵀ divided by √d_k (``True``), by d_k (``"d"``), by a given number, or not at all (``False``)."""
+    s = q @ _t(k)
+    if scale is True:
+        return s / np.sqrt(k.shape[-1])
+    if scale == "d":
+        return s / k.shape[-1]
+    if scale is False:
+        return s
+    return s / float(scale)
+
+
+def _attend(scores, v, allowed=None, how="inf", axis=-1, empty="nan"):
+    """Masked softmax of ``scores`` (``allowed`` True = may attend) times ``v``.
+
+    ``how``: −∞ before the softmax (``"inf"``), 0 before it (``"zero"``) or zeroed after it
+    (``"after"``). A row with no allowed key is NaN (``empty="nan"``, as −∞ gives) or 0
+    (``empty="zero"``: what attending over an empty cache gives).
+    """
+    if allowed is None:
+        return softmax(scores, axis=axis) @ v
+    allowed = np.broadcast_to(allowed, scores.shape)
+    with np.errstate(invalid="ignore"):
+        if how == "inf":
+            weights = softmax(np.where(allowed, scores, -np.inf), axis=axis)
+        elif how == "zero":
+            weights = softmax(np.where(allowed, scores, 0.0), axis=axis)
+        elif how == "after":
+            weights = softmax(scores, axis=axis) * allowed
+        else:
+            raise ValueError(how)
+        if empty == "zero":
+            weights = np.where(allowed.any(axis=-1, keepdims=True), weights, 0.0)
+    return weights @ v
+
+
+# --- part 1: cross-attention ---------------------------------------------------------------
+
+
+def _cross(x_dec, x_enc, w_query, w_key, w_value, *, q_from="dec", kv_from="enc", scale=True, axis=-1,
+           weights=True, values_from_key=False):
+    src = {"dec": x_dec, "enc": x_enc}
+    q = src[q_from] @ w_query
+    k, v = src[kv_from] @ w_key, src[kv_from] @ (w_key if values_from_key else w_value)
+    if scale == "model":
+        scale = np.sqrt(x_dec.shape[-1])
+    if not weights:  # the raw scores times the values
+        return _scores(q, k, scale) @ v
+    return _attend(_scores(q, k, scale), v, axis=axis)
+
+
+def ref_cross(x_dec, x_enc, w_query, w_key, w_value):
+    return _cross(x_dec, x_enc, w_query, w_key, w_value)
+
+
+CROSS_MISTAKES = {
+    "cross_keys_from_decoder": lambda **i: _cross(**i, kv_from="dec"),
+    "cross_queries_from_encoder": lambda **i: _cross(**i, q_from="enc"),
+    "cross_roles_swapped": lambda **i: _cross(**i, q_from="enc", kv_from="dec"),
+    "missing_scale": lambda **i: _cross(**i, scale=False),
+    "scale_by_d": lambda **i: _cross(**i, scale="d"),
+    "scale_by_d_model": lambda **i: _cross(**i, scale="model"),
+    "softmax_wrong_axis": lambda **i: _cross(**i, axis=-2),
+    "no_softmax": lambda **i: _cross(**i, weights=False),
+    # the values made with w_key (the same width as w_value in the notebook, not in general)
+    "swapped_projections": lambda **i: _cross(**i, values_from_key=True),
+}
+
+
+def _two_lengths(rng) -> tuple[int, int]:
+    """n_q and n_k, never equal: a decoder prefix and a source sentence of another length."""
+    n_q = int(rng.integers(2, 5))
+    n_k = int(rng.choice([n for n in range(3, 7) if n != n_q]))
+    return n_q, n_k
+
+
+def cross_inputs(rng=None) -> dict:
+    if rng is None:
+        return cross_example()
+    batch = (int(rng.integers(2, 4)),)  # the notebook's example has no batch axis; these always have one
+    n_q, n_k = _two_lengths(rng)
+    d_model, d_k, d_v = (int(rng.integers(2, 7)) for _ in range(3))
+    return {"x_dec": rng.normal(size=(*batch, n_q, d_model)), "x_enc": rng.normal(size=(*batch, n_k, d_model)),
+            "w_query": rng.normal(size=(d_model, d_k)) / np.sqrt(d_model),
+            "w_key": rng.normal(size=(d_model, d_k)) / np.sqrt(d_model),
+            "w_value": rng.normal(size=(d_model, d_v)) / np.sqrt(d_model)}
+
+
+# --- part 2: the encoder's padding ---------------------------------------------------------
+
+
+def _real_keys(enc_lengths, n_k, off_by_one=False):
+    """(batch, 1, n_k): True where key j is a real token of its sentence."""
+    j, lengths = np.arange(n_k)[None, :], np.asarray(enc_lengths)[:, None]
+    return (j <= lengths if off_by_one else j < lengths)[:, None, :]
+
+
+def _padded(q, k, v, enc_lengths, *, padding="keys", causal=False, how="inf", scale=True, axis=-1):
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    allowed = {"keys": _real_keys(enc_lengths, n_k), "none": np.ones((1, 1, n_k), bool),
+               "inverted": ~_real_keys(enc_lengths, n_k),
+               "off_by_one": _real_keys(enc_lengths, n_k, off_by_one=True)}[padding]
+    if causal:
+        allowed = allowed & np.tril(np.ones((n_q, n_k), bool))
+    return _attend(_scores(q, k, scale), v, allowed, how, axis)
+
+
+def ref_padded(q, k, v, enc_lengths):
+    return _padded(q, k, v, enc_lengths)
+
+
+PADDED_MISTAKES = {
+    "missing_padding_mask": lambda **i: _padded(**i, padding="none"),
+    "padding_mask_inverted": lambda **i: _padded(**i, padding="inverted"),
+    "padding_mask_off_by_one": lambda **i: _padded(**i, padding="off_by_one"),
+    "cross_causal_mask": lambda **i: _padded(**i, causal=True),
+    "mask_with_zero": lambda **i: _padded(**i, how="zero"),
+    "mask_after_softmax": lambda **i: _padded(**i, how="after"),
+    "missing_scale": lambda **i: _padded(**i, scale=False),
+    "softmax_wrong_axis": lambda **i: _padded(**i, axis=-2),
+}
+
+
+def padded_inputs(rng=None) -> dict:
+    if rng is None:
+        return padded_example()
+    b = int(rng.integers(2, 4))
+    n_q, n_k = _two_lengths(rng)
+    d, d_v = int(rng.integers(2, 6)), int(rng.integers(2, 6))
+    lengths = rng.integers(1, n_k, size=b)  # every sentence but the first is padded
+    lengths[0] = n_k  # one sentence fills the batch, as in a real padded batch
+    return {"q": rng.normal(size=(b, n_q, d)), "k": rng.normal(size=(b, n_k, d)), "v": rng.normal(size=(b, n_k, d_v)),
+            "enc_lengths": lengths}
+
+
+# --- part 3: attention over a cache -------------------------------------------------------
+
+
+def _cached(q, k, v, *, mask="offset", how="inf", scale=True, axis=-1):
+    """The newest m queries over all t + m keys; new query i is at position t + i."""
+    m, n_k = q.shape[-2], k.shape[-2]
+    t = n_k - m
+    i, j = np.arange(m)[:, None], np.arange(n_k)[None, :]
+    allowed = {"offset": j <= t + i, "from_zero": j <= i, "off_by_one": j < t + i, "sees_next": j <= t + i + 1,
+               "none": np.ones((m, n_k), bool), "inverted": j > t + i}[mask]
+    return _attend(_scores(q, k, scale), v, allowed, how, axis)
+
+
+def ref_cached(q, k, v):
+    return _cached(q, k, v)
+
+
+CACHED_MISTAKES = {
+    "cache_remasked": lambda **i: _cached(**i, mask="from_zero"),
+    "cache_mask_off_by_one": lambda **i: _cached(**i, mask="off_by_one"),
+    "cache_mask_sees_next": lambda **i: _cached(**i, mask="sees_next"),
+    "missing_causal_mask": lambda **i: _cached(**i, mask="none"),
+    # the allowed triangle handed to masked_fill: what each query may see is hidden, the future shown
+    "causal_mask_inverted": lambda **i: _cached(**i, mask="inverted"),
+    "mask_with_zero": lambda **i: _cached(**i, how="zero"),
+    "mask_after_softmax": lambda **i: _cached(**i, how="after"),
+    "missing_scale": lambda **i: _cached(**i, scale=False),
+    "softmax_wrong_axis": lambda **i: _cached(**i, axis=-2),
+}
+
+
+def cached_inputs(rng=None) -> dict:
+    if rng is None:
+        return cached_example()
+    batch = (int(rng.integers(2, 4)),)  # the notebook's example has no batch axis; these always have one
+    # keys already cached, and new queries: at least 3, so that a mask that lets each query see the next new
+    # token differs from no mask at all
+    t, m = int(rng.integers(1, 5)), int(rng.integers(3, 5))
+    d, d_v = int(rng.integers(2, 6)), int(rng.integers(2, 6))
+    return {"q": rng.normal(size=(*batch, m, d)), "k": rng.normal(size=(*batch, t + m, d)),
+            "v": rng.normal(size=(*batch, t + m, d_v))}
+
+
+# --- part 3: the decoding loop (a value step) ---------------------------------------------
+
+
+def world(rng: np.random.Generator | None = None, shape: tuple[int, int, int, int] | None = None) -> dict:
+    """Part 3's names in notebook order: the sequence, its position table and the weights, then
+    what the notebook computes from them for the whole sequence at once, then the answer.
+
+    Fresh worlds change the length n (7 to 9), the widths, the position table (always at least one
+    row longer than the sequence, as in the notebook) and the weights; ``shape`` = (n, d_model, d_k,
+    max_len) fixes the sizes instead of drawing them.
+    """
+    if rng is None:
+        names = decoder_example()
+    else:
+        if shape is None:
+            n = int(rng.integers(7, 10))  # longer than the notebook's 6: a loop over range(6) stops short
+            shape = (n, int(rng.integers(3, 7)), int(rng.integers(2, 6)), n + int(rng.integers(1, 4)))
+        n, d_model, d_k, max_len = shape
+        w_query, w_key, w_value = rng.normal(size=(3, d_model, d_k)) / np.sqrt(d_model)
+        names = {"x_seq": rng.normal(size=(n, d_model)), "pos_table": rng.normal(size=(max_len, d_model)),
+                 "w_query": w_query, "w_key": w_key, "w_value": w_value}
+    queries, keys, values = _projected(**names)
+    n = names["x_seq"].shape[0]
+    names |= {"n": n, "d_k": names["w_key"].shape[1], "queries": queries, "keys": keys, "values": values,
+              "full_out": _attend(_scores(queries, keys), values, np.tril(np.ones((n, n), bool)))}
+    return names | ref_decode(**names)
+
+
+WHOLE_SEQUENCE = ("queries", "keys", "values", "full_out")
+
+
+def decode_inputs(rng: np.random.Generator | None = None) -> dict:
+    """The names before ``decoded``. In a fresh world, what the notebook computed for the whole sequence
+    at once comes from a second world of the same sizes: a loop that copies it, or reads its keys instead
+    of computing them, is wrong there; and the cell's own comparison with ``full_out`` still runs."""
+    names = world(rng)
+    out = {k: v for k, v in names.items() if k != "decoded"}
+    if rng is not None:
+        shape = (out["n"], out["x_seq"].shape[1], out["d_k"], out["pos_table"].shape[0])
+        other = world(rng, shape)
+        out |= {k: other[k] for k in WHOLE_SEQUENCE}
+    return out
+
+
+DECODE_READS = ("x_seq", "pos_table", "w_query", "w_key", "w_value")
+
+
+def _decode(x_seq, pos_table, w_query, w_key, w_value, *, positions="own", sees="past", empty="nan", scale=True,
+            swap_kv=False, **_):
+    """``{"decoded": …}``: token t's output when the tokens are fed one at a time; the keywords make the
+    wrong variants (which positions the tokens get, which cached keys each one sees, what a token that
+    sees no key gets)."""
+    n = x_seq.shape[0]
+    if positions == "none":
+        q, k, v = x_seq @ w_query, x_seq @ w_key, x_seq @ w_value
+    else:
+        pos = {"own": np.arange(n), "zero": np.zeros(n, int), "next": np.arange(n) + 1}[positions]
+        q, k, v = _projected(x_seq, pos_table, w_query, w_key, w_value, pos)
+    if swap_kv:
+        k, v = v, k
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    allowed = {"past": j <= i, "itself": j == i, "first": j == 0, "before": j < i}[sees]
+    return {"decoded": _attend(_scores(q, k, scale), v, allowed, empty=empty)}
+
+
+def ref_decode(**names):
+    return _decode(**names)
+
+
+DECODE_MISTAKES = {
+    "cache_not_appended": lambda **names: _decode(**names, sees="itself"),
+    # attending over the cache before appending: token 0 attends over an empty cache, which gives 0
+    "cache_appended_late": lambda **names: _decode(**names, sees="before", empty="zero"),
+    # the loop through a cached_attention whose mask is one off: token 0 has every key hidden (NaN)
+    "cache_mask_off_by_one": lambda **names: _decode(**names, sees="before"),
+    "cache_remasked": lambda **names: _decode(**names, sees="first"),
+    "cache_position_offset": lambda **names: _decode(**names, positions="zero"),
+    "positions_from_one": lambda **names: _decode(**names, positions="next"),
+    "positions_not_added": lambda **names: _decode(**names, positions="none"),
+    "swapped_projections": lambda **names: _decode(**names, swap_kv=True),
+    "missing_scale": lambda **names: _decode(**names, scale=False),
+    "copied_answer": lambda full_out, **_: {"decoded": full_out},
+}
+
+
+# --- part 4: the size of a cache -------------------------------------------------------------
+
+
+def ref_cache_bytes(num_layers, num_heads, n, d_head, bytes_per_number):
+    return 2 * num_layers * num_heads * n * d_head * bytes_per_number
+
+
+CACHE_BYTES_MISTAKES = {
+    "cache_counted_in_numbers": lambda num_layers, num_heads, n, d_head, bytes_per_number:
+        2 * num_layers * num_heads * n * d_head,
+    "cache_quadratic_in_n": lambda num_layers, num_heads, n, d_head, bytes_per_number:
+        2 * num_layers * num_heads * n * n * d_head * bytes_per_number,
+    "cache_missing_kv_factor": lambda num_layers, num_heads, n, d_head, bytes_per_number:
+        num_layers * num_heads * n * d_head * bytes_per_number,
+    "cache_missing_layers": lambda num_layers, num_heads, n, d_head, bytes_per_number:
+        2 * num_heads * n * d_head * bytes_per_number,
+}
+
+
+def cache_bytes_inputs(rng=None) -> dict:
+    names = ("num_layers", "num_heads", "n", "d_head", "bytes_per_number")
+    if rng is None:
+        return dict(zip(names, GPT2_SMALL))
+    # small sizes, so that every answer is an exact integer in float32 too; no 2 among the layers or the bytes
+    # and no layers as many as the bytes, so that forgetting one factor or another gives different numbers
+    values = (int(rng.choice([3, 5, 6, 7])), int(rng.integers(1, 5)), int(rng.integers(2, 21)),
+              int(rng.choice([2, 4, 8])), int(rng.choice([4, 8])))
+    return dict(zip(names, values))
+
+
+# --- hints in this notebook's words -----------------------------------------------------------
+
+SCALE_HINT = ("Your scores were not divided by √d_k. Divide them by the square root of the key size "
+              "(k.shape[-1]) before the softmax.")
+CROSS_HINTS = {
+    "missing_scale": "Your scores were not divided by √d_k. Divide them by the square root of the size of one "
+    "key (w_key.shape[1]) before the softmax.",
+    "scale_by_d_model": "You divided the scores by √d_model, the width of the input vectors. The scores are dot "
+    "products of queries and keys of size d_k = w_key.shape[1]: divide by √d_k.",
+    "softmax_wrong_axis": "Your softmax normalised each column (over the decoder's tokens). Each decoder token's "
+    "row of weights over the encoder's tokens must sum to 1: softmax over the last axis (dim=-1).",
+    "swapped_projections": "Your values are made with w_key. The keys come from x_enc @ w_key, the values from "
+    "x_enc @ w_value.",
+}
+PADDED_HINTS = {
+    "missing_scale": SCALE_HINT,
+    "missing_padding_mask": "The encoder's padded keys are not hidden, so the decoder's tokens attend to <pad>. "
+    "Hide the scores of the keys at positions ≥ enc_lengths[b] before the softmax.",
+    "padding_mask_off_by_one": "Your mask shows one padded key to every query of a padded sentence: positions "
+    "count from 0, so key j of sentence b is real when j < enc_lengths[b] (not ≤).",
+    "softmax_wrong_axis": "Your softmax normalised each column (over the decoder's tokens). Each decoder token's "
+    "row of weights over the encoder's tokens must sum to 1: softmax over the last axis.",
+}
+TF_PADDED_HINTS = {
+    **PADDED_HINTS,
+    "padding_mask_inverted": "Your mask hides the real encoder tokens and keeps the padding (a full sentence is "
+    "left with nothing: NaN). In tf.where(condition, scores, −∞) the condition is what is kept: key j is real "
+    "when j < enc_lengths[b].",
+    "cross_causal_mask": "Cross-attention needs no causal mask: every decoder token may look at every real "
+    "encoder token. Keep only the padding test in your tf.where condition.",
+}
+CACHED_HINTS = {
+    "missing_scale": SCALE_HINT,
+    "causal_mask_inverted": "Your mask is the wrong way round: it hides what each new query may see (the keys "
+    "j ≤ t + i, itself included) and shows the keys after it. In masked_fill, True means 'hide': pass the keys "
+    "after each query, not the ones it may see.",
+    "missing_causal_mask": "Your new queries see the new keys after them. With several new tokens at once, new "
+    "query i is at position t + i (t = the number of keys cached before): hide the keys j > t + i.",
+    "softmax_wrong_axis": "Your softmax normalised each column (over the new queries). Each query's row of "
+    "weights over the keys must sum to 1: softmax over the last axis (dim=-1).",
+}
+DECODE_HINTS = {
+    "positions_from_one": "Every token gets the position after its own: t + 1 instead of t (positions counted "
+    "from 1, or the cache's length read after appending to it). Token t is at position t, the number of tokens "
+    "in the cache before it is added: its position embedding is row t of pos_table.",
+    "positions_not_added": "Your tokens enter the layer without their position embedding, so the layer cannot "
+    "tell where each one stands. Add row t of pos_table to token t's vector before projecting it.",
+    "missing_scale": "Your scores were not divided by √d_k. Divide each token's scores by the square root of the "
+    "key size (d_k) before the softmax.",
+    "cache_mask_off_by_one": "Each token misses its own key, and the first token has no key at all (NaN): the "
+    "mask in your cached_attention is one off (check 09.cached_attention). A single new token sees the whole "
+    "cache, itself included.",
+    "cache_remasked": "Each token sees the first token's key only: a causal mask counted from 0 (a hand-made "
+    "one, or is_causal=True, in your loop or in your cached_attention: see 09.cached_attention) hides the cached "
+    "keys, which all lie in the past. A single new token may see the whole cache, itself included.",
+    "copied_answer": "Your loop reads what was computed for the whole sequence at once (`queries`, `keys`, "
+    "`values` or `full_out`). When a model writes text, token t + 1 does not exist yet while token t is "
+    "processed: compute each token's query, key and value from x_seq[t] and pos_table[t] in the loop, and keep "
+    "the keys and values in your own cache.",
+}
+
+
+def _exercises() -> list[Exercise]:
+    common = {"notebook": NOTEBOOK, "kind": "function"}
+    torch_ = {**common, "framework": "torch"}
+    padded = {"inputs": padded_inputs, "reference": ref_padded, "mistakes": PADDED_MISTAKES}
+    return [
+        Exercise("09.cross_attention", title="Cross-attention", answers=("cross_attention",), inputs=cross_inputs,
+                 reference=ref_cross, mistakes=CROSS_MISTAKES, hints=CROSS_HINTS, **torch_),
+        Exercise("09.padded_cross_attention", title="Cross-attention over a padded batch of sources",
+                 answers=("padded_cross_attention",), hints=PADDED_HINTS, **padded, **torch_),
+        Exercise("09.cached_attention", title="Attention of the newest queries over a cache",
+                 answers=("cached_attention",), inputs=cached_inputs, reference=ref_cached,
+                 mistakes=CACHED_MISTAKES, hints=CACHED_HINTS, **torch_),
+        Exercise(
+            "09.decode",
+            notebook=NOTEBOOK,
+            title="Decoding one token at a time with a KV cache",
+            answers=("decoded",),
+            inputs=decode_inputs,
+            reference=ref_decode,
+            reads=DECODE_READS,
+            mistakes=DECODE_MISTAKES,
+            hints=DECODE_HINTS,
+            framework="torch",
+            atol=1e-5,
+            points=2,
+        ),
+        Exercise("09.kv_cache_bytes", title="The size of a KV cache", answers=("kv_cache_bytes",),
+                 inputs=cache_bytes_inputs, reference=ref_cache_bytes, mistakes=CACHE_BYTES_MISTAKES,
+                 rtol=0.0, atol=1e-3, **common),
+        Exercise("09.tf_padded_cross_attention", title="Cross-attention over a padded batch in TensorFlow",
+                 answers=("tf_padded_cross_attention",), hints=TF_PADDED_HINTS, **padded, **common,
+                 framework="tensorflow"),
+    ]
+
+
+register(*_exercises())
