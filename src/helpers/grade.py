@@ -48,7 +48,7 @@ from typing import Any
 from .build import check_calls
 from .course import spec
 from .course.mistakes import MISTAKES
-from .grading import report
+from .grading import report, shards
 from .grading.protocol import encode_value
 from .grading.sandbox import SandboxError, Settings, Worker, find_bwrap, probe_bwrap
 from .grading.verdict import Cell, as_number, decide, total_points
@@ -781,6 +781,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m helpers.grade",
         description="Grade a class's notebooks in a sandbox; write results.jsonl, grades.csv and feedback pages.",
+        epilog="Other commands (each has --help): merge OUT… --out DIR (join shards' outputs); "
+               "import-canvas / import-moodle DOWNLOAD --out SUBMISSIONS (a learning platform's submissions "
+               "download, as a class folder); export-canvas GRADES --out FILE (a CSV for Canvas's gradebook "
+               "import); export-table GRADES --out FILE (one row per student, one column per notebook); "
+               "gradescope-bundle --out DIR (a Gradescope autograder built from this grader).",
     )
     ap.add_argument("submissions", type=Path, help="a folder with one sub-folder per student, or one .ipynb")
     ap.add_argument("--out", type=Path, default=Path("grades"), help="output folder (default: grades/)")
@@ -797,7 +802,40 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--wait", action="store_true",
                     help="if another grader is writing into --out, wait for it to finish (default: refuse)")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    ap.add_argument("--shard", type=shards.parse_shard, metavar="I/N",
+                    help="grade only shard I of N (0 <= I < N): a stable part of the class, about 1/N of it; run "
+                         "the N shards anywhere, each with its own --out, then `merge` their outputs")
+    ap.add_argument("--uid-base", type=int, metavar="UID",
+                    help="as root: run the submissions as uids UID … UID+63 (default: an unused range above "
+                         "1879048192); in a container with a user namespace of its own, pick a range it maps")
     return ap
+
+
+# Commands other than grading: `python -m helpers.grade <command> …` (a class folder that happens to
+# be named like one is given as ./merge).
+def _subcommands() -> dict[str, tuple[Any, Any]]:
+    from .grading import gradescope, platforms
+
+    return {
+        "merge": (shards.merge_parser, shards.merge_main),
+        "import-canvas": (lambda: platforms.import_parser("canvas"), lambda a: platforms.import_main("canvas", a)),
+        "import-moodle": (lambda: platforms.import_parser("moodle"), lambda a: platforms.import_main("moodle", a)),
+        "export-canvas": (platforms.export_canvas_parser, platforms.export_canvas_main),
+        "export-table": (platforms.export_table_parser, platforms.export_table_main),
+        "gradescope-bundle": (gradescope.bundle_parser, gradescope.bundle_main),
+        "gradescope-run": (gradescope.run_parser, gradescope.run_main),
+    }
+
+
+SUBCOMMANDS = ("merge", "import-canvas", "import-moodle", "export-canvas", "export-table", "gradescope-bundle",
+               "gradescope-run")
+
+
+def parse(argv: list[str]) -> tuple[str, argparse.Namespace]:
+    """What a command line means, without running it: ``("grade", args)`` or ``(command, args)``."""
+    if argv and argv[0] in SUBCOMMANDS:
+        return argv[0], _subcommands()[argv[0]][0]().parse_args(argv[1:])
+    return "grade", build_parser().parse_args(argv)
 
 
 def _solutions_dir() -> Path | None:
@@ -821,6 +859,9 @@ def _choose(prepared: list[Submission], say: Any) -> dict[tuple[str, str], Submi
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        return int(_subcommands()[argv[0]][1](argv[1:]))
     args = build_parser().parse_args(argv)
     say = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
     if not args.submissions.exists():
@@ -828,6 +869,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.jobs < 1 or args.timeout <= 0 or args.memory < 64:
         say("error: --jobs must be >= 1, --timeout > 0 and --memory >= 64")
+        return 2
+    if args.uid_base is not None and not 1 <= args.uid_base <= 2**32 - 2 - 64:
+        say("error: --uid-base must be a uid from 1 to 4294967229 (64 uids from it are used)")
         return 2
     sandboxed = not args.no_sandbox
     if sandboxed and find_bwrap() is None:
@@ -880,6 +924,8 @@ def _grade(args: argparse.Namespace, out: Path, sandboxed: bool, say: Any) -> in
         hide=hide,
         carry_forward=not args.no_carry_forward,
     )
+    if args.uid_base is not None:
+        settings.uid_base = args.uid_base
     known = known_notebooks()
     t0 = time.monotonic()
     prepared = [prepare(f, known) for f in found]
@@ -887,8 +933,15 @@ def _grade(args: argparse.Namespace, out: Path, sandboxed: bool, say: Any) -> in
         for warning in sub.warnings:
             say(f"note: {_say(sub.student)}/{_say(sub.file)}: {_say(warning)}")
     chosen = _choose(prepared, say)
+    class_size = len(chosen)
+    if args.shard is not None:
+        spec = args.shard
+        chosen = {k: s for k, s in chosen.items() if shards.shard_of(s.student, s.notebook, spec.count) == spec.index}
+        say(f"shard {spec}: {len(chosen)} of the class's {class_size} submissions (the others are other shards')")
 
     batch = Batch(out, settings, args.jobs, progress=not args.quiet)
+    if args.shard is not None:
+        batch.journal.path.touch()  # an empty shard leaves an (empty) journal too
     if batch.journal.dropped_partial:
         say(f"note: dropped a partial last line ({batch.journal.dropped_partial} bytes) from the journal")
     if batch.journal.bad_lines:
@@ -912,6 +965,9 @@ def _grade(args: argparse.Namespace, out: Path, sandboxed: bool, say: Any) -> in
             "bubblewrap is installed but cannot create namespaces here (a container without privileges?).\n"
             "Fix that, or rerun with --no-sandbox for submissions you trust (read its warning first).")
         report.rebuild(out, batch.journal, batch.titles, batch.mistakes)
+        if args.shard is not None:
+            shards.write_record(out, args.shard, class_size, len(chosen), skipped, batch.written,
+                                len(batch.failures), finished=False)
         return 2
     except KeyboardInterrupt:
         interrupted = True
@@ -924,10 +980,13 @@ def _grade(args: argparse.Namespace, out: Path, sandboxed: bool, say: Any) -> in
         say("reminder: graded WITHOUT the sandbox (--no-sandbox).")
     for failure in batch.failures:
         say(f"error: no row for {failure}")
+    missing = len(chosen) - skipped - batch.written
+    if args.shard is not None:
+        shards.write_record(out, args.shard, class_size, len(chosen), skipped, batch.written,
+                            len(batch.failures) if interrupted else missing, finished=not interrupted)
     if interrupted:
         say("interrupted: rerun the same command to finish (nothing already written is lost)")
         return 130
-    missing = len(chosen) - skipped - batch.written
     return 0 if missing == 0 and not batch.failures else 1
 
 

@@ -644,3 +644,117 @@ def rebuild(out: Path, journal: Journal, titles: dict[str, str], mistakes: dict[
     keys = latest.keys() if only is None else [k for k in only if k in latest]
     for key in keys:
         write_feedback(out, latest[key], titles, mistakes)
+
+
+# ----------------------------------------------------------------------------- Gradescope's results.json
+#
+# The same row, the same words as the feedback page, in the schema of Gradescope's autograder
+# specification (https://gradescope-autograders.readthedocs.io/en/latest/specs/): a top-level
+# "score" and "output", and one test per step with "name", "number", "score", "max_score",
+# "status" ("passed" / "failed"), "output" and "visibility". Outputs are plain text
+# ("output_format": "text"): a student's code and names are never read as HTML or Markdown.
+
+GRADESCOPE_VISIBILITY = ("hidden", "after_due_date", "after_published", "visible")
+MAX_TEST_OUTPUT = 20_000  # characters of one test's output
+
+
+def status_text(row: dict[str, Any]) -> list[str]:
+    """What the page's status box says about a row, as lines of plain text."""
+    errors = _errors(row)
+    failed = {c for c in (_int(e.get("cell")) for e in errors) if c is not None}
+    n_failed = len(failed) + sum(1 for e in errors if _int(e.get("cell")) is None)
+    error_count = _int(row.get("error_count"))
+    more = error_count is not None and error_count > len(errors)
+    count = f"{'at least ' if more else ''}{n_failed} of its cells raised an error"
+    status, error = str(row.get("status", "")), row.get("error")
+    if status == "graded":
+        if n_failed:
+            return [f"Your notebook ran to the end, but {count}: each error is shown with its step."]
+        return ["Your notebook ran from start to end without an error, and every step was checked."]
+    if status in ("timeout", "crashed"):
+        lines = [str(error or "Your notebook stopped before the end.")]
+        if n_failed:
+            lines.append(f"Before it stopped, {count}.")
+        return lines
+    if status == "invalid":
+        return ["This file could not be read as a Jupyter notebook.", str(error or "")]
+    if status == "unknown_notebook":
+        return ["This notebook is not one of the course's graded notebooks.", str(error or "")]
+    if status == "rejected_link":
+        return [str(error or "This is a link to another place, not a file, so it was not opened.")]
+    return [line for line in (str(error or ""),) if line] or [status]
+
+
+def step_text(ex: dict[str, Any], row: dict[str, Any], mistakes: dict[str, str] | None = None) -> str:
+    """One step as plain text: its verdict and message as the page has them, the known mistake,
+    where its code is, and each error its cell raised with the line."""
+    mistakes = mistakes or {}
+    errors = _errors(row)
+    failed = {c for c in (_int(e.get("cell")) for e in errors) if c is not None}
+    state = str(ex.get("status") or ("pass" if ex.get("passed") else "fail"))
+    lines = [f"{_SYMBOLS.get(state, '❌')} {_STATE_WORDS.get(state, state).capitalize()}. {_page_message(ex, failed)}"]
+    if ex.get("diagnosis"):
+        lines.append(f"Known mistake: {mistakes.get(str(ex['diagnosis'])) or ex['diagnosis']}")
+    cell = _int(ex.get("cell"))
+    if cell is not None and isinstance(ex.get("code"), dict):
+        label = "Your code for this step" if ex.get("cell_role") == "answer" else "The cell before this step's check"
+        lines.append(f"{label}: {_cell_name(cell)} of your notebook (counting every cell from the top).")
+        for err in errors:
+            if _int(err.get("cell")) == cell:
+                line = _int(err.get("line"))
+                lines.append(f"⚠ {'Line ' + str(line) if line else 'It'} raised {err.get('text', '')}")
+    elif state != "pass" and "cell_role" in ex:
+        lines.append("No cell of your notebook computes this step yet.")
+    text = "\n".join(lines)
+    return text if len(text) <= MAX_TEST_OUTPUT else text[: MAX_TEST_OUTPUT - 1] + "…"
+
+
+def gradescope_results(rows: list[dict[str, Any]], titles: dict[str, str] | None = None,
+                       mistakes: dict[str, str] | None = None, notes: list[str] | None = None,
+                       visibility: str = "visible", extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Gradescope's ``results.json`` for one submission's rows (one row per notebook)."""
+    if visibility not in GRADESCOPE_VISIBILITY:
+        raise ValueError(f"visibility must be one of {', '.join(GRADESCOPE_VISIBILITY)}")
+    titles = titles or {}
+    tests: list[dict[str, Any]] = []
+    total = 0.0
+    summary: list[str] = []
+    for row in rows:
+        score, max_score = row.get("score"), row.get("max_score")
+        summary.append(f"Notebook {row.get('notebook')}: {_number(score)} / {_number(max_score)} points. "
+                       + " ".join(line for line in status_text(row) if line))
+        for warning in row.get("warnings") or []:
+            if isinstance(warning, str):
+                summary.append(warning)
+        for note in row.get("notes") or []:
+            if isinstance(note, str) and note not in {e.get("note") for e in _errors(row)}:
+                summary.append(note)
+        for ex in row.get("exercises") or []:
+            if not isinstance(ex, dict):
+                continue
+            ex_id = str(ex.get("id"))
+            points = ex.get("points") if isinstance(ex.get("points"), (int, float)) else 0
+            state = str(ex.get("status") or ("pass" if ex.get("passed") else "fail"))
+            total += float(points)
+            tests.append({
+                "name": f"{ex_id} · {titles.get(ex_id, ex_id)}",
+                "number": ex_id,
+                "score": points,
+                "max_score": ex.get("max_points") if isinstance(ex.get("max_points"), (int, float)) else 0,
+                "status": "passed" if state in ("pass", "carried") else "failed",
+                "output": step_text(ex, row, mistakes),
+                "output_format": "text",
+                "visibility": visibility,
+            })
+    summary += list(notes or [])
+    result: dict[str, Any] = {
+        "score": round(total, 6),
+        "output": "\n\n".join(summary),
+        "output_format": "text",
+        "visibility": visibility,
+        "stdout_visibility": "hidden",
+        "tests": tests,
+    }
+    if extra:
+        result["extra_data"] = extra
+    return result
