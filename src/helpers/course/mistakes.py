@@ -459,9 +459,6 @@ _PROPERTY_ROWS = [
     ("mutates_input", "an input changed in place",
      "Your code changes one of its inputs in place, so the caller's variable changes too. Compute into a new "
      "tensor instead."),
-    ("overwrites_input", "an earlier step's variable overwritten",
-     "Your cell gives a variable of an earlier step a new value, so that step's result is gone for the cells "
-     "below. Put what you compute in new names."),
     ("not_trainable", "weights that cannot be trained",
      "The module's weights are not trainable parameters: create them as nn.Parameter(...) (or nn.Linear) and "
      "leave requires_grad at True."),
@@ -476,6 +473,9 @@ _PROPERTY_ROWS = [
      "The cell that defines this answer raised an error the last time it ran: fix it and run it again."),
 ]
 _PROCESS_ROWS = [
+    ("not_as_asked", "computed another way than the step asks",
+     "Your numbers are right, but the step asks for them to be computed a particular way (a loop, no loop, "
+     "without a matrix product, without another library), and your cell does it another way."),
     ("not_computed_with", "the answer not computed with what the step asks for",
      "Your cell never uses what the step asks you to compute with (for instance the trained model): the numbers "
      "come from somewhere else."),

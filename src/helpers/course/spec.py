@@ -98,6 +98,10 @@ class Exercise:
     # value steps: names the cell must use to compute its answer (e.g. the trained ``model`` whose
     # guesses are asked for); a cell that never mentions one is not doing the step, whatever it gives
     computed_with: tuple[str, ...] = ()
+    not_with: tuple[str, ...] = ()  # value steps: names the cell must not use (e.g. ``tf`` in a NumPy cross-check)
+    # value steps about the how: {"loop": True} asks for a Python loop, {"loop": False} for none,
+    # {"matmul": False} for no matrix product (read from the cell's code, not its numbers)
+    how: Mapping[str, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.kind not in ("value", "function"):
@@ -294,6 +298,8 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
         "trials": fresh if ex.kind == "value" else [notebook, *fresh],
         "reads": list(ex.reads),
         "computed_with": list(ex.computed_with),
+        "not_with": list(ex.not_with),
+        "how": dict(ex.how),
         "module": ex.module,
         "probes": [{"kind": p.kind, "inputs": pi, "stream": p.stream} for p, pi in zip(ex.probes, probe_inputs)],
     }
@@ -470,8 +476,28 @@ def _module_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     return None
 
 
+_HOW = {
+    ("loop", True): "The step asks you to write it as a Python loop, and your cell has none: the loop is the point "
+                    "here (it shows each term being added).",
+    ("loop", False): "The step asks for it without a Python loop, and your cell has one: use one tensor operation "
+                     "over all the rows at once.",
+    ("matmul", False): "The step asks for it without a matrix product, and your cell uses one (`@`, matmul, "
+                       "einsum or dot): build it from the pieces the step names.",
+    ("matmul", True): "The step asks for a matrix product, and your cell has none.",
+}
+
+
 def _unused_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     unused = [n for n in record.get("unused") or [] if n in ex.computed_with]
+    forbidden = [n for n in record.get("forbidden") or [] if n in ex.not_with]
+    how = record.get("how") or {}
+    for feature, wanted in ex.how.items():
+        if feature in how and how[feature] != wanted:
+            return _fail(ex, "not_as_asked", ex.hints.get("not_as_asked") or _HOW[feature, wanted])
+    if forbidden:
+        names = " and ".join(f"`{n}`" for n in forbidden)
+        return _fail(ex, "not_as_asked", ex.hints.get("not_as_asked")
+                     or f"Your cell uses {names}: this step is to be computed without it.")
     if not unused:
         return None
     names = " and ".join(f"`{n}`" for n in unused)
@@ -483,13 +509,7 @@ def _unused_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
 def _mutation_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     mutated = record.get("mutated") or []
     if not mutated:
-        rebound = record.get("rebound") or []
-        if not rebound:
-            return None
-        names = ", ".join(f"`{n}`" for n in rebound)
-        return _fail(ex, "overwrites_input", f"Your cell gives {names} a new value, so the earlier step's result "
-                                             "is gone for every cell below. Leave the inputs as they are and put "
-                                             "what you compute in new names.")
+        return None
     names = ", ".join(f"`{n}`" for n in mutated)
     where = "Your cell" if ex.kind == "value" else f"`{ex.answers[0]}`"
     return _fail(ex, "mutates_input", f"{where} changes {names} in place (an in-place operation such as `-=`, "

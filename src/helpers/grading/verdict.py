@@ -125,9 +125,13 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
             "error": {"message": _text((err or {}).get("message"), 500)} if isinstance(err, dict) else None,
         }
     record["mutated"] = _names(raw.get("mutated") or [], set(), "the changed inputs")
-    record["rebound"] = _names(raw.get("rebound") or [], set(), "the overwritten inputs")
     if ex.computed_with:
         record["unused"] = _names(raw.get("unused") or [], set(ex.computed_with), "the names not used")
+    if ex.not_with:
+        record["forbidden"] = _names(raw.get("forbidden") or [], set(ex.not_with), "the names used")
+    how = raw.get("how")
+    if ex.how and isinstance(how, dict):
+        record["how"] = {k: how.get(k) is True for k in ("loop", "matmul")}
     record["globals_read"] = _names(raw.get("globals_read") or [], set(), "the globals read")
     module = raw.get("module")
     if isinstance(module, dict):

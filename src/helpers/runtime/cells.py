@@ -10,7 +10,7 @@ import ast
 import re
 from collections.abc import Iterable, Sequence
 
-__all__ = ["assigned_names", "defining_cell", "filled_at", "first_code_line", "mentioned_names"]
+__all__ = ["assigned_names", "code_features", "defining_cell", "filled_at", "first_code_line", "mentioned_names"]
 
 _MAGIC = re.compile(r"^(\s*)([%!].*)$", re.M)
 # For a cell that does not parse (a syntax error): the names on the left of a top-level `=`.
@@ -143,3 +143,27 @@ def first_code_line(source: str, limit: int = 60) -> str:
     lines = [ln.strip() for ln in source.splitlines() if ln.strip()]
     first = next((ln for ln in lines if not ln.startswith("#")), lines[0] if lines else "")
     return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
+# Calls that multiply matrices, whatever the library (torch.matmul, tf.linalg.matmul, np.dot, einsum …).
+_PRODUCTS = {"matmul", "mm", "bmm", "einsum", "dot", "tensordot", "inner", "vdot", "matvec", "mv"}
+
+
+def code_features(source: str) -> dict[str, bool] | None:
+    """How a cell computes, for steps that ask for one way: ``loop`` (a ``for``/``while`` or a
+    comprehension) and ``matmul`` (``@`` or a matrix-product call). ``None`` if it does not parse."""
+    tree = _parse(source)
+    if tree is None:
+        return None
+    loop = matmul = False
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp,
+                             ast.GeneratorExp)):
+            loop = True
+        elif isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, ast.MatMult):
+            matmul = True
+        elif isinstance(node, ast.Call):
+            fn = node.func
+            name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+            matmul = matmul or name in _PRODUCTS
+    return {"loop": loop, "matmul": matmul}

@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 
 from ..convert import AnswerError, NotDone, framework_of, to_array
-from .cells import mentioned_names
-from .history import History, Run
+from .cells import code_features, mentioned_names
+from .history import History, Run, message_line
 
 __all__ = ["OneShot", "collect", "dtype_name", "to_framework"]
 
@@ -116,8 +116,7 @@ def _mimic(value: Any, like: Any, framework: str | None) -> Any:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else "(no message)"
+    return message_line(exc, 300) or "(no message)"
 
 
 def student_frame_line(exc: BaseException) -> str:
@@ -354,15 +353,18 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
     trials = plan.get("trials") or []
     code: Any = cell
     source = run.source if run is not None else (cell if isinstance(cell, str) else None)
-    if source is not None and plan.get("computed_with"):
-        record["unused"] = sorted(set(plan["computed_with"]) - mentioned_names(source))
+    if source is not None and (plan.get("computed_with") or plan.get("not_with")):
+        mentioned = mentioned_names(source)
+        record["unused"] = sorted(set(plan.get("computed_with") or ()) - mentioned)
+        record["forbidden"] = sorted(set(plan.get("not_with") or ()) & mentioned)
+    if source is not None and plan.get("how"):
+        record["how"] = code_features(source)
     if code is None and run is not None:
         code = _compile_cell(run.source, shell)
     elif isinstance(code, str):
         code = _compile_cell(code, shell)
     record["replay"] = {"available": bool(trials) and code is not None, "error": None}
     mutated: set[str] = set()
-    rebound: set[str] = set()
     if record["replay"]["available"]:
         for i, world in enumerate(trials, start=1):
             overlay = {name: _mimic(value, namespace.get(name), plan.get("framework")) for name, value in world.items()}
@@ -375,11 +377,9 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
                 record["replay"]["error"] = {"trial": i, "message": f"{type(exc).__name__}: {_first_line(exc)}"
                                                                      f"{student_frame_line(exc)}"}
                 break
-            # in place: the very objects handed to the cell changed; rebound: the cell gave an earlier
-            # step's name a new value (the student's own variable is then lost for the cells below)
+            # in place: the very objects handed to the cell changed (a name the cell binds anew, such as
+            # a loop variable or a step of the same cell computed again, is not a change of its input)
             mutated.update(_mutated(before, overlay))
-            new_values = {k: ns[k] for k in before if k in ns and ns[k] is not overlay[k]}
-            rebound.update(n for n in _mutated(before, new_values) if n not in answers)
             got = {}
             for name in answers:
                 if name not in ns:
@@ -393,8 +393,12 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
             if record["replay"]["error"]:
                 break
             record["answers"].append(got)
+    if record["replay"]["error"] and run is not None and run.error:
+        # it raised in the notebook as well: that error, not the other inputs, is what to fix
+        at = f" on line {run.line}" if run.line else ""
+        return _error("cell_raised", f"The cell that defines {what} raised {run.error}{at} the last time it ran. "
+                                     "Fix that line and run the cell again.")
     record["mutated"] = sorted(mutated)
-    record["rebound"] = sorted(rebound - mutated)
     if plan.get("module"):
         record["module"] = _module_facts(namespace.get(plan["module"]))
     return record

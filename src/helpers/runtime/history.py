@@ -9,6 +9,7 @@ namespace is stale — left over from an earlier run — and the check says so i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,9 +52,18 @@ class Run:
         return set(names) & self.unfinished if self.error else set()
 
 
+# TensorFlow prefixes its op errors with the graph node it ran in: noise for a student.
+_TF_NODE = re.compile(r"\{\{function_node [^}]*\}\}\s*")
+
+
+def message_line(exc: BaseException, limit: int = 200) -> str:
+    """The first line of an exception's message, without TensorFlow's node prefix."""
+    text = _TF_NODE.sub("", str(exc)).strip()
+    return text.splitlines()[0][:limit] if text else ""
+
+
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    first = text.splitlines()[0][:200] if text else ""
+    first = message_line(exc)
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 

@@ -187,7 +187,7 @@ _DOT = ("A dot product multiplies the entries pairwise and adds the products up:
 
 PART_1 = [
     _value("02.scores_2_loop", "Scores of the journey query, by a loop", ("attn_scores_2",),
-           _one("attn_scores_2", lambda x, query, **_: x @ query), reads=("x", "query"),
+           _one("attn_scores_2", lambda x, query, **_: x @ query), reads=("x", "query"), how={"loop": True},
            mistakes={
                "wrong_query_row": _one("attn_scores_2", lambda x, **_: x @ x[2]),
            },
@@ -233,7 +233,7 @@ PART_1 = [
            }),
     _value("02.context_2_simple", "The journey's context vector", ("context_vec_2_simple",),
            _one("context_vec_2_simple", lambda attn_weights_2, x, **_: attn_weights_2 @ x),
-           reads=("attn_weights_2", "x"),
+           reads=("attn_weights_2", "x"), how={"loop": True},
            mistakes={
                "sum_normalisation": _one("context_vec_2_simple",
                                          lambda attn_weights_2_sum, x, **_: attn_weights_2_sum @ x),
@@ -254,7 +254,7 @@ PART_1 = [
                "the six weighted inputs together instead: one vector of 3 numbers.",
            }),
     _value("02.scores_loop", "All scores, by a double loop", ("attn_scores_loop",),
-           _one("attn_scores_loop", lambda x, **_: x @ x.T), reads=("x",)),
+           _one("attn_scores_loop", lambda x, **_: x @ x.T), reads=("x",), how={"loop": True}),
     _value("02.scores", "All scores, by one matrix product", ("attn_scores",),
            _one("attn_scores", lambda x, **_: x @ x.T), reads=("x",), independent=("attn_scores_loop",),
            mistakes={

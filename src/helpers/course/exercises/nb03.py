@@ -405,9 +405,10 @@ HINTS = {
 }
 
 
-def _value(name, title, answers, reference, inputs=None, **kw):
+def _value(name, title, answers, reference, inputs=None, hints=None, **kw):
     return Exercise(f"03.{name}", notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
-                    inputs=inputs or upstream_of(world, answers[0]), hints=HINTS.get(name, {}), **kw)
+                    inputs=inputs or upstream_of(world, answers[0]), hints={**HINTS.get(name, {}), **(hints or {})},
+                    **kw)
 
 
 def _predict_shape(name, title, answer, reference, mistakes):
@@ -440,11 +441,18 @@ register(
     _predict_shape("predict_weighted", "Prediction: the shape of the weighted values", "weighted_shape",
                    ref_weighted_shape, PREDICT_WEIGHTED_MISTAKES),
     _value("weighted_values", "The weighted values, by broadcasting", ("weighted_values",), ref_weighted_values,
-           reads=("attn_weights", "values"), framework="torch", mistakes=WEIGHTED_MISTAKES),
+           reads=("attn_weights", "values"), framework="torch", mistakes=WEIGHTED_MISTAKES,
+           how={"loop": False},
+           hints={"not_as_asked": "Your numbers are right, but your cell loops over the queries. This step is about "
+                  "broadcasting: one product of two tensors, one of them given a new axis, makes every weighted "
+                  "value at once."}),
     _predict_axis("predict_sum", "Prediction: the axis of the sum", "sum_axis",
                   {"sum_wrong_axis": _axis("sum_axis", 0), "sum_over_features": _axis("sum_axis", 2)}),
     _value("outputs", "The outputs", ("outputs",), ref_outputs, reads=("weighted_values",), framework="torch",
-           mistakes=OUTPUT_MISTAKES),
+           mistakes=OUTPUT_MISTAKES, computed_with=("weighted_values",),
+           hints={"not_computed_with": "Your numbers are right, but your cell never uses `weighted_values`: this "
+                  "step sums the weighted values of the previous step over the right axis (a matrix product of the "
+                  "weights and the values gives the same numbers, and skips the point of the step)."}),
     _value("rounded_1", "The original's output 1, by broadcasting a vector",
            ("weighted_values_1_rounded", "output_1_rounded"), ref_rounded_1, reads=("rounded_1", "values"),
            framework="torch", mistakes=ROUNDED_1_MISTAKES),
