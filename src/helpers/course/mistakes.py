@@ -449,6 +449,16 @@ _ROWS = [
     ("guesses_one_early", "the guesses taken one position too early",
      "Your window starts one position early: it takes the guesses at positions L − 1 … 2L − 2, the first about "
      "the separator. The guesses that count are made at positions L … 2L − 1, about the tokens at L + 1 … 2L."),
+    # --- notebook 01
+    ("projection_reused", "one weight matrix used for two projections",
+     "Two of your projections are made with the same weight matrix (a copied line whose weight was not "
+     "changed?). Queries come from w_query, keys from w_key, values from w_value."),
+    ("key_value_swapped", "keys and values made with each other's weights",
+     "Your keys use the values' weights and your values the keys' weights. Keys come from w_key, values from "
+     "w_value."),
+    ("self_rounded_weights", "the weights rounded by hand",
+     "You rounded the weights yourself. Use the weights the step names as they are: rounding changes every "
+     "output that uses them."),
 ]
 
 _PROPERTY_ROWS = [

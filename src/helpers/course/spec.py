@@ -102,6 +102,11 @@ class Exercise:
     # value steps about the how: {"loop": True} asks for a Python loop, {"loop": False} for none,
     # {"matmul": False} for no matrix product (read from the cell's code, not its numbers)
     how: Mapping[str, bool] = field(default_factory=dict)
+    # value steps that ask for a prediction: "shape" (a tuple of sizes; messages talk in shapes, on the
+    # sizes of each trial) or "axis" (one integer; a negative axis counts from the right of a tensor of
+    # ``ndim`` axes)
+    predicts: str | None = None
+    ndim: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in ("value", "function"):
@@ -113,6 +118,8 @@ class Exercise:
             raise ValueError(f"{self.id}: a function exercise names exactly one function")
         if self.dtype not in (None, "float", "float32"):
             raise ValueError(f"{self.id}: dtype must be None, 'float' or 'float32'")
+        if self.predicts not in (None, "shape", "axis") or (self.predicts == "axis") != (self.ndim > 0):
+            raise ValueError(f"{self.id}: predicts must be None, 'shape' or 'axis' (an axis with its ndim)")
 
     def hint(self, code: str) -> str:
         return self.hints.get(code, MISTAKES[code].hint)
@@ -347,8 +354,15 @@ def _first_difference(got: np.ndarray, want: np.ndarray, rtol: float, atol: floa
     )
 
 
-def _compare(ex: Exercise, got: Arrays, want: Arrays, trial: str = "") -> str | None:
-    """None when ``got`` matches ``want``; otherwise what is wrong (the first name that differs)."""
+def _compare(ex: Exercise, got: Arrays, want: Arrays, trial: str = "", *, product: bool = True,
+             inputs: Mapping[str, Any] | None = None) -> str | None:
+    """None when ``got`` matches ``want``; otherwise what is wrong (the first name that differs).
+    ``product``: whether the student's code has a matrix product to blame for a transpose; ``inputs``: the
+    trial's inputs (a shape prediction is described on their sizes)."""
+    if ex.predicts == "shape":
+        return _compare_shape(ex, got, want, inputs or {})
+    if ex.predicts == "axis":
+        return _compare_axis(ex, got, want)
     for name in ex.answers:
         label = f"`{name}`" if ex.kind == "value" else f"`{name}(...)`"
         if name not in got:
@@ -358,14 +372,15 @@ def _compare(ex: Exercise, got: Arrays, want: Arrays, trial: str = "") -> str | 
         if problem and not (g.shape == w.shape and np.array_equal(g, w, equal_nan=True)):
             return problem.message
         if g.shape != w.shape:
-            return shape_message(label, g, w)
+            return shape_message(label, g, w, product)
         with np.errstate(invalid="ignore", over="ignore"):
             ok = np.allclose(g, w, rtol=ex.rtol, atol=ex.atol, equal_nan=True)
             transposed = g.ndim == 2 and g.shape[0] == g.shape[1] and \
                 np.allclose(g.T, w, rtol=ex.rtol, atol=ex.atol, equal_nan=True)
         if not ok and transposed:
-            return f"{label}{trial} is the transpose of what it should be: check the order of a matrix product, " \
-                   "or a `.T` too many (or too few)."
+            how = "check the order of a matrix product, or a `.T` too many (or too few)" if product else \
+                "a `.T` (or a transpose) too many, or too few?"
+            return f"{label}{trial} is the transpose of what it should be: {how}."
         if not ok:
             return f"{label}{trial} " + _first_difference(g, w, ex.rtol, ex.atol)
     return None
@@ -375,8 +390,87 @@ def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(s for s in shape if s != 1)
 
 
-def shape_message(label: str, g: np.ndarray, w: np.ndarray) -> str:
-    """The shape mismatch, and what such a shape usually comes from (never asserted as the cause)."""
+def _sizes(inputs: Mapping[str, Any]) -> str:
+    """The sizes among a trial's inputs, as ``n = 5, d_model = 7`` (plain integers only)."""
+    return ", ".join(f"{k} = {int(v)}" for k, v in inputs.items()
+                     if isinstance(v, (int, np.integer)) and not isinstance(v, bool))
+
+
+def _tuple(a: np.ndarray) -> str:
+    vals = [f"{float(v):g}" for v in np.ravel(a)]
+    return f"({vals[0]},)" if len(vals) == 1 else f"({', '.join(vals)})"
+
+
+def _compare_shape(ex: Exercise, got: Arrays, want: Arrays, inputs: Mapping[str, Any]) -> str | None:
+    """A predicted shape (a tuple of sizes) against the true one, in shapes."""
+    name = ex.answers[0]
+    g, w = got[name], want[name]
+    if g.shape == w.shape and np.array_equal(g, w):
+        return None
+    if g.ndim != 1:
+        return (f"`{name}` should be a shape: one tuple of sizes, one per axis, like {_example_shape(ex)}"
+                f"{', not one number' if g.ndim == 0 else ''}.")
+    sizes = _sizes(inputs)
+    where = f"With {sizes}, your" if sizes else "Your"
+    if g.size != w.size:
+        return f"{where} prediction gives {_tuple(g)}, {g.size} axes; the result has {w.size} axes."
+    bad = [str(i) for i in np.flatnonzero(g != w)]
+    if len(bad) == 1:
+        return f"{where} prediction gives {_tuple(g)}: axis {bad[0]} is not the size it should be."
+    return f"{where} prediction gives {_tuple(g)}: axes {', '.join(bad[:-1])} and {bad[-1]} are not the sizes " \
+           "they should be."
+
+
+def _example_shape(ex: Exercise) -> str:
+    return f"`({ex.reads[0]}, {ex.reads[1]})`" if len(ex.reads) >= 2 else "`(3, 4)`"
+
+
+def _compare_axis(ex: Exercise, got: Arrays, want: Arrays) -> str | None:
+    """A predicted axis (one integer; counted from the right when negative) against the right one."""
+    name = ex.answers[0]
+    g, w = got[name], want[name]
+    if not _integral(g):
+        return _axis_form(ex)
+    a = int(g)
+    if not -ex.ndim <= a < ex.ndim:
+        return (f"There is no axis {a}: the tensor has {ex.ndim} axes, 0 to {ex.ndim - 1} counted from the left "
+                f"(or -{ex.ndim} to -1 counted from the right).")
+    if a % ex.ndim == int(w):
+        return None
+    return f"`{name}` = {a} is not the axis the step asks for."
+
+
+def _integral(a: np.ndarray) -> bool:
+    return a.shape == () and bool(np.isfinite(a)) and float(a) == int(a)
+
+
+def _axis_form(ex: Exercise, what: str = "") -> str:
+    return (f"`{ex.answers[0]}` {what + ', but it ' if what else ''}should be one axis: an integer such as 0 or 1 "
+            "(or -1, counted from the right), not a tuple, a list or True/False.")
+
+
+def _prediction_form(ex: Exercise, kind: str) -> str:
+    """What a prediction must look like, for an answer that is not even numbers."""
+    if ex.predicts == "axis":
+        return _axis_form(ex, "is a string" if kind == "string" else "")
+    what = "a string" if kind == "string" else "not a tuple of sizes"
+    sizes = " with the size names defined above" if ex.reads else ""
+    return (f"`{ex.answers[0]}` is {what}: write the shape as a tuple of numbers{sizes}, like "
+            f"{_example_shape(ex)}{', without quotes' if kind == 'string' else ''}.")
+
+
+def _as_axis(ex: Exercise, answers: Arrays) -> dict[str, np.ndarray]:
+    """A negative axis as the same axis counted from the left (-1 is the last of ``ex.ndim``)."""
+    out = dict(answers)
+    for name, a in answers.items():
+        if _integral(a) and -ex.ndim <= int(a) < 0:
+            out[name] = np.asarray(float(int(a) + ex.ndim))
+    return out
+
+
+def shape_message(label: str, g: np.ndarray, w: np.ndarray, product: bool = True) -> str:
+    """The shape mismatch, and what such a shape usually comes from (never asserted as the cause).
+    ``product``: whether the code has a matrix product whose order could explain a transpose."""
     gs, ws = tuple(g.shape), tuple(w.shape)
     msg = f"{label} has shape {gs}, expected {ws}."
     if _squeezed(gs) == _squeezed(ws):
@@ -387,7 +481,8 @@ def shape_message(label: str, g: np.ndarray, w: np.ndarray) -> str:
                      "back (`[:, None]`, a reshape)."
     if g.size == w.size:
         if len(gs) == 2 and gs == ws[::-1]:
-            return msg + " It looks transposed: check the order of your matrix product, or a `.T`."
+            return msg + (" It looks transposed: check the order of your matrix product, or a `.T`." if product
+                          else " It looks transposed: a `.T` (or a transpose) too many, or too few?")
         if len(gs) != len(ws):
             return msg + " Same number of entries, but another number of axes: stacking (which adds an axis) " \
                          "where concatenating was meant, or the other way round?"
@@ -484,6 +579,9 @@ _HOW = {
     ("matmul", False): "The step asks for it without a matrix product, and your cell uses one (`@`, matmul, "
                        "einsum or dot): build it from the pieces the step names.",
     ("matmul", True): "The step asks for a matrix product, and your cell has none.",
+    ("implicit_softmax_dim", False): "Your numbers are right, but a softmax in your cell does not state its axis, "
+                                     "so the library picks one by a rule of its own, which picks another axis for "
+                                     "other shapes. State the axis (`dim=…`).",
 }
 
 
@@ -500,10 +598,12 @@ def _unused_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
                      or f"Your cell uses {names}: this step is to be computed without it.")
     if not unused:
         return None
-    names = " and ".join(f"`{n}`" for n in unused)
-    return _fail(ex, "not_computed_with", f"Your cell never uses {names}: the step asks you to compute "
-                                          f"{', '.join(f'`{a}`' for a in ex.answers)} with it, and your numbers "
-                                          "come from somewhere else.")
+    quoted = [f"`{n}`" for n in unused]
+    names = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+    return _fail(ex, "not_computed_with", ex.hints.get("not_computed_with")
+                 or f"Your cell never uses {names}: the step asks you to compute "
+                    f"{', '.join(f'`{a}`' for a in ex.answers)} with {'it' if len(quoted) == 1 else 'them'}, and "
+                    "your numbers come from somewhere else.")
 
 
 def _mutation_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
@@ -611,17 +711,29 @@ def _inlined(ex: Exercise, plan: Plan, replays: Sequence[Arrays]) -> str | None:
     return None
 
 
+def _other_inputs(plan: Plan, i: int) -> str:
+    """How replay ``i``'s inputs differ from the notebook's: in their numbers only, or in their sizes too."""
+    notebook = plan.inputs[0]
+    same = all(np.shape(v) == np.shape(notebook.get(k)) for k, v in plan.inputs[i].items()
+               if isinstance(v, np.ndarray)) if i < len(plan.inputs) else True
+    return " on other inputs of the same shapes" if same else " on other inputs (of other sizes)"
+
+
 def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
     answers = record.get("answers") or []
+    if ex.predicts == "axis":
+        answers = [_as_axis(ex, a) for a in answers]
     world0 = plan.inputs[0]
     want0 = ex.expected(world0)
     got0 = answers[0]
     if problem := _framework_problem(ex, record.get("facts") or {}):
         return problem
-    fail0 = _compare(ex, got0, want0)
+    product = bool(((record.get("how") or {}).get("matmul", True)))
+    fail0 = _compare(ex, got0, want0, product=product, inputs=world0)
     replay = record.get("replay") or {}
     replays = answers[1:]
-    fails = [_compare(ex, got, ex.expected(plan.inputs[i]), " on other inputs of the same shapes")
+    fails = [_compare(ex, got, ex.expected(plan.inputs[i]), _other_inputs(plan, i), product=product,
+                      inputs=plan.inputs[i])
              for i, got in enumerate(replays, start=1) if i < len(plan.inputs)]
     replay_error = replay.get("error")
     if fail0 is None and not any(fails) and not replay_error:
@@ -669,16 +781,27 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
     if replays and all(_same(got[n], got0[n], ex) for got in replays for n in ex.answers) and \
             not _close(want0, ex.expected(plan.inputs[1]), ex.answers, ex.rtol, ex.atol):
         names = ", ".join(f"`{n}`" for n in ex.answers)
+        if ex.predicts == "shape":
+            right = ", right for this notebook's sizes," if fail0 is None else ""
+            return _fail(ex, "hard_coded", f"Your prediction {_tuple(got0[ex.answers[0]])} is written in digits{right} "
+                                           "and digits cannot say which size each number stands for (several sizes "
+                                           "are equal here). Write it with the size names, like "
+                                           f"{_example_shape(ex)}: it is then tried on other sizes.", note)
         return _fail(ex, "hard_coded", f"Your cell gives the same {names} whatever its inputs: it does not compute "
                                        "from them. Compute the answer from the variables the step starts from "
                                        "(the numbers are there to check against, not to type in).", note)
     if replay_error:
-        message = fail0 or (f"Right on this notebook's numbers, but run again on other inputs of the same shapes, "
-                            f"your cell raised {replay_error.get('message', '')}.")
+        message = fail0 or (f"Right on this notebook's numbers, but run again"
+                            f"{_other_inputs(plan, int(replay_error.get('trial', 1)))}, your cell raised "
+                            f"{replay_error.get('message', '')}.")
         return Outcome(ex.id, "fail", 0, ex.points, message + note)
     if fail0 is not None:
         return Outcome(ex.id, "fail", 0, ex.points, fail0 + note)
     first = next(f for f in fails if f)
+    if ex.predicts == "shape":
+        return Outcome(ex.id, "fail", 0, ex.points,
+                       f"Right for this notebook's sizes (there your prediction gives {_tuple(got0[ex.answers[0]])}, "
+                       "as it should), but not for others: " + first[0].lower() + first[1:] + note)
     return Outcome(ex.id, "fail", 0, ex.points,
                    "Right on this notebook's numbers (they happen to hide the difference), but not in general: "
                    + first + note)
@@ -697,8 +820,8 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
     if len(answers) < len(plan.inputs) and fail is None:
         fail = f"`{ex.answers[0]}` was not called on every input."
     if fail is None:
-        for check in (_dtype_problem(ex, record.get("facts") or {}), _mutation_problem(ex, record),
-                      _probe_problem(ex, plan, record)):
+        for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
+                      _mutation_problem(ex, record), _probe_problem(ex, plan, record)):
             if check is not None:
                 return check
         return Outcome(ex.id, "pass", ex.points, ex.points, f"{ex.title}: correct.")
@@ -728,7 +851,10 @@ def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
             names = ", ".join(f"`{n}`" for n in read)
             return _fail(ex, "reads_globals", f"`{ex.answers[0]}` reads the notebook's {names} instead of its own "
                                               f"arguments, and on other inputs it fails: {error.get('message')}")
-        return outcome_for_error(ex, AnswerError(str(error.get("kind")), str(error.get("message"))))
+        kind = str(error.get("kind"))
+        if ex.predicts and kind in ("string", "not_array", "not_numeric", "dtype", "ragged"):
+            return Outcome(ex.id, "fail", 0, ex.points, _prediction_form(ex, kind))
+        return outcome_for_error(ex, AnswerError(kind, str(error.get("message"))))
     if ex.kind == "value":
         return _evaluate_value(ex, plan, record)
     return _evaluate_function(ex, plan, record)

@@ -147,15 +147,51 @@ def first_code_line(source: str, limit: int = 60) -> str:
 
 # Calls that multiply matrices, whatever the library (torch.matmul, tf.linalg.matmul, np.dot, einsum …).
 _PRODUCTS = {"matmul", "mm", "bmm", "einsum", "dot", "tensordot", "inner", "vdot", "matvec", "mv"}
+# Softmax calls. ``torch.softmax(s)`` / ``F.softmax(s)`` (a library's function: the tensor comes first) state
+# their axis as a second argument or a keyword; ``s.softmax(1)`` (a tensor's method) as its first argument;
+# ``nn.Softmax(1)`` (a module) as its first argument too.
+_SOFTMAXES = {"softmax", "log_softmax"}
+_SOFTMAX_MODULES = {"Softmax", "LogSoftmax"}
+_LIBRARIES = {"torch", "F", "nn", "functional", "tf", "keras", "np", "numpy", "scipy", "special", "jax", "jnp"}
+
+
+def _root(node: ast.AST) -> str | None:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _implicit_axis(call: ast.Call, imported: set[str]) -> bool:
+    """A softmax call that does not say along which axis it runs (so a library picks one by its own rule).
+    Calls whose kind cannot be told from the code (a function of the cell's own, an unknown alias) count as
+    explicit: only a sure case is reported."""
+    fn = call.func
+    if any(k.arg in ("dim", "axis") or k.arg is None for k in call.keywords):
+        return False
+    n_args = len(call.args)
+    if any(isinstance(a, ast.Starred) for a in call.args):
+        return False
+    if isinstance(fn, ast.Attribute):
+        if fn.attr in _SOFTMAX_MODULES:
+            return n_args == 0
+        if fn.attr in _SOFTMAXES:
+            return n_args < 2 if _root(fn.value) in _LIBRARIES else n_args == 0
+        return False
+    if isinstance(fn, ast.Name) and fn.id in imported:
+        return n_args == 0 if fn.id in _SOFTMAX_MODULES else n_args < 2
+    return False
 
 
 def code_features(source: str) -> dict[str, bool] | None:
     """How a cell computes, for steps that ask for one way: ``loop`` (a ``for``/``while`` or a
-    comprehension) and ``matmul`` (``@`` or a matrix-product call). ``None`` if it does not parse."""
+    comprehension), ``matmul`` (``@`` or a matrix-product call) and ``implicit_softmax_dim`` (a softmax
+    called without its axis, e.g. ``F.softmax(s)``). ``None`` if it does not parse."""
     tree = _parse(source)
     if tree is None:
         return None
-    loop = matmul = False
+    imported = {(a.asname or a.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                for a in node.names if a.name in _SOFTMAXES | _SOFTMAX_MODULES}
+    loop = matmul = implicit = False
     for node in ast.walk(tree):
         if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp,
                              ast.GeneratorExp)):
@@ -166,4 +202,5 @@ def code_features(source: str) -> dict[str, bool] | None:
             fn = node.func
             name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
             matmul = matmul or name in _PRODUCTS
-    return {"loop": loop, "matmul": matmul}
+            implicit = implicit or _implicit_axis(node, imported)
+    return {"loop": loop, "matmul": matmul, "implicit_softmax_dim": implicit}

@@ -31,6 +31,7 @@ import sys
 import traceback
 import tracemalloc
 import types
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -167,7 +168,7 @@ def _stale_error(history: History | None, run: Run | None, names: Sequence[str],
 
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
-    """No output, no figures shown, and the random generators left as they were."""
+    """No output (nor warnings), no figures shown, and the random generators left as they were."""
     global _replaying
     states: list[tuple[Callable[[Any], Any], Any]] = [(random.setstate, random.getstate()),
                                                     (np.random.set_state, np.random.get_state())]
@@ -181,7 +182,9 @@ def _quiet() -> Iterator[None]:
     try:
         if plt is not None:
             plt.show = lambda *a, **k: None
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the student's own run of the cell has shown them already
             yield
     finally:
         _replaying = False
@@ -357,7 +360,7 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
         mentioned = mentioned_names(source)
         record["unused"] = sorted(set(plan.get("computed_with") or ()) - mentioned)
         record["forbidden"] = sorted(set(plan.get("not_with") or ()) & mentioned)
-    if source is not None and plan.get("how"):
+    if source is not None:
         record["how"] = code_features(source)
     if code is None and run is not None:
         code = _compile_cell(run.source, shell)
@@ -406,7 +409,9 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
 
 def _call(fn: Callable[..., Any], name: str, args: list[Any], which: str, shapes: str) -> Any:
     try:
-        result = fn(*args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # shown when the student's own cell called it
+            result = fn(*args)
     except NotImplementedError:
         raise NotDone(f"`{name}` still raises NotImplementedError: replace the placeholder with your code.") from None
     except Exception as exc:
@@ -436,6 +441,8 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
         return _error("not_callable", f"`{name}` should be a function, but it is a {type(fn).__name__}.")
     framework = plan.get("framework")
     record: dict[str, Any] = {"answers": [], "globals_read": _data_globals(fn), "mutated": []}
+    if run is not None and plan.get("how"):
+        record["how"] = code_features(run.source)
     mutated: set[str] = set()
     try:
         for i, inputs in enumerate(plan.get("trials") or []):

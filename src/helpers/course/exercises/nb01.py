@@ -86,6 +86,13 @@ def swapped_weights(w_query_list, w_key_list, w_value_list, **_):
     return {"w_query": _f(w_key_list), "w_key": _f(w_query_list), "w_value": _f(w_value_list)}
 
 
+def key_value_swapped_weights(w_query_list, w_key_list, w_value_list, **_):
+    return {"w_query": _f(w_query_list), "w_key": _f(w_value_list), "w_value": _f(w_key_list)}
+
+
+WEIGHTS_MISTAKES = {"swapped_projections": swapped_weights, "key_value_swapped": key_value_swapped_weights}
+
+
 def ref_qkv(x, w_query, w_key, w_value, **_):
     return {"queries": x @ w_query, "keys": x @ w_key, "values": x @ w_value}
 
@@ -99,7 +106,15 @@ def reversed_qkv(x, w_query, w_key, w_value, **_):
     return {"queries": w_query @ x, "keys": w_key @ x, "values": w_value @ x}
 
 
-QKV_MISTAKES = {"swapped_projections": swapped_qkv, "product_order_reversed": reversed_qkv}
+QKV_MISTAKES = {
+    "swapped_projections": swapped_qkv,
+    "product_order_reversed": reversed_qkv,
+    # a line copied from the queries' without changing the weight: keys = x @ w_query
+    "projection_reused": lambda x, w_query, w_key, w_value, **_: {
+        "queries": x @ w_query, "keys": x @ w_query, "values": x @ w_value},
+    "key_value_swapped": lambda x, w_query, w_key, w_value, **_: {
+        "queries": x @ w_query, "keys": x @ w_value, "values": x @ w_key},
+}
 
 
 def ref_scores(queries, keys, **_):
@@ -109,6 +124,7 @@ def ref_scores(queries, keys, **_):
 SCORES_MISTAKES = {
     "transposed_scores": lambda queries, keys, **_: {"attn_scores": keys @ queries.T},
     "unexpected_scale": lambda queries, keys, **_: {"attn_scores": queries @ keys.T / np.sqrt(keys.shape[-1])},
+    "scale_by_d": lambda queries, keys, **_: {"attn_scores": queries @ keys.T / keys.shape[-1]},
     "elementwise_with_transpose": lambda queries, keys, **_: {"attn_scores": queries * keys.T},
     "elementwise_product": lambda queries, keys, **_: {"attn_scores": queries * keys},
     "transposed_first_operand": lambda queries, keys, **_: {"attn_scores": queries.T @ keys},
@@ -135,6 +151,7 @@ SOFTMAX_MISTAKES = {
     "sum_normalisation": _weights(lambda s, **_: sum_normalise(s)),
     "rounded_weights": _weights(lambda s, **_: ROUNDED_WEIGHTS),  # typed in from the notebook's numbers
     "unexpected_scale": _weights(lambda s, keys=None, **_: softmax(s / np.sqrt(_f(keys).shape[-1]))),
+    "scale_by_d": _weights(lambda s, keys=None, **_: softmax(s / _f(keys).shape[-1])),
 }
 
 
@@ -149,6 +166,7 @@ OUTPUT_MISTAKES = {
     "transposed_scores": lambda attn_weights, values, **_: {"outputs": attn_weights.T @ values},
     "values_times_weights": lambda attn_weights, values, **_: {"outputs": values @ attn_weights},
     "values_transposed": lambda attn_weights, values, **_: {"outputs": attn_weights @ values.T},
+    "self_rounded_weights": lambda attn_weights, values, **_: {"outputs": np.round(attn_weights, 1) @ values},
 }
 
 
@@ -160,10 +178,14 @@ ROUNDED_MISTAKES = {
     "elementwise_product": lambda rounded_weights, values, **_: {"outputs_rounded": _f(rounded_weights) * values},
     "rounded_weights": lambda attn_weights, values, **_: {"outputs_rounded": attn_weights @ values},
     "values_times_weights": lambda rounded_weights, values, **_: {"outputs_rounded": values @ _f(rounded_weights)},
+    # torch.round(attn_weights, decimals=1): the exact weights rounded, not the original's rounded weights
+    "self_rounded_weights": lambda attn_weights, values, **_: {"outputs_rounded": np.round(attn_weights, 1) @ values},
 }
 
 _NO_SCALE = ("This notebook uses the raw scores on purpose: the scaling by √d_k comes in notebook 02. "
              "Leave it out here.")
+_NO_SCALE_D = ("You divided the scores by d_k. This notebook uses the raw scores on purpose (notebook 02 brings "
+               "in a scaling, by √d_k): leave the division out here.")
 
 
 REVERSED_QKV_HINT = (
@@ -183,10 +205,19 @@ def _hints(framework: str) -> dict[str, dict[str, str]]:
     product = ("You multiplied element by element (`*`). A matrix product is tf.matmul (or `@`)." if tf else
                "You multiplied element by element (`*`). A matrix product is `@` (or torch.matmul).")
     return {
-        "qkv": {"product_order_reversed": REVERSED_QKV_HINT},
+        "weights": {
+            "key_value_swapped": "Your w_key holds the numbers of w_value_list, and your w_value those of "
+            "w_key_list: make each tensor from its own list.",
+        },
+        "qkv": {
+            "product_order_reversed": REVERSED_QKV_HINT,
+            "not_computed_with": "Your numbers are right, but your cell does not start from the tensors of step 0: "
+            "it makes them again (from the lists). Project x with w_query, w_key and w_value.",
+        },
         "scores": {
             "elementwise_product": product,
             "unexpected_scale": _NO_SCALE,
+            "scale_by_d": _NO_SCALE_D,
             "transposed_scores": f"Row i of the scores must belong to query i: {qk} (you have keys against "
             "queries). The notebook's own scores happen to be symmetric and hide this; other inputs do not.",
             "transposed_first_operand": "You transposed the queries instead of the keys, so your product pairs "
@@ -195,6 +226,8 @@ def _hints(framework: str) -> dict[str, dict[str, str]]:
         "softmax": {
             "unexpected_scale": "You divided the scores by √d_k before the softmax. This notebook uses the "
             "unscaled scores: apply the softmax to attn_scores directly.",
+            "scale_by_d": "You divided the scores by d_k before the softmax. This notebook uses the unscaled "
+            "scores: apply the softmax to attn_scores directly.",
             "transposed_scores": "Your weights are the softmax of the transposed scores (each column "
             f"normalised, then transposed). Apply the softmax to attn_scores itself, along each row ({axis}).",
             "softmax_wrong_axis": f"Your softmax normalised each column. Each query's row must sum to 1: {axis}.",
@@ -212,11 +245,16 @@ def _hints(framework: str) -> dict[str, dict[str, str]]:
             "weights attn_weights.",
             "softmax_wrong_axis": "Your outputs mix the values with weights normalised down each column: the "
             f"softmax above them runs along the wrong axis. Each query's row must sum to 1: {axis}.",
+            "self_rounded_weights": "You rounded the weights to one decimal yourself. These outputs come from the "
+            "exact softmax weights, attn_weights, as they are.",
         },
         "outputs_rounded": {
             "elementwise_product": product,
             "rounded_weights": "These are the outputs of the exact weights. Here the step asks for the outputs "
             "of rounded_weights.",
+            "self_rounded_weights": "You rounded the exact weights yourself. The original's rounded weights are "
+            "given as rounded_weights, and they are not simply the weights rounded to one decimal (row 1 has 0.0 "
+            "where 0.0634 would round to 0.1): use rounded_weights.",
         },
     }
 
@@ -246,11 +284,13 @@ TF_OUTPUT_MISTAKES = {
     "softmax_wrong_axis": lambda attn_scores, values, **_: {"outputs": softmax(_f(attn_scores), axis=0) @ values},
     "values_times_weights": _from_scores(lambda w, values, **_: {"outputs": values @ w}),
     "values_transposed": _from_scores(lambda w, values, **_: {"outputs": w @ values.T}),
+    "self_rounded_weights": _from_scores(lambda w, values, **_: {"outputs": np.round(w, 1) @ values}),
 }
 TF_ROUNDED_MISTAKES = {
     "elementwise_product": ROUNDED_MISTAKES["elementwise_product"],
     "values_times_weights": ROUNDED_MISTAKES["values_times_weights"],
     "rounded_weights": _from_scores(lambda w, values, **_: {"outputs_rounded": w @ values}),
+    "self_rounded_weights": _from_scores(lambda w, values, **_: {"outputs_rounded": np.round(w, 1) @ values}),
 }
 
 
@@ -275,13 +315,16 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
         value("x", "The inputs", ("x",), ref_x, reads=("x_list",), dtype="float32"),
         value("weights", "The three weight matrices", ("w_query", "w_key", "w_value"), ref_weights,
               reads=("w_query_list", "w_key_list", "w_value_list"), dtype="float32",
-              mistakes={"swapped_projections": swapped_weights}),
+              mistakes=WEIGHTS_MISTAKES, hints=hints["weights"]),
+        # Steps 1–3 work on float32 tensors, and a float64 result makes the next matrix product raise. The
+        # PyTorch half projects the tensors of step 0 (the TensorFlow half makes them in the same cell).
         value("qkv", "Queries, keys and values", ("queries", "keys", "values"), ref_qkv,
-              reads=("x", "w_query", "w_key", "w_value"), mistakes=QKV_MISTAKES, hints=hints["qkv"]),
+              reads=("x", "w_query", "w_key", "w_value"), mistakes=QKV_MISTAKES, hints=hints["qkv"], dtype="float32",
+              computed_with=() if tf else ("x", "w_query", "w_key", "w_value")),
         value("scores", "Attention scores", ("attn_scores",), ref_scores, reads=("queries", "keys"),
-              mistakes=SCORES_MISTAKES, hints=hints["scores"]),
+              mistakes=SCORES_MISTAKES, hints=hints["scores"], dtype="float32"),
         value("softmax", "Attention weights (softmax)", ("attn_weights",), ref_softmax,
-              reads=("attn_scores",), mistakes=SOFTMAX_MISTAKES, hints=hints["softmax"]),
+              reads=("attn_scores",), mistakes=SOFTMAX_MISTAKES, hints=hints["softmax"], dtype="float32"),
         value("outputs", "Outputs", ("outputs",), hints=hints["outputs"], **outputs_step),
         value("outputs_rounded", "Outputs from the rounded weights", ("outputs_rounded",), ref_rounded,
               reads=("rounded_weights", "values"), hints=hints["outputs_rounded"], **rounded_step),

@@ -117,6 +117,10 @@ def swapped_tensors(x_list, w_query_list, w_key_list, w_value_list, **_):
     return {"x": _f(x_list), "w_query": _f(w_key_list), "w_key": _f(w_query_list), "w_value": _f(w_value_list)}
 
 
+def key_value_swapped_tensors(x_list, w_query_list, w_key_list, w_value_list, **_):
+    return {"x": _f(x_list), "w_query": _f(w_query_list), "w_key": _f(w_value_list), "w_value": _f(w_key_list)}
+
+
 # --- predictions: shapes written with the size names, and axes -------------------------------
 
 
@@ -234,10 +238,13 @@ ROUNDED_1_MISTAKES = {
 
 
 def fn_inputs(rng: np.random.Generator | None = None) -> dict:
-    """The notebook's example, or random sizes and entries (kept small so the softmax stays soft)."""
+    """The notebook's example, or random sizes (d_v other than n) and entries (kept small so the softmax stays
+    soft)."""
     if rng is None:
         return {"x": nb01.X, "w_query": nb01.W_QUERY, "w_key": nb01.W_KEY, "w_value": nb01.W_VALUE}
-    n, d_model, d_k, d_v = (int(v) for v in rng.integers(2, 6, size=4))
+    n, d_model, d_k = (int(v) for v in rng.integers(2, 6, size=3))
+    # d_v never equals n: weights times values without a new axis, (n, n) * (n, d_v), must not run
+    d_v = int(rng.choice([s for s in range(2, 6) if s != n]))
     return {
         "x": rng.normal(size=(n, d_model)),
         "w_query": rng.normal(scale=0.5, size=(d_model, d_k)),
@@ -259,6 +266,10 @@ def ref_fn(**inp):
     return _fn(**inp)
 
 
+def _weights_only(x, w_query, w_key, w_value):
+    return softmax((x @ w_query) @ (x @ w_key).T)
+
+
 FN_MISTAKES = {
     # also what the old argument order (x, w_key, w_query, w_value) computes when called in the course's
     # order: the queries come from w_key and the keys from w_query
@@ -273,6 +284,7 @@ FN_MISTAKES = {
     "mean_instead_of_sum": lambda **i: _fn(**i, reduce="mean"),
     "missing_sum": lambda **i: _fn(**i, reduce="none"),
     "width_of_keys": lambda **i: _fn(**i, w_v=i["w_key"]),  # the values made with w_key
+    "weights_returned": _weights_only,
 }
 
 # --- hints, in this notebook's words ---------------------------------------------------------
@@ -286,8 +298,22 @@ _SUM_FEATURES_OUT = ("You summed over axis 2, the features: that adds up the num
                      "Output i keeps the d_v features and adds up query i's weighted values of the n tokens: "
                      "axis 1.")
 
+_NO_SCALE_D = ("You divided the scores by d_k. This notebook keeps the raw scores, as the original does, so that "
+               "every number can be compared with the original's. Leave the division out here.")
+_STATE_AXIS = ("Your numbers are right, but your softmax does not state its axis, so PyTorch picks one by an old "
+               "rule (and warns): the rule that picks the wrong axis for a stack of score matrices, as the section "
+               "\"Why the axis must be stated\" shows. Give the axis: dim=")
+
 HINTS = {
-    "qkv": {"product_order_reversed": REVERSED_QKV_HINT},
+    "tensors": {
+        "key_value_swapped": "Your w_key holds the numbers of w_value_list, and your w_value those of w_key_list: "
+        "make each tensor from its own list.",
+    },
+    "qkv": {
+        "product_order_reversed": REVERSED_QKV_HINT,
+        "not_computed_with": "Your numbers are right, but your cell does not start from the tensors of part 1: it "
+        "makes them again (from the lists). Project x with w_query, w_key and w_value.",
+    },
     "predict_scores": {
         "elementwise_product": "(n, d_k) is the shape of queries and keys multiplied entry by entry. A score is "
         "one number for each pair (query i, key j): a dot product of two whole vectors.",
@@ -327,6 +353,7 @@ HINTS = {
     },
     "scores": {
         "unexpected_scale": _NO_SCALE,
+        "scale_by_d": _NO_SCALE_D,
         "transposed_scores": "Row i of the scores must belong to query i: you have keys against queries. The "
         "example's scores happen to be symmetric and hide this; other inputs do not.",
         "transposed_first_operand": "You transposed the queries instead of the keys, so your product pairs "
@@ -338,6 +365,9 @@ HINTS = {
         "the axis of the keys, dim=1 (or -1).",
         "unexpected_scale": "You scaled the scores by √d_k before the softmax. This notebook uses the raw "
         "scores: apply the softmax to attn_scores directly.",
+        "scale_by_d": "You divided the scores by d_k before the softmax. This notebook uses the raw scores: "
+        "apply the softmax to attn_scores directly.",
+        "not_as_asked": _STATE_AXIS + "1 (or dim=-1).",
         "transposed_scores": "Your weights are the softmax of the transposed scores. Apply the softmax to "
         "attn_scores itself, along each row.",
         "missing_keepdim": "Your row sums lost their axis, so the division lined each sum up with a column "
@@ -401,6 +431,9 @@ HINTS = {
         "axis 1, to get the outputs.",
         "width_of_keys": "Your values are made with w_key. The values, and the outputs that mix them, come "
         "from w_value, whose width d_v may differ from d_k.",
+        "weights_returned": "Your function returns the attention weights, (n, n). The outputs mix the values with "
+        "them: the weighted values summed over the tokens, (n, d_v).",
+        "not_as_asked": _STATE_AXIS + "-1 (or dim=1).",
     },
 }
 
@@ -414,30 +447,34 @@ def _value(name, title, answers, reference, inputs=None, hints=None, **kw):
 def _predict_shape(name, title, answer, reference, mistakes):
     # Replayed on fresh sizes: (n, n) is right for every size, a typed-in (3, 3) or (n, d_k) is not.
     return _value(name, title, (answer,), reference, inputs=upstream_of(sized_world, answer), reads=SIZES,
-                  mistakes=mistakes)
+                  mistakes=mistakes, predicts="shape")
 
 
-def _predict_axis(name, title, answer, mistakes):
+def _predict_axis(name, title, answer, mistakes, ndim):
     # An axis does not depend on the sizes or the numbers: nothing to replay, and every wrong axis
-    # already differs from the right one on the notebook's own answer.
-    return _value(name, title, (answer,), _axis(answer, 1), replays=0, mistakes=mistakes)
+    # already differs from the right one on the notebook's own answer. A negative axis counts from the
+    # right of the tensor's ndim axes (-1 is axis 1 of the (n, n) scores).
+    return _value(name, title, (answer,), _axis(answer, 1), replays=0, mistakes=mistakes, predicts="axis",
+                  ndim=ndim)
 
 
 register(
     _value("tensors", "The inputs and the weight matrices", ("x", "w_query", "w_key", "w_value"), ref_tensors,
            reads=("x_list", "w_query_list", "w_key_list", "w_value_list"), dtype="float32", framework="torch",
-           mistakes={"swapped_projections": swapped_tensors}),
+           mistakes={"swapped_projections": swapped_tensors, "key_value_swapped": key_value_swapped_tensors}),
+    # from the float32 tensors of part 1 (a float64 result makes the next product raise)
     _value("qkv", "Queries, keys and values", ("queries", "keys", "values"), ref_qkv,
-           reads=("x", "w_query", "w_key", "w_value"), framework="torch",
-           mistakes=QKV_MISTAKES),
+           reads=("x", "w_query", "w_key", "w_value"), framework="torch", dtype="float32",
+           computed_with=("x", "w_query", "w_key", "w_value"), mistakes=QKV_MISTAKES),
     _predict_shape("predict_scores", "Prediction: the shape of the scores", "scores_shape", ref_scores_shape,
                    PREDICT_SCORES_MISTAKES),
     _value("scores", "The attention scores", ("attn_scores",), ref_scores, reads=("queries", "keys"),
            framework="torch", mistakes=SCORES_MISTAKES),
     _predict_axis("predict_softmax", "Prediction: the axis of the softmax", "softmax_axis",
-                  {"softmax_wrong_axis": _axis("softmax_axis", 0)}),
+                  {"softmax_wrong_axis": _axis("softmax_axis", 0)}, ndim=2),
+    # "Why the axis must be stated": a softmax without its axis is what this part argues against
     _value("softmax", "The attention weights", ("attn_weights",), ref_softmax, reads=("attn_scores",),
-           framework="torch", mistakes=SOFTMAX_MISTAKES),
+           framework="torch", mistakes=SOFTMAX_MISTAKES, how={"implicit_softmax_dim": False}),
     _predict_shape("predict_weighted", "Prediction: the shape of the weighted values", "weighted_shape",
                    ref_weighted_shape, PREDICT_WEIGHTED_MISTAKES),
     _value("weighted_values", "The weighted values, by broadcasting", ("weighted_values",), ref_weighted_values,
@@ -447,7 +484,7 @@ register(
                   "broadcasting: one product of two tensors, one of them given a new axis, makes every weighted "
                   "value at once."}),
     _predict_axis("predict_sum", "Prediction: the axis of the sum", "sum_axis",
-                  {"sum_wrong_axis": _axis("sum_axis", 0), "sum_over_features": _axis("sum_axis", 2)}),
+                  {"sum_wrong_axis": _axis("sum_axis", 0), "sum_over_features": _axis("sum_axis", 2)}, ndim=3),
     _value("outputs", "The outputs", ("outputs",), ref_outputs, reads=("weighted_values",), framework="torch",
            mistakes=OUTPUT_MISTAKES, computed_with=("weighted_values",),
            hints={"not_computed_with": "Your numbers are right, but your cell never uses `weighted_values`: this "
@@ -462,5 +499,6 @@ register(
         "03.attention_outputs", notebook=NOTEBOOK, title="Self-attention as one function",
         answers=("attention_outputs",), kind="function", framework="torch", inputs=fn_inputs,
         reference=ref_fn, mistakes=FN_MISTAKES, atol=1e-5, points=2, hints=HINTS["attention_outputs"],
+        how={"implicit_softmax_dim": False},
     ),
 )
