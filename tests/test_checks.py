@@ -423,7 +423,7 @@ def test_warnings_of_the_students_code_are_not_printed_again_by_the_check(capfd)
     from helpers.runtime.collect import collect
 
     def noisy(x, w_query, w_key, w_value):
-        warnings.warn("from the student's function")
+        warnings.warn("from the student's function", stacklevel=2)
         return x
 
     ex = spec.get("03.attention_outputs")

@@ -405,7 +405,7 @@ def _compare_shape(ex: Exercise, got: Arrays, want: Arrays, inputs: Mapping[str,
     """A predicted shape (a tuple of sizes) against the true one, in shapes."""
     name = ex.answers[0]
     g, w = got[name], want[name]
-    if g.shape == w.shape and np.array_equal(g, w):
+    if g.shape == w.shape and np.allclose(g, w, rtol=ex.rtol, atol=ex.atol):
         return None
     if g.ndim != 1:
         return (f"`{name}` should be a shape: one tuple of sizes, one per axis, like {_example_shape(ex)}"
@@ -414,7 +414,7 @@ def _compare_shape(ex: Exercise, got: Arrays, want: Arrays, inputs: Mapping[str,
     where = f"With {sizes}, your" if sizes else "Your"
     if g.size != w.size:
         return f"{where} prediction gives {_tuple(g)}, {g.size} axes; the result has {w.size} axes."
-    bad = [str(i) for i in np.flatnonzero(g != w)]
+    bad = [str(i) for i in np.flatnonzero(~np.isclose(g, w, rtol=ex.rtol, atol=ex.atol))]
     if len(bad) == 1:
         return f"{where} prediction gives {_tuple(g)}: axis {bad[0]} is not the size it should be."
     return f"{where} prediction gives {_tuple(g)}: axes {', '.join(bad[:-1])} and {bad[-1]} are not the sizes " \
@@ -431,17 +431,18 @@ def _compare_axis(ex: Exercise, got: Arrays, want: Arrays) -> str | None:
     g, w = got[name], want[name]
     if not _integral(g):
         return _axis_form(ex)
-    a = int(g)
+    a = round(float(g))
     if not -ex.ndim <= a < ex.ndim:
         return (f"There is no axis {a}: the tensor has {ex.ndim} axes, 0 to {ex.ndim - 1} counted from the left "
                 f"(or -{ex.ndim} to -1 counted from the right).")
-    if a % ex.ndim == int(w):
+    if a % ex.ndim == round(float(w)):
         return None
     return f"`{name}` = {a} is not the axis the step asks for."
 
 
 def _integral(a: np.ndarray) -> bool:
-    return a.shape == () and bool(np.isfinite(a)) and float(a) == int(a)
+    """One whole number (up to float32 rounding)."""
+    return a.shape == () and bool(np.isfinite(a)) and abs(float(a) - round(float(a))) < 1e-6
 
 
 def _axis_form(ex: Exercise, what: str = "") -> str:
@@ -463,8 +464,8 @@ def _as_axis(ex: Exercise, answers: Arrays) -> dict[str, np.ndarray]:
     """A negative axis as the same axis counted from the left (-1 is the last of ``ex.ndim``)."""
     out = dict(answers)
     for name, a in answers.items():
-        if _integral(a) and -ex.ndim <= int(a) < 0:
-            out[name] = np.asarray(float(int(a) + ex.ndim))
+        if _integral(a) and -ex.ndim <= round(float(a)) < 0:
+            out[name] = np.asarray(float(round(float(a)) + ex.ndim))
     return out
 
 
@@ -728,7 +729,7 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
     got0 = answers[0]
     if problem := _framework_problem(ex, record.get("facts") or {}):
         return problem
-    product = bool(((record.get("how") or {}).get("matmul", True)))
+    product = bool((record.get("how") or {}).get("matmul", True))
     fail0 = _compare(ex, got0, want0, product=product, inputs=world0)
     replay = record.get("replay") or {}
     replays = answers[1:]
