@@ -449,6 +449,16 @@ _ROWS = [
     ("guesses_one_early", "the guesses taken one position too early",
      "Your window starts one position early: it takes the guesses at positions L − 1 … 2L − 2, the first about "
      "the separator. The guesses that count are made at positions L … 2L − 1, about the tokens at L + 1 … 2L."),
+    # --- notebook 04 (what simulated students found)
+    ("stack_last_axis", "stacked along the last axis: words and features swapped",
+     "You stacked along the last axis, so the words run along the features' axis and the features along the "
+     "words': the right shape, with the numbers transposed. Stack along the axis the words should run along."),
+    ("scores_as_weights", "the raw scores used as weights",
+     "You weighted the values by the raw scores. The weights are the softmax of the scaled scores: positive "
+     "and summing to 1 over the words."),
+    ("scale_by_d_v", "scaled by √d_v instead of √d_k",
+     "You divided by the square root of the values' width d_v. The scores are dot products of queries and keys, "
+     "so divide by √d_k, the width of a key (the last axis of the keys)."),
     # --- notebook 01
     ("projection_reused", "one weight matrix used for two projections",
      "Two of your projections are made with the same weight matrix (a copied line whose weight was not "
