@@ -449,6 +449,22 @@ _ROWS = [
     ("guesses_one_early", "the guesses taken one position too early",
      "Your window starts one position early: it takes the guesses at positions L − 1 … 2L − 2, the first about "
      "the separator. The guesses that count are made at positions L … 2L − 1, about the tokens at L + 1 … 2L."),
+    # --- notebook 02
+    # power_precedence, scale_by_n: catalogued under notebooks 04/05 (the same misconceptions)
+    ("scale_by_d_v", "scaled by √d_v instead of √d_k",
+     "You divided the scores by the square root of the values' width, d_v. The scores are dot products of "
+     "queries with keys: divide by √d_k, the width of a key (keys.shape[-1])."),
+    ("projection_reused", "one weight matrix used for two roles",
+     "One of your projections uses another role's matrix (the keys made with w_query, for instance). Each role "
+     "has a matrix of its own: queries from w_query, keys from w_key, values from w_value."),
+    ("reseeded_each_draw", "the generator seeded again before every draw",
+     "You seeded the generator again before each draw, so every draw starts from the same place and gives the "
+     "same numbers. Seed once, then draw one matrix after the other: each draw goes on where the last stopped."),
+    ("earlier_weights_used", "weights of an earlier step used",
+     "You used weights computed in an earlier step, from other scores. Use the weights this step starts from."),
+    ("counted_inputs", "the inputs' numbers counted instead of the parameters'",
+     "You counted the numbers of the inputs x. The trainable numbers are the entries of the module's parameters "
+     "(module.parameters()), whatever the inputs it is run on."),
 ]
 
 _PROPERTY_ROWS = [

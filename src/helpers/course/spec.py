@@ -36,6 +36,7 @@ __all__ = ["Exercise", "Outcome", "Plan", "Probe", "REGISTRY", "draw", "evaluate
 
 Arrays = Mapping[str, np.ndarray]
 SEPARATION = 10  # variants must differ by this many times the tolerance on every fresh draw
+TYPED_IN = 1e-3  # how close numbers copied from a printout (4 decimals) come to the notebook's
 MAX_DRAWS = 200
 
 
@@ -102,6 +103,9 @@ class Exercise:
     # value steps about the how: {"loop": True} asks for a Python loop, {"loop": False} for none,
     # {"matmul": False} for no matrix product (read from the cell's code, not its numbers)
     how: Mapping[str, bool] = field(default_factory=dict)
+    # value steps that ask for "a single number": a plain Python number (``.item()``, ``float(...)``) is as
+    # good as a 0-d tensor of the exercise's framework
+    plain_number: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in ("value", "function"):
@@ -234,13 +238,20 @@ def separates(ex: Exercise, inputs: Mapping[str, Any]) -> bool:
             outs.append(ex.expected(ex.inputs(None)))
             if _close(outs[0], outs[1], ex.answers, rtol, atol):
                 return False
-        for code in ex.mistakes:
-            wrong = ex.variant(code, inputs)
-            if any(_close(wrong, other, ex.answers, rtol, atol) for other in outs):
-                return False
-            outs.append(wrong)
     except (ArithmeticError, ValueError, IndexError, KeyError, TypeError):
         return False
+    for code in ex.mistakes:
+        try:
+            wrong = ex.variant(code, inputs)
+        except (ArithmeticError, ValueError, IndexError, KeyError, TypeError):
+            # the mistake cannot run on these inputs (keys and values swapped while they are not as wide as
+            # each other): the student's code raises too, and the answers it gave before say which mistake
+            if ex.kind == "function":
+                continue
+            return False
+        if any(_close(wrong, other, ex.answers, rtol, atol) for other in outs):
+            return False
+        outs.append(wrong)
     return True
 
 
@@ -420,7 +431,9 @@ def _framework_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None
     if not ex.framework:
         return None
     for name, fw in (facts.get("framework") or {}).items():
-        if fw != ex.framework and not (ex.framework == "numpy" and fw == "python"):  # floats, tuples are NumPy-friendly
+        if fw == "python" and (ex.framework == "numpy" or ex.plain_number):  # floats, tuples are NumPy-friendly
+            continue
+        if fw != ex.framework:
             label = f"`{name}`" if ex.kind == "value" else f"`{name}(...)` returns"
             verb = "is" if ex.kind == "value" else ""
             got = _FRAMEWORK_NAMES.get(str(fw), "something else")
@@ -667,7 +680,11 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                                        f"of the variable `{inlined}` itself, so it gives the wrong answer for any "
                                        f"other `{inlined}`. Use the variable.", note)
     if replays and all(_same(got[n], got0[n], ex) for got in replays for n in ex.answers) and \
-            not _close(want0, ex.expected(plan.inputs[1]), ex.answers, ex.rtol, ex.atol):
+            not _close(want0, ex.expected(plan.inputs[1]), ex.answers, ex.rtol, ex.atol) and \
+            _close(got0, want0, ex.answers, TYPED_IN, TYPED_IN):
+        # the same answer whatever the inputs, and this notebook's (as printed): numbers typed in. A constant
+        # answer that is not the notebook's comes from a computation gone degenerate (a softmax along an axis
+        # of length 1, say): its shape or values say more than "typed in".
         names = ", ".join(f"`{n}`" for n in ex.answers)
         return _fail(ex, "hard_coded", f"Your cell gives the same {names} whatever its inputs: it does not compute "
                                        "from them. Compute the answer from the variables the step starts from "
@@ -712,11 +729,20 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
         return _fail(ex, code)
     read = record.get("globals_read") or []
     if read:
-        names = ", ".join(f"`{n}`" for n in read)
-        return _fail(ex, "reads_globals", f"`{ex.answers[0]}` reads the notebook's {names} instead of its own "
-                                          "arguments, so it only works for this notebook's data. Use the parameters "
-                                          "the function is given.")
+        return _fail(ex, "reads_globals", _reads_globals(ex, record, "so it only works for this notebook's data. "
+                                                                     "Use the parameters the function is given."))
     return Outcome(ex.id, "fail", 0, ex.points, fail)
+
+
+def _reads_globals(ex: Exercise, record: Mapping[str, Any], then: str) -> str:
+    """Who reads which of the notebook's globals: the function, or a method of a class it uses (a module's
+    ``forward``)."""
+    names = ", ".join(f"`{n}`" for n in record.get("globals_read") or [])
+    inside = (record.get("globals_in") or [None])[0]
+    if inside:
+        return (f"`{inside}` (which `{ex.answers[0]}` runs) reads the notebook's {names} instead of the module's "
+                f"own weights and its arguments, {then}")
+    return f"`{ex.answers[0]}` reads the notebook's {names} instead of its own arguments, {then}"
 
 
 def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
@@ -725,9 +751,14 @@ def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
     if error:
         read = record.get("globals_read") or []
         if error.get("kind") == "raised" and read:
-            names = ", ".join(f"`{n}`" for n in read)
-            return _fail(ex, "reads_globals", f"`{ex.answers[0]}` reads the notebook's {names} instead of its own "
-                                              f"arguments, and on other inputs it fails: {error.get('message')}")
+            return _fail(ex, "reads_globals", _reads_globals(ex, record, "and on other inputs it fails: "
+                                                                         f"{error.get('message')}"))
+        answers = record.get("answers") or []
+        if ex.kind == "function" and error.get("kind") == "raised" and answers:
+            # it raised on other inputs, after answering the first ones: a mistake that shows in those answers
+            # (keys and values swapped, which only runs while they are as wide as each other) is the cause
+            if code := diagnose(ex, list(zip(answers, plan.inputs))):
+                return _fail(ex, code, note=f" (On other inputs it even fails: {error.get('message')})")
         return outcome_for_error(ex, AnswerError(str(error.get("kind")), str(error.get("message"))))
     if ex.kind == "value":
         return _evaluate_value(ex, plan, record)

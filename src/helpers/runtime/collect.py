@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dis
 import io
 import random
 import re
@@ -38,7 +39,7 @@ import numpy as np
 
 from ..convert import AnswerError, NotDone, framework_of, to_array
 from .cells import code_features, mentioned_names
-from .history import History, Run, message_line
+from .history import History, Run, _cell_line, message_line
 
 __all__ = ["OneShot", "collect", "dtype_name", "to_framework"]
 
@@ -95,7 +96,11 @@ def to_framework(value: Any, framework: str | None, dtype: str | None = None) ->
 
 
 def _mimic(value: Any, like: Any, framework: str | None) -> Any:
-    """``value`` (NumPy, or a list) in the type the student's own variable has (``like``)."""
+    """``value`` (NumPy, or a list) in the type the student's own variable has (``like``). A module of the
+    notebook (``like`` has parameters) comes as ``{parameter name: array}``: a copy of the student's module
+    that holds those arrays (of other sizes, maybe) as its parameters."""
+    if isinstance(value, dict) and callable(getattr(like, "named_parameters", None)):
+        return _module_like(value, like)
     if isinstance(value, np.generic):
         value = np.asarray(value)
     if isinstance(value, list) or not isinstance(value, np.ndarray):
@@ -110,6 +115,28 @@ def _mimic(value: Any, like: Any, framework: str | None) -> Any:
         return to_framework(value, fw, dtype)
     except (TypeError, ValueError):
         return to_framework(value, fw)
+
+
+def _module_like(params: Mapping[str, Any], module: Any) -> Any:
+    """A copy of ``module`` whose parameters are ``params`` (by name; by order when the student named them
+    otherwise, as long as there are as many), each as trainable as the student's own."""
+    import torch
+
+    clone = copy.deepcopy(module)
+    own = [name for name, _ in clone.named_parameters()]
+    if set(params) <= set(own):
+        pairs = [(name, params[name]) for name in params]
+    elif len(own) == len(params):
+        pairs = list(zip(own, params.values()))
+    else:
+        return clone
+    for name, arr in pairs:
+        owner_name, _, attr = name.rpartition(".")
+        owner = clone.get_submodule(owner_name) if owner_name else clone
+        old = getattr(owner, attr)
+        setattr(owner, attr, torch.nn.Parameter(torch.as_tensor(np.asarray(arr), dtype=old.dtype),
+                                                requires_grad=old.requires_grad))
+    return clone
 
 
 # ----------------------------------------------------------------------------- errors
@@ -128,6 +155,8 @@ def student_frame_line(exc: BaseException) -> str:
     if not frames:
         return ""
     f = frames[-1]
+    if f.line and f.line.strip().startswith("raise "):
+        return ""  # a deliberate `raise` (often of code the notebook gives): its message says it all
     return f" (line {f.lineno}: `{f.line.strip()}`)" if f.line else f" (line {f.lineno})"
 
 
@@ -210,8 +239,12 @@ def _compile_cell(source: str, shell: Any) -> types.CodeType | None:
 
 
 def _replay(code: types.CodeType | Callable[..., Any], namespace: Mapping[str, Any], overlay: Mapping[str, Any],
-            answers: Sequence[str]) -> dict[str, Any]:
-    """Run the student's cell again in a copy of the namespace, with ``overlay`` for its inputs."""
+            answers: Sequence[str], raised_at: int | None = None) -> dict[str, Any]:
+    """Run the student's cell again in a copy of the namespace, with ``overlay`` for its inputs.
+
+    ``raised_at``: the line where the cell raised in the notebook, after it had bound the answers whole
+    (a print or a comparison the notebook gives, choking on a wrong answer). A replay that raises on that
+    line too, with every answer bound, has computed them all: they are returned, not the error."""
     ns = dict(namespace)
     for name in answers:
         ns.pop(name, None)
@@ -222,7 +255,11 @@ def _replay(code: types.CodeType | Callable[..., Any], namespace: Mapping[str, A
         if callable(code) and not isinstance(code, types.CodeType):
             ns.update(code(**overlay))
         else:
-            exec(code, ns)
+            try:
+                exec(code, ns)
+            except Exception as exc:
+                if raised_at is None or _cell_line(exc) != raised_at or not all(n in ns for n in answers):
+                    raise
     return ns
 
 
@@ -258,25 +295,43 @@ def _facts(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             "dtype": {n: dtype_name(v) for n, v in values.items()}}
 
 
-def _data_globals(fn: Any) -> list[str]:
-    """Names of notebook data (arrays, tensors) the function reads from its globals."""
-    code = getattr(fn, "__code__", None)
-    glob = getattr(fn, "__globals__", None)
-    if code is None or not isinstance(glob, dict):
-        return []
+def _global_names(code: types.CodeType) -> set[str]:
+    """The global names a code object (and the functions, lambdas, comprehensions inside it) loads."""
     names: set[str] = set()
     todo = [code]
     while todo:
         c = todo.pop()
-        names.update(c.co_names)
+        names.update(ins.argval for ins in dis.get_instructions(c) if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"))
         todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    local = set(code.co_varnames) | set(code.co_cellvars)
-    found = []
-    for name in sorted(names - local):
-        value = glob.get(name)
-        if value is not None and framework_of(value) in ("torch", "tensorflow", "numpy") and hasattr(value, "shape"):
-            found.append(name)
-    return found
+    return names
+
+
+def _data_globals(fn: Any) -> tuple[list[str], str | None]:
+    """Names of notebook data (arrays, tensors) the function reads from its globals — or, when it reads
+    none itself, that the methods of a class of the notebook it uses read (a module's ``forward``), with
+    that method's name."""
+    code = getattr(fn, "__code__", None)
+    glob = getattr(fn, "__globals__", None)
+    if code is None or not isinstance(glob, dict):
+        return [], None
+
+    def data(names: set[str]) -> list[str]:
+        return [n for n in sorted(names) if (v := glob.get(n)) is not None
+                and framework_of(v) in ("torch", "tensorflow", "numpy") and hasattr(v, "shape")]
+
+    names = _global_names(code)
+    if found := data(names):
+        return found, None
+    for cls_name in sorted(names):
+        cls = glob.get(cls_name)
+        if not isinstance(cls, type) or cls.__module__ != getattr(fn, "__module__", None):
+            continue
+        for attr, method in vars(cls).items():
+            inner = getattr(method, "__code__", None)
+            if inner is not None and getattr(method, "__globals__", None) is glob and \
+                    (found := data(_global_names(inner))):
+                return found, f"{cls.__name__}.{attr}"
+    return [], None
 
 
 def _module_facts(module: Any) -> dict[str, Any] | None:
@@ -364,13 +419,15 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
     elif isinstance(code, str):
         code = _compile_cell(code, shell)
     record["replay"] = {"available": bool(trials) and code is not None, "error": None}
+    # the cell raised in the notebook after binding every answer whole (else _stale_error has said so)
+    raised_at = run.line if run is not None and run.error and run.line else None
     mutated: set[str] = set()
     if record["replay"]["available"]:
         for i, world in enumerate(trials, start=1):
             overlay = {name: _mimic(value, namespace.get(name), plan.get("framework")) for name, value in world.items()}
             before = _snapshot(overlay)
             try:
-                ns = _replay(code, namespace, overlay, answers)
+                ns = _replay(code, namespace, overlay, answers, raised_at)
             except BaseException as exc:  # noqa: BLE001 — the student's cell, run again: anything can happen
                 if isinstance(exc, KeyboardInterrupt):
                     raise
@@ -435,7 +492,9 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
     if not callable(fn):
         return _error("not_callable", f"`{name}` should be a function, but it is a {type(fn).__name__}.")
     framework = plan.get("framework")
-    record: dict[str, Any] = {"answers": [], "globals_read": _data_globals(fn), "mutated": []}
+    read, where = _data_globals(fn)
+    record: dict[str, Any] = {"answers": [], "globals_read": read, "globals_in": [where] if where else [],
+                              "mutated": []}
     mutated: set[str] = set()
     try:
         for i, inputs in enumerate(plan.get("trials") or []):
@@ -449,7 +508,9 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             record["answers"].append({name: to_array(result, f"{name}(...)", finite=False)})
         record["probes"] = _probes(plan, fn, name, framework)
     except AnswerError as err:
-        return {**_error(err.kind, err.message), "globals_read": record["globals_read"]}
+        # what it returned before it raised: the mistake that makes it raise may show in those numbers
+        return {**_error(err.kind, err.message), "globals_read": read, "globals_in": record["globals_in"],
+                "answers": record["answers"] if err.kind == "raised" else []}
     record["mutated"] = sorted(mutated)
     return record
 
