@@ -174,18 +174,6 @@ def _from_nested(obj: list | tuple, name: str) -> np.ndarray:
     try:
         arr = np.array(plain, dtype=np.float64)
     except (ValueError, TypeError):
-        if isinstance(obj, tuple):  # `return a, b` or `x = a, b`: several results where one is wanted
-            shapes = []
-            for part in plain:
-                try:
-                    shapes.append(str(np.shape(np.array(part, dtype=np.float64))))
-                except (ValueError, TypeError):
-                    shapes.append("ragged")
-            raise AnswerError(
-                "ragged",
-                f"`{name}` is a tuple of {len(obj)} things (of shapes {', '.join(shapes)}), where one tensor or "
-                "array is expected: `return a, b` (or `x = a, b`) makes a tuple. Keep only the one asked for.",
-            ) from None
         raise AnswerError(
             "ragged",
             f"`{name}` is a ragged list: its rows do not all have the same length.",

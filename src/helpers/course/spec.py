@@ -753,16 +753,30 @@ def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
         if error.get("kind") == "raised" and read:
             return _fail(ex, "reads_globals", _reads_globals(ex, record, "and on other inputs it fails: "
                                                                          f"{error.get('message')}"))
-        answers = record.get("answers") or []
-        if ex.kind == "function" and error.get("kind") == "raised" and answers:
-            # it raised on other inputs, after answering the first ones: a mistake that shows in those answers
-            # (keys and values swapped, which only runs while they are as wide as each other) is the cause
-            if code := diagnose(ex, list(zip(answers, plan.inputs))):
-                return _fail(ex, code, note=f" (On other inputs it even fails: {error.get('message')})")
+        if code := _raising_mistake(ex, plan, record):
+            return _fail(ex, code, note=f" (On other inputs it even fails: {error.get('message')})")
         return outcome_for_error(ex, AnswerError(str(error.get("kind")), str(error.get("message"))))
     if ex.kind == "value":
         return _evaluate_value(ex, plan, record)
     return _evaluate_function(ex, plan, record)
+
+
+def _raising_mistake(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> str | None:
+    """A function that answered the first inputs, then raised on the next ones: the mistake its answers show,
+    when that mistake cannot run on the inputs where it raised either (keys and values swapped, which only
+    runs while they are as wide as each other) — so it explains the error too."""
+    answers = record.get("answers") or []
+    error = record.get("error") or {}
+    if ex.kind != "function" or error.get("kind") != "raised" or not answers or len(answers) >= len(plan.inputs):
+        return None
+    code = diagnose(ex, list(zip(answers, plan.inputs)))
+    if code is None:
+        return None
+    try:
+        ex.variant(code, plan.inputs[len(answers)])
+    except Exception:  # the mistake fails where the function failed
+        return code
+    return None
 
 
 def outcome_for_error(ex: Exercise, err: AnswerError) -> Outcome:

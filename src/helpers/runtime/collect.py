@@ -39,7 +39,7 @@ import numpy as np
 
 from ..convert import AnswerError, NotDone, framework_of, to_array
 from .cells import code_features, mentioned_names
-from .history import History, Run, _cell_line, message_line
+from .history import History, Run, message_line
 
 __all__ = ["OneShot", "collect", "dtype_name", "to_framework"]
 
@@ -239,12 +239,8 @@ def _compile_cell(source: str, shell: Any) -> types.CodeType | None:
 
 
 def _replay(code: types.CodeType | Callable[..., Any], namespace: Mapping[str, Any], overlay: Mapping[str, Any],
-            answers: Sequence[str], raised_at: int | None = None) -> dict[str, Any]:
-    """Run the student's cell again in a copy of the namespace, with ``overlay`` for its inputs.
-
-    ``raised_at``: the line where the cell raised in the notebook, after it had bound the answers whole
-    (a print or a comparison the notebook gives, choking on a wrong answer). A replay that raises on that
-    line too, with every answer bound, has computed them all: they are returned, not the error."""
+            answers: Sequence[str]) -> dict[str, Any]:
+    """Run the student's cell again in a copy of the namespace, with ``overlay`` for its inputs."""
     ns = dict(namespace)
     for name in answers:
         ns.pop(name, None)
@@ -255,11 +251,7 @@ def _replay(code: types.CodeType | Callable[..., Any], namespace: Mapping[str, A
         if callable(code) and not isinstance(code, types.CodeType):
             ns.update(code(**overlay))
         else:
-            try:
-                exec(code, ns)
-            except Exception as exc:
-                if raised_at is None or _cell_line(exc) != raised_at or not all(n in ns for n in answers):
-                    raise
+            exec(code, ns)
     return ns
 
 
@@ -419,15 +411,13 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
     elif isinstance(code, str):
         code = _compile_cell(code, shell)
     record["replay"] = {"available": bool(trials) and code is not None, "error": None}
-    # the cell raised in the notebook after binding every answer whole (else _stale_error has said so)
-    raised_at = run.line if run is not None and run.error and run.line else None
     mutated: set[str] = set()
     if record["replay"]["available"]:
         for i, world in enumerate(trials, start=1):
             overlay = {name: _mimic(value, namespace.get(name), plan.get("framework")) for name, value in world.items()}
             before = _snapshot(overlay)
             try:
-                ns = _replay(code, namespace, overlay, answers, raised_at)
+                ns = _replay(code, namespace, overlay, answers)
             except BaseException as exc:  # noqa: BLE001 — the student's cell, run again: anything can happen
                 if isinstance(exc, KeyboardInterrupt):
                     raise

@@ -192,13 +192,14 @@ def _v1(x, scale=None, transpose=False, axis=-1, swap_kv=False, **_):
 def _trainable_inputs(rng: np.random.Generator | None = None) -> dict:
     """What the count reads: the module ``sa_v1`` (as ``{parameter: array}``; the replay puts these arrays
     into a copy of the student's module), the sizes it was built with and the inputs x its cell runs it on.
-    Fresh: a module of other sizes, so that neither the 18 of this notebook typed in nor x.numel() (18 here
-    too) can pass."""
+    Fresh: a module of another d_k and inputs of another n, so that neither the 18 of this notebook typed in
+    nor x.numel() (18 here too) can pass. d_model stays 3: the cell also trains a new SelfAttentionV1 on x."""
+    d_model = 3
     if rng is None:
-        x, d_model, d_k = X, 3, 2
+        x, d_k = X, 2
         weights = (W_QUERY, W_KEY, W_VALUE)
     else:
-        d_model, d_k, n = int(rng.integers(2, 7)), int(rng.integers(1, 6)), int(rng.integers(3, 9))
+        d_k, n = int(rng.choice([1, 3, 4, 5])), int(rng.integers(3, 9))
         x = rng.normal(0.0, 1.5, size=(n, d_model)).round(2)
         weights = tuple(rng.uniform(0.0, 1.0, size=(d_model, d_k)) for _ in range(3))
     return {"x": x, "d_model": d_model, "d_k": d_k, "sa_v1": dict(zip(("w_query", "w_key", "w_value"), weights))}
