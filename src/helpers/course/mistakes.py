@@ -449,11 +449,18 @@ _ROWS = [
     ("guesses_one_early", "the guesses taken one position too early",
      "Your window starts one position early: it takes the guesses at positions L − 1 … 2L − 2, the first about "
      "the separator. The guesses that count are made at positions L … 2L − 1, about the tokens at L + 1 … 2L."),
-    # --- notebook 02
-    # power_precedence, scale_by_n: catalogued under notebooks 04/05 (the same misconceptions)
+    # --- notebook 04 (what simulated students found)
+    ("stack_last_axis", "stacked along the last axis: words and features swapped",
+     "You stacked along the last axis, so the words run along the features' axis and the features along the "
+     "words': the right shape, with the numbers transposed. Stack along the axis the words should run along."),
+    ("scores_as_weights", "the raw scores used as weights",
+     "You weighted the values by the raw scores. The weights are the softmax of the scaled scores: positive "
+     "and summing to 1 over the words."),
     ("scale_by_d_v", "scaled by √d_v instead of √d_k",
-     "You divided the scores by the square root of the values' width, d_v. The scores are dot products of "
-     "queries with keys: divide by √d_k, the width of a key (keys.shape[-1])."),
+     "You divided by the square root of the values' width d_v. The scores are dot products of queries and keys, "
+     "so divide by √d_k, the width of a key (the last axis of the keys)."),
+    # --- notebook 02
+    # power_precedence, scale_by_n, scale_by_d_v: catalogued under notebooks 04/05 (the same misconceptions)
     ("projection_reused", "one weight matrix used for two roles",
      "One of your projections uses another role's matrix (the keys made with w_query, for instance). Each role "
      "has a matrix of its own: queries from w_query, keys from w_key, values from w_value."),

@@ -70,9 +70,9 @@ class Exercise:
     positionally with ``inputs(rng)`` and must return what ``reference(**inputs)`` returns.
 
     ``mistakes`` maps a code of :data:`helpers.course.mistakes.MISTAKES` to a wrong variant with
-    the reference's signature. ``dtype`` (``"float"`` or ``"float32"``) is what the TO-DO asks for;
-    ``module`` names an ``nn.Module`` whose ``trainable`` parameters must be trainable; ``probes``
-    check how a function works.
+    the reference's signature. ``dtype`` (``"float"``, ``"float32"``, ``"float64"`` or ``"int32"``) is
+    what the TO-DO asks for; ``module`` names an ``nn.Module`` whose ``trainable`` parameters must be
+    trainable; ``probes`` check how a function works.
     """
 
     id: str
@@ -115,8 +115,8 @@ class Exercise:
             raise ValueError(f"{self.id}: unknown mistake codes {sorted(unknown)}")
         if self.kind == "function" and len(self.answers) != 1:
             raise ValueError(f"{self.id}: a function exercise names exactly one function")
-        if self.dtype not in (None, "float", "float32"):
-            raise ValueError(f"{self.id}: dtype must be None, 'float' or 'float32'")
+        if self.dtype not in (None, "float", "float32", "float64", "int32"):
+            raise ValueError(f"{self.id}: dtype must be None, 'float', 'float32', 'float64' or 'int32'")
 
     def hint(self, code: str) -> str:
         return self.hints.get(code, MISTAKES[code].hint)
@@ -232,23 +232,20 @@ def separates(ex: Exercise, inputs: Mapping[str, Any]) -> bool:
     the tolerance)? For a value step, the reference must also differ from the notebook's own answer,
     so that a hard-coded answer cannot pass a replay."""
     rtol, atol = ex.rtol * SEPARATION, ex.atol * SEPARATION
+    errors = (ArithmeticError, ValueError, IndexError, KeyError, TypeError)
     try:
         outs = [ex.expected(inputs)]
         if ex.kind == "value":
             outs.append(ex.expected(ex.inputs(None)))
             if _close(outs[0], outs[1], ex.answers, rtol, atol):
                 return False
-    except (ArithmeticError, ValueError, IndexError, KeyError, TypeError):
+    except errors:
         return False
     for code in ex.mistakes:
         try:
             wrong = ex.variant(code, inputs)
-        except (ArithmeticError, ValueError, IndexError, KeyError, TypeError):
-            # the mistake cannot run on these inputs (keys and values swapped while they are not as wide as
-            # each other): the student's code raises too, and the answers it gave before say which mistake
-            if ex.kind == "function":
-                continue
-            return False
+        except errors:  # undefined for these sizes (a product of non-square matrices): the student's cell raises
+            continue    # too, and the check names the mistake from the notebook's own numbers (see diagnose)
         if any(_close(wrong, other, ex.answers, rtol, atol) for other in outs):
             return False
         outs.append(wrong)
@@ -462,6 +459,13 @@ def _dtype_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
             return _fail(ex, "wrong_dtype", f"{label} has dtype {dtype}; this step asks for float32 "
                                             f"({_DTYPE_HOW.get(fw, 'float32')}). Mixed dtypes make the next steps "
                                             "fail or silently change precision.")
+        if ex.dtype == "float64" and dtype != "float64":
+            return _fail(ex, "wrong_dtype", f"{label} has dtype {dtype}; this step asks for float64, double "
+                                            "precision: leave out the cast (or convert with .astype(np.float64)).")
+        if ex.dtype == "int32" and dtype != "int32":
+            return _fail(ex, "wrong_dtype", f"{label} has dtype {dtype}; this step keeps the integers (int32). Leave "
+                                            "out the cast here: the notebook casts to float later, where a step "
+                                            "asks for it.")
     return None
 
 
