@@ -97,4 +97,5 @@ def test_the_same_seeds_draw_the_same_inputs():
         for x, y in zip(a.inputs, b.inputs):
             assert x.keys() == y.keys()
             for k in x:
-                assert np.array_equal(np.asarray(x[k], dtype=float), np.asarray(y[k], dtype=float)), (ex.id, k)
+                assert np.array_equal(np.asarray(x[k], dtype=float), np.asarray(y[k], dtype=float), equal_nan=True), \
+                    (ex.id, k)

@@ -456,6 +456,10 @@ _ROWS = [
      "709), that exp overflows: to inf with NumPy, an OverflowError with math.exp. Raise m first "
      "(m_new = max(m, s)), then rescale what you have by exp(m − m_new) and add "
      "exp(s − m_new): every exponent is then ≤ 0."),
+    ("total_not_rescaled", "the running sum not rescaled",
+     "You rescaled the running output when the maximum grew, but not the running sum: both were measured against "
+     "the old maximum. Multiply the running sum by the same exp(m_old − m_new) before adding the new block's "
+     "terms."),
     ("transposed_all_axes", "`.T` on a tensor with more than two axes",
      "`.T` reverses every axis of a tensor, so on (batch, heads, n, d_k) it gives (d_k, n, heads, batch) and the "
      "product no longer lines up. Swap only the last two axes: `k.transpose(-2, -1)` (or `k.mT`)."),

@@ -232,6 +232,7 @@ FLASH_MISTAKES = {
     MISSING_RESCALE: lambda q, k, v, block_size: _blockwise(q, k, v, block_size, rescale_total=False,
                                                             rescale_acc=False),
     "acc_not_rescaled": lambda q, k, v, block_size: _blockwise(q, k, v, block_size, rescale_acc=False),
+    "total_not_rescaled": lambda q, k, v, block_size: _blockwise(q, k, v, block_size, rescale_total=False),
     "dropped_last_block": lambda q, k, v, block_size: _attend(
         q, k, v, allowed=lambda i, j: j < len(k) - len(k) % block_size),
     "max_from_zero": lambda q, k, v, block_size: _attend(q, k, v, shift="zero"),
@@ -294,6 +295,10 @@ CAUSAL_MISTAKES = {
     "missing_scale": lambda q, k, v, block_size: _causal(q, k, v, block_size, scale=1.0),
     MISSING_RESCALE: lambda q, k, v, block_size: _blockwise(q, k, v, block_size, allowed=lambda i, j: j <= i,
                                                             rescale_total=False, rescale_acc=False),
+    "acc_not_rescaled": lambda q, k, v, block_size: _blockwise(q, k, v, block_size, allowed=lambda i, j: j <= i,
+                                                               rescale_acc=False),
+    "total_not_rescaled": lambda q, k, v, block_size: _blockwise(q, k, v, block_size, allowed=lambda i, j: j <= i,
+                                                                 rescale_total=False),
     "max_from_zero": lambda q, k, v, block_size: _causal(q, k, v, block_size, shift="zero"),
     "dropped_last_block": _last_tile_dropped,
     "missing_causal_mask": lambda q, k, v, block_size: _causal(q, k, v, block_size, "none"),
