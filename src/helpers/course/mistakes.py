@@ -463,6 +463,16 @@ _ROWS = [
     ("transposed_all_axes", "`.T` on a tensor with more than two axes",
      "`.T` reverses every axis of a tensor, so on (batch, heads, n, d_k) it gives (d_k, n, heads, batch) and the "
      "product no longer lines up. Swap only the last two axes: `k.transpose(-2, -1)` (or `k.mT`)."),
+    # --- notebook 04 (what simulated students found)
+    ("stack_last_axis", "stacked along the last axis: words and features swapped",
+     "You stacked along the last axis, so the words run along the features' axis and the features along the "
+     "words': the right shape, with the numbers transposed. Stack along the axis the words should run along."),
+    ("scores_as_weights", "the raw scores used as weights",
+     "You weighted the values by the raw scores. The weights are the softmax of the scaled scores: positive "
+     "and summing to 1 over the words."),
+    ("scale_by_d_v", "scaled by √d_v instead of √d_k",
+     "You divided by the square root of the values' width d_v. The scores are dot products of queries and keys, "
+     "so divide by √d_k, the width of a key (the last axis of the keys)."),
 ]
 
 _PROPERTY_ROWS = [

@@ -82,9 +82,9 @@ class Exercise:
     positionally with ``inputs(rng)`` and must return what ``reference(**inputs)`` returns.
 
     ``mistakes`` maps a code of :data:`helpers.course.mistakes.MISTAKES` to a wrong variant with
-    the reference's signature. ``dtype`` (``"float"`` or ``"float32"``) is what the TO-DO asks for;
-    ``module`` names an ``nn.Module`` whose ``trainable`` parameters must be trainable; ``probes``
-    check how a function works.
+    the reference's signature. ``dtype`` (``"float"``, ``"float32"``, ``"float64"`` or ``"int32"``) is
+    what the TO-DO asks for; ``module`` names an ``nn.Module`` whose ``trainable`` parameters must be
+    trainable; ``probes`` check how a function works.
     """
 
     id: str
@@ -129,8 +129,8 @@ class Exercise:
             raise ValueError(f"{self.id}: unknown mistake codes {sorted(unknown)}")
         if self.kind == "function" and len(self.answers) != 1:
             raise ValueError(f"{self.id}: a function exercise names exactly one function")
-        if self.dtype not in (None, "float", "float32"):
-            raise ValueError(f"{self.id}: dtype must be None, 'float' or 'float32'")
+        if self.dtype not in (None, "float", "float32", "float64", "int32"):
+            raise ValueError(f"{self.id}: dtype must be None, 'float', 'float32', 'float64' or 'int32'")
 
     def hint(self, code: str) -> str:
         return self.hints.get(code, MISTAKES[code].hint)
@@ -246,19 +246,23 @@ def separates(ex: Exercise, inputs: Mapping[str, Any]) -> bool:
     the tolerance)? For a value step, the reference must also differ from the notebook's own answer,
     so that a hard-coded answer cannot pass a replay."""
     rtol, atol = ex.rtol * SEPARATION, ex.atol * SEPARATION
+    errors = (ArithmeticError, ValueError, IndexError, KeyError, TypeError)
     try:
         outs = [ex.expected(inputs)]
         if ex.kind == "value":
             outs.append(ex.expected(ex.inputs(None)))
             if _close(outs[0], outs[1], ex.answers, rtol, atol):
                 return False
-        for code in ex.mistakes:
-            wrong = ex.variant(code, inputs)
-            if any(_close(wrong, other, ex.answers, rtol, atol) for other in outs):
-                return False
-            outs.append(wrong)
-    except (ArithmeticError, ValueError, IndexError, KeyError, TypeError):
+    except errors:
         return False
+    for code in ex.mistakes:
+        try:
+            wrong = ex.variant(code, inputs)
+        except errors:  # undefined for these sizes (a product of non-square matrices): the student's cell raises
+            continue    # too, and the check names the mistake from the notebook's own numbers (see diagnose)
+        if any(_close(wrong, other, ex.answers, rtol, atol) for other in outs):
+            return False
+        outs.append(wrong)
     return True
 
 
@@ -470,6 +474,13 @@ def _dtype_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
             return _fail(ex, "wrong_dtype", f"{label} has dtype {dtype}; this step asks for float32 "
                                             f"({_DTYPE_HOW.get(fw, 'float32')}). Mixed dtypes make the next steps "
                                             "fail or silently change precision.")
+        if ex.dtype == "float64" and dtype != "float64":
+            return _fail(ex, "wrong_dtype", f"{label} has dtype {dtype}; this step asks for float64, double "
+                                            "precision: leave out the cast (or convert with .astype(np.float64)).")
+        if ex.dtype == "int32" and dtype != "int32":
+            return _fail(ex, "wrong_dtype", f"{label} has dtype {dtype}; this step keeps the integers (int32). Leave "
+                                            "out the cast here: the notebook casts to float later, where a step "
+                                            "asks for it.")
     return None
 
 
@@ -653,7 +664,7 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
     fail0 = _compare(ex, got0, want0)
     replay = record.get("replay") or {}
     replays = answers[1:]
-    fails = [_compare(ex, got, ex.expected(plan.inputs[i]), " on other inputs of the same shapes")
+    fails = [_compare(ex, got, ex.expected(plan.inputs[i]), " on other inputs")
              for i, got in enumerate(replays, start=1) if i < len(plan.inputs)]
     replay_error = replay.get("error")
     if fail0 is None and not any(fails) and not replay_error:
@@ -705,7 +716,18 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                                        "from them. Compute the answer from the variables the step starts from "
                                        "(the numbers are there to check against, not to type in).", note)
     if replay_error:
-        message = fail0 or (f"Right on this notebook's numbers, but run again on other inputs of the same shapes, "
+        if fail0 is None and (raised := record.get("raised")):
+            # it raised in the notebook as well: that error, not the other inputs, is what to fix (unless
+            # the answer's own dtype or framework is what made a later line raise)
+            for check in (_framework_problem(ex, record.get("facts") or {}),
+                          _dtype_problem(ex, record.get("facts") or {})):
+                if check is not None:
+                    return check
+            at = f" on line {raised['line']}" if raised.get("line") else ""
+            return _fail(ex, "cell_raised", f"The cell that defines {', '.join(f'`{n}`' for n in ex.answers)} raised "
+                                            f"{raised.get('message', '')}{at} the last time it ran. Fix that line and "
+                                            "run the cell again.", note)
+        message = fail0 or (f"Right on this notebook's numbers, but run again on other inputs, "
                             f"your cell raised {replay_error.get('message', '')}.")
         return Outcome(ex.id, "fail", 0, ex.points, message + note)
     if fail0 is not None:
