@@ -432,7 +432,8 @@ def test_a_decoder_without_a_cache_is_named_although_its_numbers_are_right():
     head = "import math\nrows = []\nfor t in range(len(x_seq)):\n"
     attend = ("    w = torch.softmax(q @ k.T / math.sqrt(k.shape[-1]), dim=-1)\n    rows.append((w @ v)[-1:])\n"
               "decoded = torch.cat(rows)")
-    again = head + "    h = x_seq[:t + 1] + pos_table[:t + 1]\n    q, k, v = h @ w_query, h @ w_key, h @ w_value\n" + attend
+    again = (head + "    h = x_seq[:t + 1] + pos_table[:t + 1]\n"
+             "    q, k, v = h @ w_query, h @ w_key, h @ w_value\n" + attend)
     exec(again, ns)
     outcome = judge(ex, ns, cell=again)
     assert outcome.status == "fail" and outcome.diagnosis == "no_cache", outcome.message
