@@ -449,6 +449,20 @@ _ROWS = [
     ("guesses_one_early", "the guesses taken one position too early",
      "Your window starts one position early: it takes the guesses at positions L − 1 … 2L − 2, the first about "
      "the separator. The guesses that count are made at positions L … 2L − 1, about the tokens at L + 1 … 2L."),
+    # --- notebook 07
+    ("positive_exponent", "exp of a score above the running maximum",
+     "One of your exponents can be positive: exp(s − m) taken before m is raised to s, or a rescaling factor "
+     "exp(m_new − m), the wrong way round. When a score jumps far above the running maximum (by more than about "
+     "709), that exp overflows: to inf with NumPy, an OverflowError with math.exp. Raise m first "
+     "(m_new = max(m, s)), then rescale what you have by exp(m − m_new) and add "
+     "exp(s − m_new): every exponent is then ≤ 0."),
+    ("total_not_rescaled", "the running sum not rescaled",
+     "You rescaled the running output when the maximum grew, but not the running sum: both were measured against "
+     "the old maximum. Multiply the running sum by the same exp(m_old − m_new) before adding the new block's "
+     "terms."),
+    ("transposed_all_axes", "`.T` on a tensor with more than two axes",
+     "`.T` reverses every axis of a tensor, so on (batch, heads, n, d_k) it gives (d_k, n, heads, batch) and the "
+     "product no longer lines up. Swap only the last two axes: `k.transpose(-2, -1)` (or `k.mT`)."),
     # --- notebook 04 (what simulated students found)
     ("stack_last_axis", "stacked along the last axis: words and features swapped",
      "You stacked along the last axis, so the words run along the features' axis and the features along the "
@@ -514,6 +528,11 @@ _PROCESS_ROWS = [
      "Your causal function computes scores of keys that come after their query, which the mask then hides: "
      "whole blocks above the diagonal. Skip the key blocks that lie after a block of queries; only the diagonal "
      "block needs a mask."),
+    # --- notebook 09
+    ("no_cache", "every step recomputes the keys and values of the whole prefix",
+     "Your numbers are right, but each step projects all the tokens so far again, instead of keeping the keys "
+     "and values already computed: that is decoding without a cache. Project only the new token, append its key "
+     "and value to your cache, and let its query attend over the cache."),
 ]
 
 _ALL = [r[0] for r in (*_ROWS, *_PROPERTY_ROWS, *_PROCESS_ROWS)]

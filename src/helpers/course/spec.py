@@ -22,6 +22,7 @@ Everything here is NumPy and never runs student code.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,7 @@ import numpy as np
 from ..convert import AnswerError, nonfinite_problem
 from .mistakes import MISTAKES
 
-__all__ = ["Exercise", "Outcome", "Plan", "Probe", "REGISTRY", "draw", "evaluate", "exercises_for", "get",
+__all__ = ["Exercise", "Outcome", "Plan", "Probe", "REGISTRY", "RowBudget", "draw", "evaluate", "exercises_for", "get",
            "make_plan", "producer", "register"]
 
 Arrays = Mapping[str, np.ndarray]
@@ -55,6 +56,18 @@ class Probe:
     limit: Callable[[Mapping[str, Any]], float]
     code: str
     stream: str | None = None
+
+
+@dataclass(frozen=True)
+class RowBudget:
+    """A value step's process check: when the cell is replayed, the rows multiplied by the weight ``name``
+    (``x @ name``, ``torch.matmul(x, name)``, on PyTorch tensors) add up to at most ``limit(world)``;
+    ``code`` names the mistake when they do not (e.g. a decoder that projects the whole prefix again at
+    every step instead of keeping a cache). A product the count does not follow is missed, never invented."""
+
+    name: str
+    limit: Callable[[Mapping[str, Any]], float]
+    code: str
 
 
 @dataclass(frozen=True)
@@ -106,11 +119,16 @@ class Exercise:
     # value steps that ask for "a single number": a plain Python number (``.item()``, ``float(...)``) is as
     # good as a 0-d tensor of the exercise's framework
     plain_number: bool = False
+    # function steps: a call that raised an error whose text ("Type: message", with the student's line)
+    # matches the regular expression is that mistake (e.g. an OverflowError from exp(s - m) with s > m)
+    raises: Mapping[str, str] = field(default_factory=dict)
+    budgets: tuple[RowBudget, ...] = ()  # value steps: rows multiplied by a weight in a replay (see RowBudget)
 
     def __post_init__(self) -> None:
         if self.kind not in ("value", "function"):
             raise ValueError(f"{self.id}: kind must be 'value' or 'function'")
-        unknown = (set(self.mistakes) | set(self.hints)) - set(MISTAKES)
+        unknown = (set(self.mistakes) | set(self.hints) | set(self.raises.values())
+                   | {b.code for b in self.budgets}) - set(MISTAKES)
         if unknown:
             raise ValueError(f"{self.id}: unknown mistake codes {sorted(unknown)}")
         if self.kind == "function" and len(self.answers) != 1:
@@ -308,6 +326,7 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
         "computed_with": list(ex.computed_with),
         "not_with": list(ex.not_with),
         "how": dict(ex.how),
+        "count_rows": [b.name for b in ex.budgets],
         "module": ex.module,
         "probes": [{"kind": p.kind, "inputs": pi, "stream": p.stream} for p, pi in zip(ex.probes, probe_inputs)],
     }
@@ -347,6 +366,8 @@ def _first_difference(got: np.ndarray, want: np.ndarray, rtol: float, atol: floa
         bad = ~np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
         idx = tuple(int(i) for i in np.argwhere(bad)[0]) if got.ndim else ()
         worst = float(np.nanmax(np.abs(got - want))) if np.isfinite(got - want).any() else float("nan")
+    if got.size == 1 and not idx:
+        return f"differs: you have {_fmt(float(got))}, expected {_fmt(float(want))}."
     where = f"at index {idx}" if idx else "in its value"
     n_bad, n = int(bad.sum()), bad.size
     return (
@@ -523,6 +544,17 @@ def _unused_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
                                           "come from somewhere else.")
 
 
+def _budget_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome | None:
+    counted = record.get("rows") or []
+    for budget in ex.budgets:
+        for rows, world in zip(counted, plan.inputs[1:]):
+            used, limit = float((rows or {}).get(budget.name, 0)), budget.limit(world)
+            if used > limit:
+                return _fail(ex, budget.code, note=f" (Run again on other inputs, your cell multiplied {used:.0f} rows "
+                                                   f"by `{budget.name}`; {limit:.0f} are enough.)")
+    return None
+
+
 def _mutation_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     mutated = record.get("mutated") or []
     if not mutated:
@@ -649,7 +681,7 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                            "but the cell that computes it could not be found, so it could not be tried on other "
                            f"inputs. Compute it in a cell of its own ({ex.answers[0]} = …) and run that cell.")
         for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
-                      _mutation_problem(ex, record), _module_problem(ex, record)):
+                      _mutation_problem(ex, record), _module_problem(ex, record), _budget_problem(ex, plan, record)):
             if check is not None:
                 return check
         return Outcome(ex.id, "pass", ex.points, ex.points, f"{ex.title}: correct.")
@@ -768,6 +800,11 @@ def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
         if error.get("kind") == "raised" and read:
             return _fail(ex, "reads_globals", _reads_globals(ex, record, "and on other inputs it fails: "
                                                                          f"{error.get('message')}"))
+        if error.get("kind") == "raised":
+            text = str(error.get("message", ""))
+            for pattern, code in ex.raises.items():
+                if re.search(pattern, text):
+                    return _fail(ex, code, note=f" Here: {text}")
         if code := _raising_mistake(ex, plan, record):
             return _fail(ex, code, note=f" (On other inputs it even fails: {error.get('message')})")
         return outcome_for_error(ex, AnswerError(str(error.get("kind")), str(error.get("message"))))

@@ -8,6 +8,7 @@ grader into its sandbox) says what to gather::
      "trials": [...],      # function: argument dicts (trial 0 is the notebook's own example);
                            # value: fresh, consistent values of the names the cell reads (replays)
      "reads": [...],       # value: names whose current values are recorded (the student's own inputs)
+     "count_rows": [...],  # value: weights whose products are counted in each replay (record["rows"])
      "module": None | "sa_v1",          # an nn.Module whose parameters must be trainable
      "probes": [{"kind": "peak_memory" | "one_pass", "inputs": {...}, "stream": "scores"}]}
 
@@ -32,6 +33,7 @@ import sys
 import traceback
 import tracemalloc
 import types
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -210,7 +212,9 @@ def _quiet() -> Iterator[None]:
     try:
         if plt is not None:
             plt.show = lambda *a, **k: None
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the student's own warnings were shown when the cell ran
             yield
     finally:
         _replaying = False
@@ -221,6 +225,40 @@ def _quiet() -> Iterator[None]:
         for setter, state in states:
             with contextlib.suppress(Exception):
                 setter(state)
+
+
+_COUNTER: Any = None
+
+
+def _counting(value: Any, name: str, counts: dict[str, int]) -> Any:
+    """A PyTorch tensor that adds to ``counts[name]`` the rows of every tensor multiplied by it
+    (``x @ value``, ``torch.matmul(x, value)``, ``x.mm(value)``); other values are returned as they are.
+    Results are plain tensors: only the products with the value itself are counted."""
+    global _COUNTER
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(value, torch.Tensor):
+        return value
+    if _COUNTER is None:
+        products = {torch.Tensor.__matmul__, torch.matmul, torch.Tensor.matmul, torch.mm, torch.Tensor.mm}
+
+        class RowCounter(torch.Tensor):
+            __module__ = "torch"  # a tensor like any other, for the student's code and for framework_of
+            _counts: dict[str, int] | None = None
+            _name = ""
+
+            @classmethod
+            def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
+                if func in products and len(args) >= 2 and isinstance(args[1], RowCounter) and \
+                        args[1]._counts is not None and isinstance(args[0], torch.Tensor) and args[0].ndim:
+                    counts, left = args[1]._counts, args[0]
+                    counts[args[1]._name] = counts.get(args[1]._name, 0) + left.numel() // max(1, left.shape[-1])
+                with torch._C.DisableTorchFunctionSubclass():
+                    return func(*args, **(kwargs or {}))
+
+        _COUNTER = RowCounter
+    out = value.as_subclass(_COUNTER)
+    out._counts, out._name = counts, name
+    return out
 
 
 def _no_check(*args: Any, **kwargs: Any) -> None:
@@ -416,6 +454,10 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
         for i, world in enumerate(trials, start=1):
             overlay = {name: _mimic(value, namespace.get(name), plan.get("framework")) for name, value in world.items()}
             before = _snapshot(overlay)
+            rows: dict[str, int] = {}
+            for name in plan.get("count_rows") or ():
+                if name in overlay:
+                    overlay[name] = _counting(overlay[name], name, rows)
             try:
                 ns = _replay(code, namespace, overlay, answers)
             except BaseException as exc:  # noqa: BLE001 — the student's cell, run again: anything can happen
@@ -440,6 +482,8 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
             if record["replay"]["error"]:
                 break
             record["answers"].append(got)
+            if plan.get("count_rows"):
+                record.setdefault("rows", []).append(rows)
     if run is not None and run.error:
         record["raised"] = {"message": run.error, "line": run.line}
     record["mutated"] = sorted(mutated)
@@ -450,7 +494,9 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
 
 def _call(fn: Callable[..., Any], name: str, args: list[Any], which: str, shapes: str) -> Any:
     try:
-        result = fn(*args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. overflow in a wrong answer: the verdict says what is wrong
+            result = fn(*args)
     except NotImplementedError:
         raise NotDone(f"`{name}` still raises NotImplementedError: replace the placeholder with your code.") from None
     except Exception as exc:
