@@ -449,6 +449,18 @@ _ROWS = [
     ("guesses_one_early", "the guesses taken one position too early",
      "Your window starts one position early: it takes the guesses at positions L − 1 … 2L − 2, the first about "
      "the separator. The guesses that count are made at positions L … 2L − 1, about the tokens at L + 1 … 2L."),
+    # --- notebook 05 (fix)
+    ("shifted_by_min", "each row's minimum subtracted instead of its maximum",
+     "You subtracted each row's minimum. Any number per row cancels in the softmax, but only the maximum keeps "
+     "exp() safe: after subtracting the minimum, a row whose scores span more than about 709 still overflows to "
+     "inf (and inf / inf = NaN). Subtract each row's maximum; then the largest exponential is exp(0) = 1."),
+    ("keepdims_nowhere", "row maxima and row sums both without keepdims",
+     "Your row maxima and your row sums both lost their axis: (n,) vectors, which NumPy lines up with the "
+     "columns, so entry (i, j) was shifted and divided by the numbers of row j. Keep the axis in both: "
+     "keepdims=True (or [:, None])."),
+    ("scale_by_d_v", "scaled by √d_v instead of √d_k",
+     "You divided the scores by the square root of the values' width, d_v. The scores are dot products of "
+     "queries with keys: divide by √d_k, the width of a key (keys.shape[-1])."),
 ]
 
 _PROPERTY_ROWS = [

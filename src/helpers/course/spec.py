@@ -228,19 +228,23 @@ def separates(ex: Exercise, inputs: Mapping[str, Any]) -> bool:
     the tolerance)? For a value step, the reference must also differ from the notebook's own answer,
     so that a hard-coded answer cannot pass a replay."""
     rtol, atol = ex.rtol * SEPARATION, ex.atol * SEPARATION
+    errors = (ArithmeticError, ValueError, IndexError, KeyError, TypeError)
     try:
         outs = [ex.expected(inputs)]
         if ex.kind == "value":
             outs.append(ex.expected(ex.inputs(None)))
             if _close(outs[0], outs[1], ex.answers, rtol, atol):
                 return False
-        for code in ex.mistakes:
-            wrong = ex.variant(code, inputs)
-            if any(_close(wrong, other, ex.answers, rtol, atol) for other in outs):
-                return False
-            outs.append(wrong)
-    except (ArithmeticError, ValueError, IndexError, KeyError, TypeError):
+    except errors:
         return False
+    for code in ex.mistakes:
+        try:
+            wrong = ex.variant(code, inputs)
+        except errors:  # undefined for these sizes (a product of non-square matrices): the student's cell raises
+            continue    # too, and the check names the mistake from the notebook's own numbers (see diagnose)
+        if any(_close(wrong, other, ex.answers, rtol, atol) for other in outs):
+            return False
+        outs.append(wrong)
     return True
 
 
@@ -719,10 +723,29 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
     return Outcome(ex.id, "fail", 0, ex.points, fail)
 
 
+def _diagnose_raised(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> str | None:
+    """A function that raised on trial ``raised_on``: the mistake whose variant gives its answers on
+    the trials before and is undefined (raises) on that one, as the student's function is."""
+    at = record.get("raised_on")
+    answers = record.get("answers") or []
+    if ex.kind != "function" or not isinstance(at, int) or not answers or at >= len(plan.inputs):
+        return None
+    code = diagnose(ex, list(zip(answers, plan.inputs[:at])))
+    if code is None:
+        return None
+    try:
+        ex.variant(code, plan.inputs[at])
+    except Exception:
+        return code
+    return None
+
+
 def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
     """The verdict on a record (see :mod:`helpers.runtime.collect`) for the inputs of ``plan``."""
     error = record.get("error")
     if error:
+        if error.get("kind") == "raised" and (code := _diagnose_raised(ex, plan, record)):
+            return _fail(ex, code)
         read = record.get("globals_read") or []
         if error.get("kind") == "raised" and read:
             names = ", ".join(f"`{n}`" for n in read)

@@ -449,7 +449,10 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             record["answers"].append({name: to_array(result, f"{name}(...)", finite=False)})
         record["probes"] = _probes(plan, fn, name, framework)
     except AnswerError as err:
-        return {**_error(err.kind, err.message), "globals_read": record["globals_read"]}
+        # the answers before the trial it raised on: a mistake that makes some sizes impossible
+        # (a product of mismatched shapes) can still be named from them
+        return {**_error(err.kind, err.message), "globals_read": record["globals_read"],
+                "answers": record["answers"], "raised_on": len(record["answers"])}
     record["mutated"] = sorted(mutated)
     return record
 
