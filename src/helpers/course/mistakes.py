@@ -461,6 +461,11 @@ _ROWS = [
     ("scale_by_d_v", "scaled by √d_v instead of √d_k",
      "You divided the scores by the square root of the values' width, d_v. The scores are dot products of "
      "queries with keys: divide by √d_k, the width of a key (keys.shape[-1])."),
+    # --- notebook 08 (fix)
+    ("pe_exponent_doubled", "exponent 2·(2i)/d: the 2i doubled again",
+     "Your exponent is 2·(2i)/d_model. Counting the pairs' even columns 0, 2, 4, … (as `arange(0, d_model, 2)` "
+     "does) already gives the 2i of the formula: divide the position by 10000^(2i/d_model), exponents 0, "
+     "2/d_model, 4/d_model, …"),
 ]
 
 _PROPERTY_ROWS = [

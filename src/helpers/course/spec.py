@@ -100,7 +100,8 @@ class Exercise:
     computed_with: tuple[str, ...] = ()
     not_with: tuple[str, ...] = ()  # value steps: names the cell must not use (e.g. ``tf`` in a NumPy cross-check)
     # value steps about the how: {"loop": True} asks for a Python loop, {"loop": False} for none,
-    # {"matmul": False} for no matrix product (read from the cell's code, not its numbers)
+    # {"matmul": False} for no matrix product, {"indexed_result": False} for no ``f(x)[perm]`` (read from
+    # the cell's code, not its numbers)
     how: Mapping[str, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -488,6 +489,8 @@ _HOW = {
     ("matmul", False): "The step asks for it without a matrix product, and your cell uses one (`@`, matmul, "
                        "einsum or dot): build it from the pieces the step names.",
     ("matmul", True): "The step asks for a matrix product, and your cell has none.",
+    ("indexed_result", False): "Your cell reorders (indexes) what a function returns: the numbers come out the "
+                               "same, but the step asks for the function run on the reordered inputs themselves.",
 }
 
 
@@ -581,6 +584,13 @@ def _same(a: np.ndarray, b: np.ndarray, ex: Exercise) -> bool:
     return a.shape == b.shape and bool(np.allclose(a, b, rtol=ex.rtol, atol=ex.atol, equal_nan=True))
 
 
+def _rerun_note(ex: Exercise, wrong: Sequence[str]) -> str:
+    """For inputs that no exercise of the notebook produces (set by a given cell, so only changed since,
+    e.g. in place by an earlier function): running that cell again may be all that is needed."""
+    given = [f"`{n}`" for n in wrong if producer(ex, n) is None]
+    return f" (or run again the cell that computes {', '.join(given)})" if given else ""
+
+
 def _upstream_note(ex: Exercise, wrong: Sequence[str]) -> str:
     if not wrong:
         return ""
@@ -589,7 +599,8 @@ def _upstream_note(ex: Exercise, wrong: Sequence[str]) -> str:
         owner = producer(ex, name)
         owners.append(f"`{name}`" + (f" ({owner.id})" if owner else ""))
     return (f" Note: this step starts from your {', '.join(owners)}, which "
-            f"{'is' if len(owners) == 1 else 'are'} not right yet either; fix that first.")
+            f"{'is' if len(owners) == 1 else 'are'} not right yet either; fix that first"
+            f"{_rerun_note(ex, wrong)}.")
 
 
 def _inlined(ex: Exercise, plan: Plan, replays: Sequence[Arrays]) -> str | None:
@@ -657,7 +668,7 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                 ex.id, "carried", ex.points, ex.points,
                 f"Your code for this step is right: from your own {', '.join(owners)} it computes exactly what it "
                 f"should. But {'that input is' if len(owners) == 1 else 'those inputs are'} not right yet, so the "
-                "result is not either: fix the earlier step, then run this cell again.",
+                f"result is not either: fix the earlier step{_rerun_note(ex, wrong_up)}, then run this cell again.",
                 carried_from=tuple(o.id for n in wrong_up if (o := producer(ex, n))),
             )
     trials = [(got0, student_world)] + [(got, plan.inputs[i]) for i, got in enumerate(replays, start=1)
