@@ -22,6 +22,7 @@ Everything here is NumPy and never runs student code.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +48,12 @@ class Probe:
     :mod:`tracemalloc`, must stay at most ``limit(inputs)``) or ``"one_pass"`` (the argument
     ``stream`` is handed over as a stream that can be read once, and at most ``limit(inputs)`` of
     its scores may be kept at the same time). ``code`` names the mistake when a limit is exceeded.
+
+    For a value step with a ``module``, kind ``"module_dropout"``: the module is called on ``inputs``
+    (many copies of one batch) in evaluation mode and in training mode without a dropout draw of
+    the caller's, so that its own draws show (they must change the output and average to the
+    evaluation output); with ``buffer``, it is called once more in evaluation mode with that buffer
+    zeroed, which must change the output (a forward that builds the mask again never reads it).
     """
 
     kind: str
@@ -54,6 +61,7 @@ class Probe:
     limit: Callable[[Mapping[str, Any]], float]
     code: str
     stream: str | None = None
+    buffer: str | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +111,9 @@ class Exercise:
     # {"matmul": False} for no matrix product, {"indexed_result": False} for no ``f(x)[perm]`` (read from
     # the cell's code, not its numbers)
     how: Mapping[str, bool] = field(default_factory=dict)
+    # (regex, sentence): said after the error when the cell (or the function) raised with a message that
+    # matches, e.g. a size mismatch whose size is that of a buffer the step asks to cut to the sequence
+    raised_hints: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in ("value", "function"):
@@ -306,7 +317,8 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
         "not_with": list(ex.not_with),
         "how": dict(ex.how),
         "module": ex.module,
-        "probes": [{"kind": p.kind, "inputs": pi, "stream": p.stream} for p, pi in zip(ex.probes, probe_inputs)],
+        "probes": [{"kind": p.kind, "inputs": pi, "stream": p.stream, "buffer": p.buffer}
+                   for p, pi in zip(ex.probes, probe_inputs)],
     }
     return Plan(data, [notebook, *fresh], probe_inputs)
 
@@ -548,6 +560,47 @@ def _probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outco
     return None
 
 
+def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome | None:
+    """The module's own dropout draws and its use of its buffer (see :class:`Probe`, ``module_dropout``)."""
+    measured = record.get("probes") or {}
+    for probe, inputs in zip(ex.probes, plan.probe_inputs):
+        if probe.kind != "module_dropout":
+            continue
+        entry = measured.get(probe.kind)
+        if not isinstance(entry, Mapping):
+            return None  # no module to call: the answers say enough
+        copies = len(next(iter(inputs.values())))
+        where = f"`{ex.module}` called on {copies} copies of a sentence"
+        if entry.get("error"):
+            if entry.get("mode") != "train":
+                return None  # evaluation mode already ran on every replay: nothing new to say here
+            return _fail(ex, probe.code, f"In training mode without a draw of the caller's (keep=None), {where} "
+                                         f"raised {entry['error']}. When no draw is given, the module makes one "
+                                         "of its own.")
+        ev, tr = np.asarray(entry["eval"], float), np.asarray(entry["train"], float)
+        if ev.shape != tr.shape or not np.isfinite(ev).all():
+            return None
+        if np.allclose(tr, ev, rtol=ex.rtol, atol=ex.atol):
+            return _fail(ex, probe.code,
+                         f"In training mode without a draw of the caller's (keep=None), {where} drops nothing: its "
+                         "outputs equal those of evaluation mode. When no draw is given, the module makes one of its "
+                         "own (each weight kept with probability 1 − p, then divided by 1 − p).")
+        mean, spread = tr.mean(axis=0), tr.std(axis=0) / np.sqrt(len(tr))
+        if np.isnan(tr).any() or (np.abs(mean - ev[0]) > 6 * spread + 1e-3).any():
+            return Outcome(ex.id, "fail", 0, ex.points,
+                           f"In training mode without a draw of the caller's (keep=None), {where} gives outputs whose "
+                           "average is not the evaluation output, as inverted dropout's would be: your own draw "
+                           "keeps the weights with another probability than 1 − p, or rescales them otherwise than "
+                           "dividing by 1 − p.")
+        if probe.buffer and entry.get("without_buffer") is not None:
+            nb = np.asarray(entry["without_buffer"], float)
+            if nb.shape == ev.shape and np.array_equal(nb, ev):
+                return _fail(ex, "not_as_asked", ex.hints.get("not_as_asked") or
+                             f"`{ex.module}`'s output does not depend on its buffer `{probe.buffer}`: the forward "
+                             "builds the mask again instead of using the buffer.")
+    return None
+
+
 def _describe_inputs(inputs: Mapping[str, Any]) -> str:
     return ", ".join(f"{k} of shape {tuple(np.shape(v))}" if isinstance(v, np.ndarray) else f"{k}={v!r}"
                      for k, v in inputs.items())
@@ -647,7 +700,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                            "but the cell that computes it could not be found, so it could not be tried on other "
                            f"inputs. Compute it in a cell of its own ({ex.answers[0]} = …) and run that cell.")
         for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
-                      _mutation_problem(ex, record), _module_problem(ex, record)):
+                      _mutation_problem(ex, record), _module_problem(ex, record),
+                      _module_probe_problem(ex, plan, record)):
             if check is not None:
                 return check
         return Outcome(ex.id, "pass", ex.points, ex.points, f"{ex.title}: correct.")
@@ -689,7 +743,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                                        "(the numbers are there to check against, not to type in).", note)
     if replay_error:
         message = fail0 or (f"Right on this notebook's numbers, but run again on other inputs of the same shapes, "
-                            f"your cell raised {replay_error.get('message', '')}.")
+                            f"your cell raised {replay_error.get('message', '')}."
+                            + _raised_hint(ex, str(replay_error.get("message", ""))))
         return Outcome(ex.id, "fail", 0, ex.points, message + note)
     if fail0 is not None:
         return Outcome(ex.id, "fail", 0, ex.points, fail0 + note)
@@ -768,10 +823,15 @@ def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
     return _evaluate_function(ex, plan, record)
 
 
+def _raised_hint(ex: Exercise, message: str) -> str:
+    return "".join(f" {text}" for pattern, text in ex.raised_hints if re.search(pattern, message))
+
+
 def outcome_for_error(ex: Exercise, err: AnswerError) -> Outcome:
     status = "not_done" if err.kind == "not_done" else "fail"
     code = err.kind if err.kind in MISTAKES else None
-    return Outcome(ex.id, status, 0, ex.points, err.message, code)
+    hint = _raised_hint(ex, err.message) if status == "fail" else ""
+    return Outcome(ex.id, status, 0, ex.points, err.message + hint, code)
 
 
 # --------------------------------------------------------------------------- notebook worlds

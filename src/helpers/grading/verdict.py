@@ -103,8 +103,13 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     if error is not None:
         if not isinstance(error, dict):
             raise ProtocolError("an error record is not an object")
-        return {"error": {"kind": _text(error.get("kind"), 40), "message": _text(error.get("message"))},
-                "globals_read": _names(raw.get("globals_read") or [], set(), "the globals read")}
+        out = {"error": {"kind": _text(error.get("kind"), 40), "message": _text(error.get("message"))},
+               "globals_read": _names(raw.get("globals_read") or [], set(), "the globals read")}
+        before, at = raw.get("answers"), raw.get("raised_on")
+        if ex.kind == "function" and isinstance(before, list) and type(at) is int and \
+                0 < len(before) == at < len(plan.inputs):  # a function that raised on a later trial
+            out |= {"answers": [_arrays(a, set(ex.answers), "an answer") for a in before], "raised_on": at}
+        return out
     answers_names = set(ex.answers)
     answers = raw.get("answers")
     if not isinstance(answers, list) or not answers or len(answers) > len(plan.inputs):
@@ -131,7 +136,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         record["forbidden"] = _names(raw.get("forbidden") or [], set(ex.not_with), "the names used")
     how = raw.get("how")
     if ex.how and isinstance(how, dict):
-        record["how"] = {k: how.get(k) is True for k in ("loop", "matmul")}
+        record["how"] = {k: how.get(k) is True for k in ("loop", "matmul", "indexed_result")}
     record["globals_read"] = _names(raw.get("globals_read") or [], set(), "the globals read")
     module = raw.get("module")
     if isinstance(module, dict):
@@ -148,6 +153,12 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         for probe in ex.probes:
             entry = probes.get(probe.kind)
             if not isinstance(entry, dict):
+                continue
+            if probe.kind == "module_dropout":
+                record["probes"][probe.kind] = (
+                    {"error": _text(entry.get("error"), 500), "mode": _text(entry.get("mode"), 10)}
+                    if entry.get("error") else
+                    {k: decode_array(entry[k]) for k in ("eval", "train", "without_buffer") if entry.get(k) is not None})
                 continue
             peak, reads = entry.get("peak_bytes"), entry.get("reads", 1)
             record["probes"][probe.kind] = {
