@@ -689,7 +689,7 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
     fail0 = _compare(ex, got0, want0)
     replay = record.get("replay") or {}
     replays = answers[1:]
-    fails = [_compare(ex, got, ex.expected(plan.inputs[i]), " on other inputs of the same shapes")
+    fails = [_compare(ex, got, ex.expected(plan.inputs[i]), " on other inputs")
              for i, got in enumerate(replays, start=1) if i < len(plan.inputs)]
     replay_error = replay.get("error")
     if fail0 is None and not any(fails) and not replay_error:
@@ -742,7 +742,19 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                                        "from them. Compute the answer from the variables the step starts from "
                                        "(the numbers are there to check against, not to type in).", note)
     if replay_error:
-        message = fail0 or (f"Right on this notebook's numbers, but run again on other inputs of the same shapes, "
+        if fail0 is None and (raised := record.get("raised")):
+            # it raised in the notebook as well: that error, not the other inputs, is what to fix (unless
+            # the answer's own dtype or framework is what made a later line raise)
+            for check in (_framework_problem(ex, record.get("facts") or {}),
+                          _dtype_problem(ex, record.get("facts") or {})):
+                if check is not None:
+                    return check
+            at = f" on line {raised['line']}" if raised.get("line") else ""
+            return _fail(ex, "cell_raised", f"The cell that defines {', '.join(f'`{n}`' for n in ex.answers)} raised "
+                                            f"{raised.get('message', '')}{at} the last time it ran. Fix that line and "
+                                            "run the cell again." + _raised_hint(ex, str(raised.get("message", ""))),
+                                            note)
+        message = fail0 or (f"Right on this notebook's numbers, but run again on other inputs, "
                             f"your cell raised {replay_error.get('message', '')}."
                             + _raised_hint(ex, str(replay_error.get("message", ""))))
         return Outcome(ex.id, "fail", 0, ex.points, message + note)

@@ -134,6 +134,11 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         record["unused"] = _names(raw.get("unused") or [], set(ex.computed_with), "the names not used")
     if ex.not_with:
         record["forbidden"] = _names(raw.get("forbidden") or [], set(ex.not_with), "the names used")
+    raised = raw.get("raised")
+    if isinstance(raised, dict):
+        line = raised.get("line")
+        record["raised"] = {"message": _text(raised.get("message"), 300),
+                            "line": line if isinstance(line, int) and not isinstance(line, bool) else None}
     how = raw.get("how")
     if ex.how and isinstance(how, dict):
         record["how"] = {k: how.get(k) is True for k in ("loop", "matmul", "indexed_result")}

@@ -393,11 +393,8 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
             if record["replay"]["error"]:
                 break
             record["answers"].append(got)
-    if record["replay"]["error"] and run is not None and run.error:
-        # it raised in the notebook as well: that error, not the other inputs, is what to fix
-        at = f" on line {run.line}" if run.line else ""
-        return _error("cell_raised", f"The cell that defines {what} raised {run.error}{at} the last time it ran. "
-                                     "Fix that line and run the cell again.")
+    if run is not None and run.error:
+        record["raised"] = {"message": run.error, "line": run.line}
     record["mutated"] = sorted(mutated)
     if plan.get("module"):
         record["module"] = _module_facts(namespace.get(plan["module"]))
@@ -454,6 +451,9 @@ def _call(fn: Callable[..., Any], name: str, args: list[Any], which: str, shapes
                                     f"{student_frame_line(exc)} when called on {which} ({shapes}).") from None
     if result is Ellipsis:
         raise NotDone(f"`{name}` still returns the placeholder `...`.")
+    if isinstance(result, tuple) and len(result) > 1 and all(len(getattr(v, "shape", ())) >= 1 for v in result):
+        raise AnswerError("returns_tuple", f"`{name}` returns a tuple of {len(result)} tensors; this step asks for "
+                                           "one. Return only the result the step names (the outputs).")
     return result
 
 
