@@ -386,7 +386,22 @@ def test_an_answer_that_never_uses_what_the_step_computes_with_is_not_credited()
 def test_code_features_read_how_a_cell_computes(source, loop, matmul):
     from helpers.runtime.cells import code_features
 
-    assert code_features(source) == {"loop": loop, "matmul": matmul}
+    features = code_features(source)
+    assert {k: features[k] for k in ("loop", "matmul")} == {"loop": loop, "matmul": matmul}
+
+
+@pytest.mark.parametrize("source, indexed", [
+    ("xs = x[perm]\nys = self_attention(x, w)[perm]", True),
+    ("out = self_attention(x, w)\nys = out[perm]", True),
+    ("xs = x[perm]\nys = self_attention(xs, w)", False),
+    ("xs = x.clone()[perm]\nys = self_attention(xs, w)", False),  # a method's result
+    ("ys = list(range(5))[0]", False),  # a builtin's
+    ("ys = self_attention(x, w)\nprint(torch.allclose(ys, outputs[perm]))", False),
+])
+def test_code_features_see_a_function_s_result_reordered(source, indexed):
+    from helpers.runtime.cells import code_features
+
+    assert code_features(source)["indexed_result"] is indexed
 
 
 def test_a_step_that_asks_for_a_loop_fails_a_right_product_with_a_message_about_the_loop():

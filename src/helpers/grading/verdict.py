@@ -163,7 +163,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                 record["probes"][probe.kind] = (
                     {"error": _text(entry.get("error"), 500), "mode": _text(entry.get("mode"), 10)}
                     if entry.get("error") else
-                    {k: decode_array(entry[k]) for k in ("eval", "train", "without_buffer") if entry.get(k) is not None})
+                    {k: decode_array(entry[k]) for k in ("eval", "train", "without_buffer")
+                     if entry.get(k) is not None})
                 continue
             peak, reads = entry.get("peak_bytes"), entry.get("reads", 1)
             record["probes"][probe.kind] = {
