@@ -53,7 +53,7 @@ def test_a_random_wrong_entry_is_never_diagnosed_as_a_mistake(ex, data):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.sampled_from(VALUE_EXERCISES), st.floats(1e-9, 1e-7))
+@given(st.sampled_from([e for e in VALUE_EXERCISES if e.dtype not in ("int32", "float64")]), st.floats(1e-9, 1e-7))
 def test_float32_rounding_is_accepted(ex, eps):
     right = ex.expected(ex.inputs())
     ns = answer_namespace(ex, None)

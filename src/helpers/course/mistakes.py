@@ -449,7 +449,18 @@ _ROWS = [
     ("guesses_one_early", "the guesses taken one position too early",
      "Your window starts one position early: it takes the guesses at positions L − 1 … 2L − 2, the first about "
      "the separator. The guesses that count are made at positions L … 2L − 1, about the tokens at L + 1 … 2L."),
+    # --- notebook 04 (what simulated students found)
+    ("stack_last_axis", "stacked along the last axis: words and features swapped",
+     "You stacked along the last axis, so the words run along the features' axis and the features along the "
+     "words': the right shape, with the numbers transposed. Stack along the axis the words should run along."),
+    ("scores_as_weights", "the raw scores used as weights",
+     "You weighted the values by the raw scores. The weights are the softmax of the scaled scores: positive "
+     "and summing to 1 over the words."),
+    ("scale_by_d_v", "scaled by √d_v instead of √d_k",
+     "You divided by the square root of the values' width d_v. The scores are dot products of queries and keys, "
+     "so divide by √d_k, the width of a key (the last axis of the keys)."),
     # --- notebook 05 (fix)
+    # scale_by_d_v: catalogued under notebook 04 (the same misconception)
     ("shifted_by_min", "each row's minimum subtracted instead of its maximum",
      "You subtracted each row's minimum. Any number per row cancels in the softmax, but only the maximum keeps "
      "exp() safe: after subtracting the minimum, a row whose scores span more than about 709 still overflows to "
@@ -458,9 +469,6 @@ _ROWS = [
      "Your row maxima and your row sums both lost their axis: (n,) vectors, which NumPy lines up with the "
      "columns, so entry (i, j) was shifted and divided by the numbers of row j. Keep the axis in both: "
      "keepdims=True (or [:, None])."),
-    ("scale_by_d_v", "scaled by √d_v instead of √d_k",
-     "You divided the scores by the square root of the values' width, d_v. The scores are dot products of "
-     "queries with keys: divide by √d_k, the width of a key (keys.shape[-1])."),
     # --- notebook 08 (fix)
     ("pe_exponent_doubled", "exponent 2·(2i)/d: the 2i doubled again",
      "Your exponent is 2·(2i)/d_model. Counting the pairs' even columns 0, 2, 4, … (as `arange(0, d_model, 2)` "

@@ -23,11 +23,20 @@ from .spec import Exercise
 __all__ = ["answer_namespace", "in_framework", "student_cell", "student_function"]
 
 
-def in_framework(arr: Any, framework: str | None) -> Any:
-    """``arr`` as a tensor of ``framework`` (``"list"`` gives nested lists)."""
+def in_framework(arr: Any, framework: str | None, dtype: str | None = None) -> Any:
+    """``arr`` as a tensor of ``framework`` (``"list"`` gives nested lists), of the framework's float dtype
+    unless ``dtype`` (an exercise's ``"int32"`` or ``"float64"``) says otherwise."""
     if framework == "list":
         return np.asarray(arr).tolist()
-    return to_framework(np.asarray(arr, dtype=np.float64), framework or "numpy")
+    arr = np.asarray(arr, dtype=np.float64)
+    if dtype == "int32" and not np.array_equal(arr, np.round(arr)):
+        dtype = None  # a wrong answer with fractions (a division where none belongs) is a float tensor
+    return to_framework(arr, framework or "numpy", dtype)
+
+
+def _asked(ex: Exercise) -> str | None:
+    """The exact dtype an exercise asks for, if it names one that is not a framework's default float."""
+    return ex.dtype if ex.dtype in ("int32", "float64") else None
 
 
 def _plain(inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -50,7 +59,7 @@ def answer_namespace(ex: Exercise, code: str | None = None, framework: str | Non
         out = ex.expected(inputs) if code is None else ex.variant(code, inputs)
         ns = {name: (value if isinstance(value, list) else in_framework(value, ex.framework))
               for name, value in inputs.items() if isinstance(value, (list, np.ndarray))}
-        ns.update({name: in_framework(out[name], framework) for name in ex.answers})
+        ns.update({name: in_framework(out[name], framework, _asked(ex)) for name in ex.answers})
         if ex.module:
             ns[ex.module] = _trainable_module(ex.trainable)
         return ns
@@ -73,7 +82,7 @@ def student_cell(ex: Exercise, code: str | None = None, framework: str | None = 
     def cell(**inputs: Any) -> dict[str, Any]:
         plain = _plain(inputs)
         out = ex.expected(plain) if code is None else ex.variant(code, plain)
-        return {name: in_framework(out[name], framework) for name in ex.answers}
+        return {name: in_framework(out[name], framework, _asked(ex)) for name in ex.answers}
 
     return cell
 
@@ -91,6 +100,6 @@ def student_function(ex: Exercise, code: str | None, framework: str | None) -> C
             else:
                 plain[key] = arg
         res = ex.expected(plain) if code is None else ex.variant(code, plain)
-        return in_framework(res[ex.answers[0]], framework)
+        return in_framework(res[ex.answers[0]], framework, _asked(ex))
 
     return student

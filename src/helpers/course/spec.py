@@ -77,9 +77,9 @@ class Exercise:
     positionally with ``inputs(rng)`` and must return what ``reference(**inputs)`` returns.
 
     ``mistakes`` maps a code of :data:`helpers.course.mistakes.MISTAKES` to a wrong variant with
-    the reference's signature. ``dtype`` (``"float"`` or ``"float32"``) is what the TO-DO asks for;
-    ``module`` names an ``nn.Module`` whose ``trainable`` parameters must be trainable; ``probes``
-    check how a function works.
+    the reference's signature. ``dtype`` (``"float"``, ``"float32"``, ``"float64"`` or ``"int32"``) is
+    what the TO-DO asks for; ``module`` names an ``nn.Module`` whose ``trainable`` parameters must be
+    trainable; ``probes`` check how a function works.
     """
 
     id: str
@@ -123,8 +123,8 @@ class Exercise:
             raise ValueError(f"{self.id}: unknown mistake codes {sorted(unknown)}")
         if self.kind == "function" and len(self.answers) != 1:
             raise ValueError(f"{self.id}: a function exercise names exactly one function")
-        if self.dtype not in (None, "float", "float32"):
-            raise ValueError(f"{self.id}: dtype must be None, 'float' or 'float32'")
+        if self.dtype not in (None, "float", "float32", "float64", "int32"):
+            raise ValueError(f"{self.id}: dtype must be None, 'float', 'float32', 'float64' or 'int32'")
 
     def hint(self, code: str) -> str:
         return self.hints.get(code, MISTAKES[code].hint)
@@ -466,6 +466,13 @@ def _dtype_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
             return _fail(ex, "wrong_dtype", f"{label} has dtype {dtype}; this step asks for float32 "
                                             f"({_DTYPE_HOW.get(fw, 'float32')}). Mixed dtypes make the next steps "
                                             "fail or silently change precision.")
+        if ex.dtype == "float64" and dtype != "float64":
+            return _fail(ex, "wrong_dtype", f"{label} has dtype {dtype}; this step asks for float64, double "
+                                            "precision: leave out the cast (or convert with .astype(np.float64)).")
+        if ex.dtype == "int32" and dtype != "int32":
+            return _fail(ex, "wrong_dtype", f"{label} has dtype {dtype}; this step keeps the integers (int32). Leave "
+                                            "out the cast here: the notebook casts to float later, where a step "
+                                            "asks for it.")
     return None
 
 

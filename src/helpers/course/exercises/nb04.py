@@ -14,14 +14,23 @@ weights cast to int32 become zeros (``weights_cast_to_int``).
 The notebook's scores reach 85 / √4 = 42.5, so its softmax is almost one-hot: weights as small
 as 1e-11 next to 0.9999995. At the default tolerances several wrong variants (e.g. the unscaled
 softmax of word 1) agree with the reference to 1e-6, so the weight exercises compare with a
-tight relative tolerance that float32 answers still meet. Fresh worlds keep the shapes (four
-words of four features, 4 × 4 matrices) and use smaller integers (0–2 inputs, 0/1 weights),
-drawn again until no row of the softmax is almost one-hot, so that every mistake shows.
-d_model = d_k = n = 4 in every world, so the √d_model and √n mistakes (and a typed-in √4) can
-only be told apart by the two functions, which are called on random sizes.
+tight relative tolerance that float32 answers still meet. Fresh worlds use smaller integers (0–2
+inputs, 0/1 weights), drawn again until no row of the softmax is almost one-hot, so that every
+mistake shows.
+
+In the notebook n = d_model = d_k = d_v = 4. The steps that divide by √d_k (word 1's weights, the
+weight matrix, the NumPy cross-check) are replayed on worlds of other widths: d_model and d_k
+differ from each other and from 4, so √d_model and a typed-in √4 show. The number of words stays
+4 (the notebook names them one by one), so √n = 2 cannot be told from a typed-in 2: one code,
+``fixed_scale``, whose hints name both causes. The other steps keep the notebook's shapes, which
+their TO-DOs state. The NumPy step's worlds also have rows of scores at very different levels,
+some above 710 (exp overflows without subtracting the maximum) and some more than 745 below the
+largest score (one maximum for the whole matrix underflows them to 0/0).
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import numpy as np
 
@@ -43,15 +52,46 @@ N_WORDS = 4
 WORDS_NAMES = tuple(f"word_{i}" for i in range(1, N_WORDS + 1))
 
 
-def world(rng: np.random.Generator | None = None) -> dict:
-    """Every name of the notebook, in its order (``rng=None``: the notebook's own numbers)."""
+BIG = 1000  # the first feature of every word in the NumPy step's worlds (see _levels)
+
+
+def _levels(words, wq, wk, wv):
+    """Rows of scores at very different levels: every word's first feature is BIG and reaches only the
+    first entry of every key (= BIG), never a query or a value; so row i of the scores is shifted by BIG
+    times the first entry of query i, which a softmax ignores and a careless exponential does not."""
+    words, wq, wk, wv = words.copy(), wq.copy(), wk.copy(), wv.copy()
+    words[:, 0] = BIG
+    wq[0, :], wv[0, :] = 0, 0
+    wk[0, :], wk[:, 0] = 0, 0
+    wk[0, 0] = 1
+    return words, wq, wk, wv
+
+
+def _extreme(s) -> bool:
+    """exp overflows on some scaled score, and some row lies wholly more than 745 below the largest."""
+    return bool(s.max() > 720 and (s.max(axis=-1) < s.max() - 760).any())
+
+
+def world(rng: np.random.Generator | None = None, widths: bool = False, levels: bool = False) -> dict:
+    """Every name of the notebook, in its order (``rng=None``: the notebook's own numbers).
+
+    ``widths``: d_model and d_k drawn different from each other and from n = 4; ``levels``: rows of
+    scores at very different levels (see :func:`_levels`)."""
     if rng is None:
         words, wq, wk, wv = WORDS, W_QUERY, W_KEY, W_VALUE
     else:
+        d_model, d_k = (4, 4)
+        if widths:
+            d_k = int(rng.choice([3, 5, 6]))  # not 2: √2 and 2 must differ from d_k itself and from √4
+            d_model = int(rng.choice([d for d in (2, 3, 5, 6) if d != d_k]))
         while True:  # weights that blend: no row of the softmax (almost) one-hot
-            words = rng.integers(0, 3, size=(4, 4))
-            wq, wk, wv = (rng.integers(0, 2, size=(4, 4)) for _ in range(3))
-            if softmax((words @ wq) @ (words @ wk).T / 2.0).max() < 0.99:
+            words = rng.integers(0, 3, size=(4, d_model))
+            wq, wk = (rng.integers(0, 2, size=(d_model, d_k)) for _ in range(2))
+            wv = rng.integers(0, 2, size=(d_model, 4))
+            if levels:
+                words, wq, wk, wv = _levels(words, wq, wk, wv)
+            s = (words @ wq) @ (words @ wk).T / np.sqrt(d_k)
+            if softmax(s).max() < 0.99 and (not levels or _extreme(s)):
                 break
     x = np.asarray(words, dtype=np.int64)
     out: dict = {f"word_{i + 1}": x[i : i + 1] for i in range(4)}
@@ -64,7 +104,7 @@ def world(rng: np.random.Generator | None = None) -> dict:
     scores = q @ k.T
     weights = softmax(scores / np.sqrt(k.shape[-1]))
     out["attn_weights_1"] = weights[0]
-    out["output_1"] = (weights[0] @ v).reshape(1, 4)
+    out["output_1"] = weights[0:1] @ v
     out |= {"x": x, "queries": q, "keys": k, "values": v, "attn_scores": scores, "attn_weights": weights}
     out["outputs"] = weights @ v
     out["outputs_sum"] = weights @ v
@@ -98,6 +138,8 @@ STACK_MISTAKES = {
     "stack_wrong_axis": lambda **i: {"word_emb_stack": np.stack(_words(i), axis=0)},
     # tf.concat(words, axis=0): the words' own rows joined, no sentence axis
     "concat_instead_of_stack": lambda **i: {"word_emb_stack": np.concatenate(_words(i), axis=0)},
+    # tf.stack(words, axis=2) or axis=-1: (1, d_model, 4), word j in column j
+    "stack_last_axis": lambda **i: {"word_emb_stack": np.stack(_words(i), axis=2)},
 }
 
 
@@ -143,6 +185,8 @@ SCORES_1_MISTAKES = {
     "missing_keepdim": lambda query_1, **i: {"attn_scores_1": _keys_of(i) @ _f(query_1)[0]},
     # tf.concat of the (1, 1) scores: (4, 1)
     "concat_instead_of_stack": lambda query_1, **i: {"attn_scores_1": (_keys_of(i) @ _f(query_1)[0]).reshape(4, 1)},
+    # query_1 against the values instead of the keys
+    "swapped_projections": lambda query_1, **i: {"attn_scores_1": (_values_of(i) @ _f(query_1)[0]).reshape(4, 1, 1)},
 }
 
 
@@ -158,6 +202,11 @@ WEIGHTS_1_MISTAKES = {
     "missing_scale": lambda attn_scores_1, **_: {"attn_weights_1": softmax(_flat_scores_1(attn_scores_1))},
     "scale_by_d": lambda attn_scores_1, key_1, **_: {
         "attn_weights_1": softmax(_flat_scores_1(attn_scores_1) / np.shape(key_1)[-1])},
+    # tf.math.sqrt(4.0) typed in, or the square root of the number of scores (4)
+    "fixed_scale": lambda attn_scores_1, **_: {"attn_weights_1": softmax(_flat_scores_1(attn_scores_1) / 2.0)},
+    # the width of a word instead of a key's
+    "scale_by_d_model": lambda attn_scores_1, word_1, **_: {
+        "attn_weights_1": softmax(_flat_scores_1(attn_scores_1) / np.sqrt(np.shape(word_1)[-1]))},
     "no_softmax": lambda attn_scores_1, key_1, **_: {"attn_weights_1": _flat_scores_1(attn_scores_1) / _sqrt_dk(key_1)},
     "scale_after_softmax": lambda attn_scores_1, key_1, **_: {
         "attn_weights_1": softmax(_flat_scores_1(attn_scores_1)) / _sqrt_dk(key_1)},
@@ -195,6 +244,13 @@ OUTPUT_1_MISTAKES = {
     # tf.cast(attn_weights_1, tf.int32): every weight below 1 becomes 0
     "weights_cast_to_int": lambda attn_weights_1, **i: {
         "output_1": (_to_int(attn_weights_1) @ _values_of(i)).reshape(1, 4)},
+    # value_4 itself: word 1's weights are almost one-hot on word 4 in the notebook
+    "copied_answer": lambda value_4, **_: {"output_1": _f(value_4)},
+    # the raw scores of step 3 as the weights
+    "scores_as_weights": lambda attn_scores_1, **i: {
+        "output_1": (_flat_scores_1(attn_scores_1) @ _values_of(i)).reshape(1, 4)},
+    # the weighted sum of the keys
+    "swapped_projections": lambda attn_weights_1, **i: {"output_1": (_f(attn_weights_1) @ _keys_of(i)).reshape(1, 4)},
 }
 
 
@@ -264,6 +320,18 @@ def _weights_variant(code):
     return lambda attn_scores, keys, **_: {"attn_weights": WRONG_WEIGHTS[code](_f(attn_scores), np.shape(keys)[-1])}
 
 
+WEIGHTS_MISTAKES = {
+    **{code: _weights_variant(code) for code in WRONG_WEIGHTS},
+    "missing_keepdim": lambda attn_scores, keys, **_: {"attn_weights": _no_keepdims(_f(attn_scores) / _sqrt_dk(keys))},
+    "transposed_scores": lambda attn_scores, keys, **_: {"attn_weights": softmax(_f(attn_scores).T / _sqrt_dk(keys))},
+    # √4 typed in, or √n (keys.shape[0], the number of words: 4 in every world)
+    "fixed_scale": lambda attn_scores, **_: {"attn_weights": softmax(_f(attn_scores) / 2.0)},
+    # √d_model: x.shape[1], or the rows of w_key
+    "scale_by_d_model": lambda attn_scores, x, **_: {
+        "attn_weights": softmax(_f(attn_scores) / np.sqrt(np.shape(x)[-1]))},
+}
+
+
 def ref_outputs(attn_weights, values, **_):
     return {"outputs": _f(attn_weights) @ _f(values)}
 
@@ -300,6 +368,9 @@ OUTPUTS_SUM_MISTAKES = {
     "weights_cast_to_int": lambda attn_weights, values, **_: {
         "outputs_sum": _to_int(attn_weights) @ _f(values)},
     "copied_answer": lambda outputs, **_: {"outputs_sum": _f(outputs)},
+    # weights[:, :, None] * values[None], summed over axis 2 (the features): entry (i, j) = w_ij · Σ value_j
+    "sum_over_features": lambda attn_weights, values, **_: {
+        "outputs_sum": _f(attn_weights) * _f(values).sum(axis=1)[np.newaxis, :]},
 }
 
 
@@ -324,9 +395,26 @@ def _np_variant(code):
     return variant
 
 
-def _np_no_keepdims(x_np, w_query_np, w_key_np, w_value_np, **_):
-    q, k, v = _np_qkv(x_np, w_query_np, w_key_np, w_value_np)
-    return {"outputs_np": _no_keepdims(q @ k.T / np.sqrt(k.shape[-1])) @ v}
+def _np_softmax_variant(normalise):
+    """A hand-written softmax gone wrong: ``normalise(s)`` of the scaled scores, then times the values."""
+    def variant(x_np, w_query_np, w_key_np, w_value_np, **_):
+        q, k, v = _np_qkv(x_np, w_query_np, w_key_np, w_value_np)
+        return {"outputs_np": normalise(q @ k.T / np.sqrt(k.shape[-1])) @ v}
+
+    return variant
+
+
+def _row_max(s):
+    return s.max(axis=-1, keepdims=True)
+
+
+def _np_scale_variant(scale):
+    """The right softmax of the scores divided by ``scale(x_np, k)`` instead of √d_k."""
+    def variant(x_np, w_query_np, w_key_np, w_value_np, **_):
+        q, k, v = _np_qkv(x_np, w_query_np, w_key_np, w_value_np)
+        return {"outputs_np": softmax(q @ k.T / scale(_f(x_np), k)) @ v}
+
+    return variant
 
 
 def _np_scores_variant(product):
@@ -352,7 +440,21 @@ def _np_reversed(x_np, w_query_np, w_key_np, w_value_np, **_):
 NUMPY_MISTAKES = {
     **{code: _np_variant(code) for code in ("missing_scale", "scale_by_d", "softmax_wrong_axis", "global_softmax",
                                             "scale_after_softmax")},
-    "missing_keepdim": _np_no_keepdims,
+    # each row's maximum, then e / e.sum(axis=-1): entry (i, j) divided by row j's sum
+    "missing_keepdim": _np_softmax_variant(lambda s: np.exp(s - _row_max(s)) / np.exp(s - _row_max(s)).sum(axis=-1)),
+    # s - s.max(axis=-1): entry (i, j) shifted by row j's maximum
+    "max_without_keepdim": _np_softmax_variant(
+        lambda s: np.exp(s - s.max(axis=-1)) / np.exp(s - s.max(axis=-1)).sum(axis=-1, keepdims=True)),
+    # np.exp(s) without a maximum: overflows to inf / inf
+    "unstable_softmax": _np_softmax_variant(lambda s: np.exp(s) / np.exp(s).sum(axis=-1, keepdims=True)),
+    # s - s.max(): rows far below the largest score underflow to 0 / 0
+    "global_max_subtraction": _np_softmax_variant(
+        lambda s: np.exp(s - s.max()) / np.exp(s - s.max()).sum(axis=-1, keepdims=True)),
+    # each row's maximum, but the sums of the columns
+    "sum_wrong_axis": _np_softmax_variant(lambda s: np.exp(s - _row_max(s)) / np.exp(s - _row_max(s)).sum(
+        axis=0, keepdims=True)),
+    "fixed_scale": _np_scale_variant(lambda x, k: 2.0),  # np.sqrt(4) typed in, or √n (k.shape[0])
+    "scale_by_d_model": _np_scale_variant(lambda x, k: np.sqrt(x.shape[-1])),
     "transposed_scores": _np_scores_variant(lambda q, k: k @ q.T),
     "keys_not_transposed": _np_scores_variant(lambda q, k: q @ k),
     "product_order_reversed": _np_reversed,
@@ -396,6 +498,7 @@ FN_MISTAKES = {
     "no_softmax": lambda q, k, v: (q @ k.T / np.sqrt(k.shape[-1])) @ v,
     "scale_after_softmax": lambda q, k, v: _attend(q, k, v, scale=1.0, after=np.sqrt(k.shape[-1])),
     "weights_not_applied": lambda q, k, v: softmax(q @ k.T / np.sqrt(k.shape[-1])),
+    "scale_by_d_v": lambda q, k, v: _attend(q, k, v, scale=np.sqrt(v.shape[-1])),
 }
 
 
@@ -457,12 +560,20 @@ SCORES_1_HINTS = {
     "@ (4, 1) matrix product per score.",
     "concat_instead_of_stack": "Your scores have shape (4, 1): tf.concat joined the four (1, 1) scores along "
     "their rows. tf.stack adds a new axis for them, which gives (4, 1, 1).",
+    "swapped_projections": "You scored query_1 against the values. A score says how well a query matches a key: "
+    "query_1 · key_j. The values come in later, in step 5.",
 }
 WEIGHTS_1_HINTS = {
     "missing_scale": "Your weights are the softmax of the raw scores. Divide the scores by √d_k = √4 = 2 before "
     "the softmax. (If you took d_k from tf.shape(key_1)[0]: that is 1, the number of rows of key_1; d_k is its "
     "last axis.) The weights look almost the same, but the small ones are off by orders of magnitude.",
     "scale_by_d": "You divided the scores by d_k = 4. Divide by its square root, tf.math.sqrt(d_k) = 2.",
+    "fixed_scale": "You divided by a fixed 2, whatever the length of the keys: √4 typed in (or the square root of "
+    "the number of scores, 4 here too). Take d_k from key_1, the size of its last axis (tf.shape(key_1)[-1]), "
+    "so that the code works for keys of any length.",
+    "scale_by_d_model": "You divided by √d_model, the width of a word. The scores are dot products of a query "
+    "with the keys, so divide by √d_k, the width of a key: the last axis of key_1. Here both are 4; in general "
+    "they differ.",
     "no_softmax": NO_SOFTMAX_WEIGHTS,
     "scale_after_softmax": SCALE_AFTER,
     "softmax_wrong_axis": "Your weights are all 1, in shape (4, 1): one axis of length 1 is still there, and the "
@@ -485,6 +596,14 @@ OUTPUT_1_HINTS = {
     "row axis. Keep it (keepdims=True in tf.reduce_sum, or a (1, 4) @ (4, 4) matrix product): output_1 is a "
     "(1, 4) row, like the values.",
     "weights_cast_to_int": CAST_TO_INT,
+    "copied_answer": "You took value_4 itself. Here word 1's weights are almost one-hot on word 4, so output_1 "
+    "equals value_4 to six digits, but only for these words and matrices: with weights that blend, it does not. "
+    "Compute the weighted sum: attn_weights_1[j] times value_j, added up over the four words.",
+    "scores_as_weights": "You weighted the values by the raw scores of step 3 (numbers like 55 and 85, hence "
+    "outputs in the thousands). Use attn_weights_1, the softmax of the scaled scores: positive weights that "
+    "sum to 1.",
+    "swapped_projections": "You added up the keys. Keys serve for the scores; the output is the weighted sum of "
+    "the values: attn_weights_1[j] times value_j.",
 }
 QKV_HINTS = {
     "swapped_projections": "Your queries and keys are swapped: queries come from w_query, keys from w_key.",
@@ -526,6 +645,12 @@ WEIGHTS_HINTS = {
     "missing_keepdim": "Your row sums lost their axis: a (4,) tensor divides a (4, 4) one column by column, so "
     "entry (i, j) was divided by row j's sum. Keep the axis (keepdims=True in tf.reduce_sum), or use "
     "tf.nn.softmax.",
+    "fixed_scale": "You divided by 2 whatever the keys: √4 typed in, or the square root of keys.shape[0], the "
+    "first axis, which counts the words (n = 4, like d_k here). d_k is the width of a key, the last axis of "
+    "`keys`: tf.shape(keys)[-1]. For keys of another width the two differ.",
+    "scale_by_d_model": "You divided by √d_model, the width of x (or the rows of w_key). The scores are dot "
+    "products of queries and keys, so divide by √d_k, the width of a key: the last axis of `keys`. Here both "
+    "are 4; in general they differ.",
 }
 OUTPUTS_HINTS = {
     "no_softmax": NO_SOFTMAX_OUTPUTS,
@@ -557,6 +682,9 @@ OUTPUTS_SUM_HINTS = {
     "copied_answer": "You copied `outputs` (or computed it again with a matrix product from step 9's names). "
     "This step writes the outputs as explicit weighted sums of the rows of `values`, with the weights of "
     "`attn_weights`.",
+    "sum_over_features": "You summed over the last axis, the features of each value, so entry (i, j) is weight "
+    "(i, j) times the sum of value_j's numbers. Output i keeps the features and adds up over the words j: sum "
+    "over axis 1.",
 }
 NUMPY_HINTS = {
     "missing_scale": "Your scores were not divided by √d_k. Divide them by np.sqrt of the keys' last axis before "
@@ -579,6 +707,18 @@ NUMPY_HINTS = {
     "row j of the values is value j, and weight (i, j) scales the whole of it.",
     "copied_answer": "You converted TensorFlow's results to NumPy. A cross-check must compute the outputs "
     "again, independently: from x_np, w_query_np, w_key_np and w_value_np with NumPy operations only.",
+    "unstable_softmax": "You took np.exp of the scores as they are. For large scores that overflows: np.exp of "
+    "anything above about 709 is inf in float64, and inf / inf is nan. Subtract each row's maximum first "
+    "(s.max(axis=-1, keepdims=True)), as the step asks: the softmax stays the same and no exponent is above 0.",
+    "global_max_subtraction": "You subtracted one maximum for the whole matrix. A row whose scores all lie far "
+    "below that maximum underflows to 0 everywhere, and 0 / 0 is nan. Subtract each row's own maximum: "
+    "s.max(axis=-1, keepdims=True).",
+    "sum_wrong_axis": "You divided by the sums of the columns (axis=0). Each row of weights must sum to 1: "
+    "divide by each row's own sum, over axis=-1 with keepdims=True.",
+    "fixed_scale": "You divided by 2 whatever the keys: np.sqrt(4) typed in, or the square root of k.shape[0], "
+    "the first axis, which counts the words (4, like d_k here). d_k is the width of a key: k.shape[-1].",
+    "scale_by_d_model": "You divided by √d_model, the width of x_np (or the rows of w_key_np). Divide by √d_k, "
+    "the width of a key: the last axis of the keys (or of w_key_np). Here both are 4; in general they differ.",
 }
 FN_HINTS = {
     "missing_scale": "Your function does not divide the scores by √d_k. d_k is the size of the last axis of "
@@ -599,6 +739,8 @@ FN_HINTS = {
     "scale_after_softmax": SCALE_AFTER,
     "weights_not_applied": "Your function returns the weights, an (n, n) matrix, not the outputs. Multiply the "
     "weights by v, so that row i becomes query i's weighted sum of the value rows, (n, d_v).",
+    "scale_by_d_v": "Your function divides by √d_v, the width of the values (the last axis of `v`). The scores "
+    "are dot products of queries and keys: divide by √d_k, the last axis of `k`.",
 }
 SELF_HINTS = {
     "scale_by_d_model": "You divided by √d_model, the width of x (or the rows of w_key). The scores are dot "
@@ -621,10 +763,11 @@ SELF_HINTS = {
 
 
 def _exercises() -> list[Exercise]:
-    def value(ex_id, title, answers, reference, independent=(), **kw):
+    def value(ex_id, title, answers, reference, independent=(), widths=False, levels=False, **kw):
         kw.setdefault("framework", "tensorflow")
+        drawn = partial(world, widths=widths, levels=levels)
         return Exercise(ex_id, notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
-                        inputs=upstream_of(world, answers[0], independent), **kw)
+                        inputs=upstream_of(drawn, answers[0], independent), **kw)
 
     per_word = tuple(f"{kind}_{i}" for i in range(1, 5) for kind in ("query", "key", "value"))
     values = tuple(f"value_{j}" for j in range(1, 5))
@@ -638,26 +781,34 @@ def _exercises() -> list[Exercise]:
                   "concat_instead_of_stack": "Yours has shape (4, 4): tf.concat joined the words' rows, and the "
                   "sentence axis is missing. tf.stack makes a new axis for the words, next to the (1, 4) "
                   "shape each word already has.",
-              }),
+                  "stack_last_axis": "Yours has the right shape, but the words run along the last axis (axis=2 "
+                  "or -1): word j is column j, and the features run along axis 1. The words must run along axis 1, "
+                  "so that word j is row j of word_emb_stack[0].",
+              }, dtype="int32"),
         value("04.qkv_words", "Query, key and value of every word", per_word, ref_qkv_words,
               reads=(*WORDS_NAMES, "w_query", "w_key", "w_value"),
               mistakes={
                   "swapped_projections": lambda **i: _per_word(i, swap=True),
                   "elementwise_product": lambda **i: _per_word(i, product=np.multiply),
-              },
+                  # tf.matmul(w_query, word_1, transpose_b=True): the matrix times the word as a column, (4, 1)
+                  "product_order_reversed": lambda **i: _per_word(i, product=lambda word, w: w @ word.T),
+              }, dtype="int32",
               hints={
                   "swapped_projections": "Your queries and keys are swapped: query_i comes from w_query, key_i "
                   "from w_key.",
                   "elementwise_product": "You multiplied element by element (`*`), which broadcasts a (1, 4) "
                   "word against a (4, 4) matrix into a (4, 4) result. A projection is a matrix product: "
                   "tf.matmul or `@`, which gives a (1, 4) row.",
+                  "product_order_reversed": "You multiplied the matrix by the word turned into a column (W·xᵀ, a "
+                  "(4, 1) column, as for column vectors). Here each word is a row, multiplied by the matrix on its "
+                  "right: word_1 @ w_query, a (1, 4) row.",
               }),
         value("04.scores_1", "The scores of word 1", ("attn_scores_1",), ref_scores_1,
               reads=("query_1", "key_1", "key_2", "key_3", "key_4"),
-              mistakes=SCORES_1_MISTAKES, hints=SCORES_1_HINTS),
+              mistakes=SCORES_1_MISTAKES, hints=SCORES_1_HINTS, dtype="int32"),
         value("04.weights_1", "The weights of word 1", ("attn_weights_1",), ref_weights_1,
               reads=("attn_scores_1", "key_1"), mistakes=WEIGHTS_1_MISTAKES, hints=WEIGHTS_1_HINTS,
-              dtype="float32", **TIGHT),
+              dtype="float32", widths=True, **TIGHT),
         value("04.attention_1", "The output of word 1", ("output_1",), ref_output_1,
               reads=("attn_weights_1", *values), mistakes=OUTPUT_1_MISTAKES, hints=OUTPUT_1_HINTS,
               # atol: this notebook's weights of 3e-7 times a value of 4 is 1.2e-6 — an answer that leaves
@@ -667,17 +818,11 @@ def _exercises() -> list[Exercise]:
               ref_qkv, reads=("word_emb_stack", "w_query", "w_key", "w_value"),
               mistakes={"swapped_projections": _qkv_swapped, "elementwise_product": _qkv_elementwise,
                         "missing_squeeze": _qkv_unsqueezed, "product_order_reversed": _qkv_reversed},
-              hints=QKV_HINTS),
+              hints=QKV_HINTS, dtype="int32"),
         value("04.scores", "The score matrix", ("attn_scores",), ref_scores, reads=("queries", "keys"),
-              mistakes=SCORES_MISTAKES, hints=SCORES_HINTS),
+              mistakes=SCORES_MISTAKES, hints=SCORES_HINTS, dtype="int32"),
         value("04.weights", "The weight matrix", ("attn_weights",), ref_weights, reads=("attn_scores", "keys"),
-              mistakes={**{code: _weights_variant(code) for code in WRONG_WEIGHTS},
-                        "missing_keepdim": lambda attn_scores, keys, **_: {
-                            "attn_weights": _no_keepdims(_f(attn_scores) / _sqrt_dk(keys))},
-                        "transposed_scores": lambda attn_scores, keys, **_: {
-                            "attn_weights": softmax(_f(attn_scores).T / _sqrt_dk(keys))}},
-              hints=WEIGHTS_HINTS,
-              dtype="float32", **TIGHT),
+              mistakes=WEIGHTS_MISTAKES, hints=WEIGHTS_HINTS, dtype="float32", widths=True, **TIGHT),
         value("04.attention", "The outputs of all four words", ("outputs",), ref_outputs,
               reads=("attn_weights", "values"), mistakes=OUTPUTS_MISTAKES, hints=OUTPUTS_HINTS,
               dtype="float32", rtol=1e-5),
@@ -688,7 +833,8 @@ def _exercises() -> list[Exercise]:
         value("04.numpy", "The NumPy cross-check", ("outputs_np",), ref_outputs_np,
               reads=("x_np", "w_query_np", "w_key_np", "w_value_np"),
               independent=("outputs", "outputs_sum", "attn_weights", "attn_scores", "queries", "keys", "values"),
-              framework="numpy", mistakes=NUMPY_MISTAKES, hints=NUMPY_HINTS, rtol=1e-5, not_with=("tf",)),
+              framework="numpy", mistakes=NUMPY_MISTAKES, hints=NUMPY_HINTS, rtol=1e-5, not_with=("tf",),
+              dtype="float64", widths=True, levels=True),
         Exercise(
             "04.scaled_attention",
             title="scaled_attention(q, k, v)",
@@ -700,6 +846,7 @@ def _exercises() -> list[Exercise]:
             hints=FN_HINTS,
             notebook=NOTEBOOK,
             framework="tensorflow",
+            dtype="float32",
             points=2,
         ),
         Exercise(
@@ -713,6 +860,7 @@ def _exercises() -> list[Exercise]:
             hints=SELF_HINTS,
             notebook=NOTEBOOK,
             framework="tensorflow",
+            dtype="float32",
             depends_on=("04.scaled_attention",),
             points=2,
         ),

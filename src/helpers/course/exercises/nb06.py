@@ -106,7 +106,11 @@ def dropout_inputs(rng=None) -> dict:
 
 
 def _heads_shape(rng) -> tuple[int, int, int, int]:
-    return int(rng.integers(1, 3)), int(rng.integers(3, 7)), int(rng.integers(2, 4)), int(rng.integers(2, 4))
+    """(batch, sequence, heads, head width) of a fresh draw; the head width is never the example's, so a
+    d_head typed in (or read from the notebook) shows on every draw."""
+    widths = [w for w in (2, 3, 4) if w != D_MODEL // NUM_HEADS]
+    return (int(rng.integers(1, 3)), int(rng.integers(3, 7)), int(rng.integers(2, 4)),
+            int(widths[int(rng.integers(len(widths)))]))
 
 
 def split_inputs(rng=None) -> dict:
