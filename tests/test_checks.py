@@ -155,7 +155,7 @@ def test_error_inside_a_framework_points_at_the_students_line_and_keeps_one_line
 
 
 def test_every_catalogued_concept_is_diagnosed_somewhere():
-    used = {code for ex in EXERCISES for code in ex.mistakes}
+    used = {code for ex in EXERCISES for code in (*ex.mistakes, *ex.raises.values())}
     concepts = {code for code, m in MISTAKES.items() if m.kind == "concept"}
     assert concepts - used == set(), "catalogued but never diagnosed by any exercise"
 
@@ -416,3 +416,51 @@ def test_a_step_that_asks_for_a_loop_fails_a_right_product_with_a_message_about_
             "    for j, b in enumerate(x):\n        attn_scores_loop[i, j] = torch.dot(a, b)")
     exec(loop, ns)
     assert judge(ex, ns, cell=loop).status == "pass"
+
+
+def test_an_error_that_only_one_mistake_raises_is_named():
+    """07.online_softmax: math.exp of a positive exponent above 709 raises OverflowError (np.exp gives inf)."""
+    import math
+
+    ex = spec.get("07.online_softmax")
+
+    def online_normaliser(scores):
+        m, total = -math.inf, 0.0
+        for s in scores:
+            if m == -math.inf:
+                m, total = s, 1.0
+                continue
+            total += math.exp(s - m)  # before m is raised: positive when s > m
+            if s > m:
+                total, m = total * math.exp(m - s), s
+        return m, total
+
+    outcome = judge(ex, {"online_normaliser": online_normaliser})
+    assert outcome.diagnosis == "positive_exponent" and "OverflowError" in outcome.message, outcome.message
+
+
+def test_a_decoder_without_a_cache_is_named_although_its_numbers_are_right():
+    """09.decode counts the rows multiplied by w_key and w_value when the cell is replayed."""
+    torch = pytest.importorskip("torch")
+    ex = spec.get("09.decode")
+    ns = answer_namespace(ex, None, "torch") | {"torch": torch, "F": torch.nn.functional}
+    head = "import math\nrows = []\nfor t in range(len(x_seq)):\n"
+    attend = ("    w = torch.softmax(q @ k.T / math.sqrt(k.shape[-1]), dim=-1)\n    rows.append((w @ v)[-1:])\n"
+              "decoded = torch.cat(rows)")
+    again = (head + "    h = x_seq[:t + 1] + pos_table[:t + 1]\n"
+             "    q, k, v = h @ w_query, h @ w_key, h @ w_value\n" + attend)
+    exec(again, ns)
+    outcome = judge(ex, ns, cell=again)
+    assert outcome.status == "fail" and outcome.diagnosis == "no_cache", outcome.message
+    cached = ("k_cache, v_cache = [], []\n" + head + "    h = x_seq[t:t + 1] + pos_table[t:t + 1]\n"
+              "    k_cache.append(h @ w_key)\n    v_cache.append(h @ w_value)\n"
+              "    q, k, v = h @ w_query, torch.cat(k_cache), torch.cat(v_cache)\n" + attend)
+    exec(cached, ns)
+    assert judge(ex, ns, cell=cached).status == "pass"
+
+
+def test_a_wrong_number_is_told_as_the_number_it_is():
+    ex = spec.get("09.kv_cache_bytes")
+    outcome = judge(ex, {"kv_cache_bytes": lambda *sizes: 8 * 2 * np.prod(sizes)})
+    assert outcome.status == "fail" and "differs: you have" in outcome.message and "entries" not in outcome.message
+

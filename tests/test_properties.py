@@ -49,7 +49,7 @@ def test_a_random_wrong_entry_is_never_diagnosed_as_a_mistake(ex, data):
     outcome = judge(ex, ns)
     assert outcome.status == "fail"
     assert outcome.diagnosis is None, outcome.message
-    assert "first differs at index" in outcome.message or "first differs in its value" in outcome.message
+    assert "first differs at index" in outcome.message or "differs: you have" in outcome.message
 
 
 @settings(max_examples=40, deadline=None)
@@ -90,6 +90,12 @@ def test_the_reference_passes_on_every_draw(ex):
         assert outcome.status == "pass", (draw, outcome.message)
 
 
+def _same_input(a, b):
+    if isinstance(a, dict):  # a module, as its parameters
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same_input(a[k], b[k]) for k in a)
+    return np.array_equal(np.asarray(a, dtype=float), np.asarray(b, dtype=float), equal_nan=True)
+
+
 def test_the_same_seeds_draw_the_same_inputs():
     for ex in EXERCISES:
         seeds = list(range(spec.seeds_needed(ex)))
@@ -97,4 +103,4 @@ def test_the_same_seeds_draw_the_same_inputs():
         for x, y in zip(a.inputs, b.inputs):
             assert x.keys() == y.keys()
             for k in x:
-                assert np.array_equal(np.asarray(x[k], dtype=float), np.asarray(y[k], dtype=float)), (ex.id, k)
+                assert _same_input(x[k], y[k]), (ex.id, k)

@@ -449,6 +449,20 @@ _ROWS = [
     ("guesses_one_early", "the guesses taken one position too early",
      "Your window starts one position early: it takes the guesses at positions L − 1 … 2L − 2, the first about "
      "the separator. The guesses that count are made at positions L … 2L − 1, about the tokens at L + 1 … 2L."),
+    # --- notebook 07
+    ("positive_exponent", "exp of a score above the running maximum",
+     "One of your exponents can be positive: exp(s − m) taken before m is raised to s, or a rescaling factor "
+     "exp(m_new − m), the wrong way round. When a score jumps far above the running maximum (by more than about "
+     "709), that exp overflows: to inf with NumPy, an OverflowError with math.exp. Raise m first "
+     "(m_new = max(m, s)), then rescale what you have by exp(m − m_new) and add "
+     "exp(s − m_new): every exponent is then ≤ 0."),
+    ("total_not_rescaled", "the running sum not rescaled",
+     "You rescaled the running output when the maximum grew, but not the running sum: both were measured against "
+     "the old maximum. Multiply the running sum by the same exp(m_old − m_new) before adding the new block's "
+     "terms."),
+    ("transposed_all_axes", "`.T` on a tensor with more than two axes",
+     "`.T` reverses every axis of a tensor, so on (batch, heads, n, d_k) it gives (d_k, n, heads, batch) and the "
+     "product no longer lines up. Swap only the last two axes: `k.transpose(-2, -1)` (or `k.mT`)."),
     # --- notebook 04 (what simulated students found)
     ("stack_last_axis", "stacked along the last axis: words and features swapped",
      "You stacked along the last axis, so the words run along the features' axis and the features along the "
@@ -459,6 +473,19 @@ _ROWS = [
     ("scale_by_d_v", "scaled by √d_v instead of √d_k",
      "You divided by the square root of the values' width d_v. The scores are dot products of queries and keys, "
      "so divide by √d_k, the width of a key (the last axis of the keys)."),
+    # --- notebook 02
+    # power_precedence, scale_by_n, scale_by_d_v: catalogued under notebooks 04/05 (the same misconceptions)
+    ("projection_reused", "one weight matrix used for two roles",
+     "One of your projections uses another role's matrix (the keys made with w_query, for instance). Each role "
+     "has a matrix of its own: queries from w_query, keys from w_key, values from w_value."),
+    ("reseeded_each_draw", "the generator seeded again before every draw",
+     "You seeded the generator again before each draw, so every draw starts from the same place and gives the "
+     "same numbers. Seed once, then draw one matrix after the other: each draw goes on where the last stopped."),
+    ("earlier_weights_used", "weights of an earlier step used",
+     "You used weights computed in an earlier step, from other scores. Use the weights this step starts from."),
+    ("counted_inputs", "the inputs' numbers counted instead of the parameters'",
+     "You counted the numbers of the inputs x. The trainable numbers are the entries of the module's parameters "
+     "(module.parameters()), whatever the inputs it is run on."),
     # --- notebook 05 (fix)
     # scale_by_d_v: catalogued under notebook 04 (the same misconception)
     ("shifted_by_min", "each row's minimum subtracted instead of its maximum",
@@ -537,6 +564,11 @@ _PROCESS_ROWS = [
      "Your causal function computes scores of keys that come after their query, which the mask then hides: "
      "whole blocks above the diagonal. Skip the key blocks that lie after a block of queries; only the diagonal "
      "block needs a mask."),
+    # --- notebook 09
+    ("no_cache", "every step recomputes the keys and values of the whole prefix",
+     "Your numbers are right, but each step projects all the tokens so far again, instead of keeping the keys "
+     "and values already computed: that is decoding without a cache. Project only the new token, append its key "
+     "and value to your cache, and let its query attend over the cache."),
 ]
 
 _ALL = [r[0] for r in (*_ROWS, *_PROPERTY_ROWS, *_PROCESS_ROWS)]

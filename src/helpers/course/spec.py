@@ -32,11 +32,12 @@ import numpy as np
 from ..convert import AnswerError, nonfinite_problem
 from .mistakes import MISTAKES
 
-__all__ = ["Exercise", "Outcome", "Plan", "Probe", "REGISTRY", "draw", "evaluate", "exercises_for", "get",
+__all__ = ["Exercise", "Outcome", "Plan", "Probe", "REGISTRY", "RowBudget", "draw", "evaluate", "exercises_for", "get",
            "make_plan", "producer", "register"]
 
 Arrays = Mapping[str, np.ndarray]
 SEPARATION = 10  # variants must differ by this many times the tolerance on every fresh draw
+TYPED_IN = 1e-3  # how close numbers copied from a printout (4 decimals) come to the notebook's
 MAX_DRAWS = 200
 
 
@@ -62,6 +63,18 @@ class Probe:
     code: str
     stream: str | None = None
     buffer: str | None = None
+
+
+@dataclass(frozen=True)
+class RowBudget:
+    """A value step's process check: when the cell is replayed, the rows multiplied by the weight ``name``
+    (``x @ name``, ``torch.matmul(x, name)``, on PyTorch tensors) add up to at most ``limit(world)``;
+    ``code`` names the mistake when they do not (e.g. a decoder that projects the whole prefix again at
+    every step instead of keeping a cache). A product the count does not follow is missed, never invented."""
+
+    name: str
+    limit: Callable[[Mapping[str, Any]], float]
+    code: str
 
 
 @dataclass(frozen=True)
@@ -111,6 +124,13 @@ class Exercise:
     # {"matmul": False} for no matrix product, {"indexed_result": False} for no ``f(x)[perm]`` (read from
     # the cell's code, not its numbers)
     how: Mapping[str, bool] = field(default_factory=dict)
+    # value steps that ask for "a single number": a plain Python number (``.item()``, ``float(...)``) is as
+    # good as a 0-d tensor of the exercise's framework
+    plain_number: bool = False
+    # function steps: a call that raised an error whose text ("Type: message", with the student's line)
+    # matches the regular expression is that mistake (e.g. an OverflowError from exp(s - m) with s > m)
+    raises: Mapping[str, str] = field(default_factory=dict)
+    budgets: tuple[RowBudget, ...] = ()  # value steps: rows multiplied by a weight in a replay (see RowBudget)
     # (regex, sentence): said after the error when the cell (or the function) raised with a message that
     # matches, e.g. a size mismatch whose size is that of a buffer the step asks to cut to the sequence
     raised_hints: tuple[tuple[str, str], ...] = ()
@@ -118,7 +138,8 @@ class Exercise:
     def __post_init__(self) -> None:
         if self.kind not in ("value", "function"):
             raise ValueError(f"{self.id}: kind must be 'value' or 'function'")
-        unknown = (set(self.mistakes) | set(self.hints)) - set(MISTAKES)
+        unknown = (set(self.mistakes) | set(self.hints) | set(self.raises.values())
+                   | {b.code for b in self.budgets}) - set(MISTAKES)
         if unknown:
             raise ValueError(f"{self.id}: unknown mistake codes {sorted(unknown)}")
         if self.kind == "function" and len(self.answers) != 1:
@@ -316,6 +337,7 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
         "computed_with": list(ex.computed_with),
         "not_with": list(ex.not_with),
         "how": dict(ex.how),
+        "count_rows": [b.name for b in ex.budgets],
         "module": ex.module,
         "probes": [{"kind": p.kind, "inputs": pi, "stream": p.stream, "buffer": p.buffer}
                    for p, pi in zip(ex.probes, probe_inputs)],
@@ -356,6 +378,8 @@ def _first_difference(got: np.ndarray, want: np.ndarray, rtol: float, atol: floa
         bad = ~np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
         idx = tuple(int(i) for i in np.argwhere(bad)[0]) if got.ndim else ()
         worst = float(np.nanmax(np.abs(got - want))) if np.isfinite(got - want).any() else float("nan")
+    if got.size == 1 and not idx:
+        return f"differs: you have {_fmt(float(got))}, expected {_fmt(float(want))}."
     where = f"at index {idx}" if idx else "in its value"
     n_bad, n = int(bad.sum()), bad.size
     return (
@@ -437,7 +461,9 @@ def _framework_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None
     if not ex.framework:
         return None
     for name, fw in (facts.get("framework") or {}).items():
-        if fw != ex.framework and not (ex.framework == "numpy" and fw == "python"):  # floats, tuples are NumPy-friendly
+        if fw == "python" and (ex.framework == "numpy" or ex.plain_number):  # floats, tuples are NumPy-friendly
+            continue
+        if fw != ex.framework:
             label = f"`{name}`" if ex.kind == "value" else f"`{name}(...)` returns"
             verb = "is" if ex.kind == "value" else ""
             got = _FRAMEWORK_NAMES.get(str(fw), "something else")
@@ -530,6 +556,17 @@ def _unused_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     return _fail(ex, "not_computed_with", f"Your cell never uses {names}: the step asks you to compute "
                                           f"{', '.join(f'`{a}`' for a in ex.answers)} with it, and your numbers "
                                           "come from somewhere else.")
+
+
+def _budget_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome | None:
+    counted = record.get("rows") or []
+    for budget in ex.budgets:
+        for rows, world in zip(counted, plan.inputs[1:]):
+            used, limit = float((rows or {}).get(budget.name, 0)), budget.limit(world)
+            if used > limit:
+                return _fail(ex, budget.code, note=f" (Run again on other inputs, your cell multiplied {used:.0f} rows "
+                                                   f"by `{budget.name}`; {limit:.0f} are enough.)")
+    return None
 
 
 def _mutation_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
@@ -707,7 +744,7 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                            "but the cell that computes it could not be found, so it could not be tried on other "
                            f"inputs. Compute it in a cell of its own ({ex.answers[0]} = …) and run that cell.")
         for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
-                      _mutation_problem(ex, record), _module_problem(ex, record),
+                      _mutation_problem(ex, record), _module_problem(ex, record), _budget_problem(ex, plan, record),
                       _module_probe_problem(ex, plan, record)):
             if check is not None:
                 return check
@@ -743,7 +780,11 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                                        f"of the variable `{inlined}` itself, so it gives the wrong answer for any "
                                        f"other `{inlined}`. Use the variable.", note)
     if replays and all(_same(got[n], got0[n], ex) for got in replays for n in ex.answers) and \
-            not _close(want0, ex.expected(plan.inputs[1]), ex.answers, ex.rtol, ex.atol):
+            not _close(want0, ex.expected(plan.inputs[1]), ex.answers, ex.rtol, ex.atol) and \
+            _close(got0, want0, ex.answers, TYPED_IN, TYPED_IN):
+        # the same answer whatever the inputs, and this notebook's (as printed): numbers typed in. A constant
+        # answer that is not the notebook's comes from a computation gone degenerate (a softmax along an axis
+        # of length 1, say): its shape or values say more than "typed in".
         names = ", ".join(f"`{n}`" for n in ex.answers)
         return _fail(ex, "hard_coded", f"Your cell gives the same {names} whatever its inputs: it does not compute "
                                        "from them. Compute the answer from the variables the step starts from "
@@ -801,41 +842,37 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
         return _fail(ex, code)
     read = record.get("globals_read") or []
     if read:
-        names = ", ".join(f"`{n}`" for n in read)
-        return _fail(ex, "reads_globals", f"`{ex.answers[0]}` reads the notebook's {names} instead of its own "
-                                          "arguments, so it only works for this notebook's data. Use the parameters "
-                                          "the function is given.")
+        return _fail(ex, "reads_globals", _reads_globals(ex, record, "so it only works for this notebook's data. "
+                                                                     "Use the parameters the function is given."))
     return Outcome(ex.id, "fail", 0, ex.points, fail)
 
 
-def _diagnose_raised(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> str | None:
-    """A function that raised on trial ``raised_on``: the mistake whose variant gives its answers on
-    the trials before and is undefined (raises) on that one, as the student's function is."""
-    at = record.get("raised_on")
-    answers = record.get("answers") or []
-    if ex.kind != "function" or not isinstance(at, int) or not answers or at >= len(plan.inputs):
-        return None
-    code = diagnose(ex, list(zip(answers, plan.inputs[:at])))
-    if code is None:
-        return None
-    try:
-        ex.variant(code, plan.inputs[at])
-    except Exception:
-        return code
-    return None
+def _reads_globals(ex: Exercise, record: Mapping[str, Any], then: str) -> str:
+    """Who reads which of the notebook's globals: the function, or a method of a class it uses (a module's
+    ``forward``)."""
+    names = ", ".join(f"`{n}`" for n in record.get("globals_read") or [])
+    inside = (record.get("globals_in") or [None])[0]
+    if inside:
+        return (f"`{inside}` (which `{ex.answers[0]}` runs) reads the notebook's {names} instead of the module's "
+                f"own weights and its arguments, {then}")
+    return f"`{ex.answers[0]}` reads the notebook's {names} instead of its own arguments, {then}"
 
 
 def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
     """The verdict on a record (see :mod:`helpers.runtime.collect`) for the inputs of ``plan``."""
     error = record.get("error")
     if error:
-        if error.get("kind") == "raised" and (code := _diagnose_raised(ex, plan, record)):
-            return _fail(ex, code)
         read = record.get("globals_read") or []
         if error.get("kind") == "raised" and read:
-            names = ", ".join(f"`{n}`" for n in read)
-            return _fail(ex, "reads_globals", f"`{ex.answers[0]}` reads the notebook's {names} instead of its own "
-                                              f"arguments, and on other inputs it fails: {error.get('message')}")
+            return _fail(ex, "reads_globals", _reads_globals(ex, record, "and on other inputs it fails: "
+                                                                         f"{error.get('message')}"))
+        if error.get("kind") == "raised":
+            text = str(error.get("message", ""))
+            for pattern, code in ex.raises.items():
+                if re.search(pattern, text):
+                    return _fail(ex, code, note=f" Here: {text}")
+        if code := _raising_mistake(ex, plan, record):
+            return _fail(ex, code, note=f" (On other inputs it even fails: {error.get('message')})")
         return outcome_for_error(ex, AnswerError(str(error.get("kind")), str(error.get("message"))))
     if ex.kind == "value":
         return _evaluate_value(ex, plan, record)
@@ -844,6 +881,24 @@ def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
 
 def _raised_hint(ex: Exercise, message: str) -> str:
     return "".join(f" {text}" for pattern, text in ex.raised_hints if re.search(pattern, message))
+
+
+def _raising_mistake(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> str | None:
+    """A function that answered the first inputs, then raised on the next ones: the mistake its answers show,
+    when that mistake cannot run on the inputs where it raised either (keys and values swapped, which only
+    runs while they are as wide as each other) — so it explains the error too."""
+    answers = record.get("answers") or []
+    error = record.get("error") or {}
+    if ex.kind != "function" or error.get("kind") != "raised" or not answers or len(answers) >= len(plan.inputs):
+        return None
+    code = diagnose(ex, list(zip(answers, plan.inputs)))
+    if code is None:
+        return None
+    try:
+        ex.variant(code, plan.inputs[len(answers)])
+    except Exception:  # the mistake fails where the function failed
+        return code
+    return None
 
 
 def outcome_for_error(ex: Exercise, err: AnswerError) -> Outcome:

@@ -103,13 +103,11 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     if error is not None:
         if not isinstance(error, dict):
             raise ProtocolError("an error record is not an object")
-        out = {"error": {"kind": _text(error.get("kind"), 40), "message": _text(error.get("message"))},
-               "globals_read": _names(raw.get("globals_read") or [], set(), "the globals read")}
-        before, at = raw.get("answers"), raw.get("raised_on")
-        if ex.kind == "function" and isinstance(before, list) and type(at) is int and \
-                0 < len(before) == at < len(plan.inputs):  # a function that raised on a later trial
-            out |= {"answers": [_arrays(a, set(ex.answers), "an answer") for a in before], "raised_on": at}
-        return out
+        return {"error": {"kind": _text(error.get("kind"), 40), "message": _text(error.get("message"))},
+                "globals_read": _names(raw.get("globals_read") or [], set(), "the globals read"),
+                "globals_in": _names(raw.get("globals_in") or [], set(), "where the globals are read"),
+                "answers": [_arrays(a, set(ex.answers), "an answer") for a in answers]
+                if isinstance(answers := raw.get("answers"), list) and len(answers) < len(plan.inputs) else []}
     answers_names = set(ex.answers)
     answers = raw.get("answers")
     if not isinstance(answers, list) or not answers or len(answers) > len(plan.inputs):
@@ -143,6 +141,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     if ex.how and isinstance(how, dict):
         record["how"] = {k: how.get(k) is True for k in ("loop", "matmul", "indexed_result")}
     record["globals_read"] = _names(raw.get("globals_read") or [], set(), "the globals read")
+    record["globals_in"] = _names(raw.get("globals_in") or [], set(), "where the globals are read")
     module = raw.get("module")
     if isinstance(module, dict):
         params = module.get("params")

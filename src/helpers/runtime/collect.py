@@ -8,6 +8,7 @@ grader into its sandbox) says what to gather::
      "trials": [...],      # function: argument dicts (trial 0 is the notebook's own example);
                            # value: fresh, consistent values of the names the cell reads (replays)
      "reads": [...],       # value: names whose current values are recorded (the student's own inputs)
+     "count_rows": [...],  # value: weights whose products are counted in each replay (record["rows"])
      "module": None | "sa_v1",          # an nn.Module whose parameters must be trainable
      "probes": [{"kind": "peak_memory" | "one_pass", "inputs": {...}, "stream": "scores"}]}
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dis
 import io
 import random
 import re
@@ -31,6 +33,7 @@ import sys
 import traceback
 import tracemalloc
 import types
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -95,7 +98,11 @@ def to_framework(value: Any, framework: str | None, dtype: str | None = None) ->
 
 
 def _mimic(value: Any, like: Any, framework: str | None) -> Any:
-    """``value`` (NumPy, or a list) in the type the student's own variable has (``like``)."""
+    """``value`` (NumPy, or a list) in the type the student's own variable has (``like``). A module of the
+    notebook (``like`` has parameters) comes as ``{parameter name: array}``: a copy of the student's module
+    that holds those arrays (of other sizes, maybe) as its parameters."""
+    if isinstance(value, dict) and callable(getattr(like, "named_parameters", None)):
+        return _module_like(value, like)
     if isinstance(value, np.generic):
         value = np.asarray(value)
     if isinstance(value, list) or not isinstance(value, np.ndarray):
@@ -110,6 +117,28 @@ def _mimic(value: Any, like: Any, framework: str | None) -> Any:
         return to_framework(value, fw, dtype)
     except (TypeError, ValueError):
         return to_framework(value, fw)
+
+
+def _module_like(params: Mapping[str, Any], module: Any) -> Any:
+    """A copy of ``module`` whose parameters are ``params`` (by name; by order when the student named them
+    otherwise, as long as there are as many), each as trainable as the student's own."""
+    import torch
+
+    clone = copy.deepcopy(module)
+    own = [name for name, _ in clone.named_parameters()]
+    if set(params) <= set(own):
+        pairs = [(name, params[name]) for name in params]
+    elif len(own) == len(params):
+        pairs = list(zip(own, params.values()))
+    else:
+        return clone
+    for name, arr in pairs:
+        owner_name, _, attr = name.rpartition(".")
+        owner = clone.get_submodule(owner_name) if owner_name else clone
+        old = getattr(owner, attr)
+        setattr(owner, attr, torch.nn.Parameter(torch.as_tensor(np.asarray(arr), dtype=old.dtype),
+                                                requires_grad=old.requires_grad))
+    return clone
 
 
 # ----------------------------------------------------------------------------- errors
@@ -128,6 +157,8 @@ def student_frame_line(exc: BaseException) -> str:
     if not frames:
         return ""
     f = frames[-1]
+    if f.line and f.line.strip().startswith("raise "):
+        return ""  # a deliberate `raise` (often of code the notebook gives): its message says it all
     return f" (line {f.lineno}: `{f.line.strip()}`)" if f.line else f" (line {f.lineno})"
 
 
@@ -181,7 +212,9 @@ def _quiet() -> Iterator[None]:
     try:
         if plt is not None:
             plt.show = lambda *a, **k: None
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the student's own warnings were shown when the cell ran
             yield
     finally:
         _replaying = False
@@ -192,6 +225,40 @@ def _quiet() -> Iterator[None]:
         for setter, state in states:
             with contextlib.suppress(Exception):
                 setter(state)
+
+
+_COUNTER: Any = None
+
+
+def _counting(value: Any, name: str, counts: dict[str, int]) -> Any:
+    """A PyTorch tensor that adds to ``counts[name]`` the rows of every tensor multiplied by it
+    (``x @ value``, ``torch.matmul(x, value)``, ``x.mm(value)``); other values are returned as they are.
+    Results are plain tensors: only the products with the value itself are counted."""
+    global _COUNTER
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(value, torch.Tensor):
+        return value
+    if _COUNTER is None:
+        products = {torch.Tensor.__matmul__, torch.matmul, torch.Tensor.matmul, torch.mm, torch.Tensor.mm}
+
+        class RowCounter(torch.Tensor):
+            __module__ = "torch"  # a tensor like any other, for the student's code and for framework_of
+            _counts: dict[str, int] | None = None
+            _name = ""
+
+            @classmethod
+            def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
+                if func in products and len(args) >= 2 and isinstance(args[1], RowCounter) and \
+                        args[1]._counts is not None and isinstance(args[0], torch.Tensor) and args[0].ndim:
+                    counts, left = args[1]._counts, args[0]
+                    counts[args[1]._name] = counts.get(args[1]._name, 0) + left.numel() // max(1, left.shape[-1])
+                with torch._C.DisableTorchFunctionSubclass():
+                    return func(*args, **(kwargs or {}))
+
+        _COUNTER = RowCounter
+    out = value.as_subclass(_COUNTER)
+    out._counts, out._name = counts, name
+    return out
 
 
 def _no_check(*args: Any, **kwargs: Any) -> None:
@@ -258,25 +325,43 @@ def _facts(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             "dtype": {n: dtype_name(v) for n, v in values.items()}}
 
 
-def _data_globals(fn: Any) -> list[str]:
-    """Names of notebook data (arrays, tensors) the function reads from its globals."""
-    code = getattr(fn, "__code__", None)
-    glob = getattr(fn, "__globals__", None)
-    if code is None or not isinstance(glob, dict):
-        return []
+def _global_names(code: types.CodeType) -> set[str]:
+    """The global names a code object (and the functions, lambdas, comprehensions inside it) loads."""
     names: set[str] = set()
     todo = [code]
     while todo:
         c = todo.pop()
-        names.update(c.co_names)
+        names.update(ins.argval for ins in dis.get_instructions(c) if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"))
         todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    local = set(code.co_varnames) | set(code.co_cellvars)
-    found = []
-    for name in sorted(names - local):
-        value = glob.get(name)
-        if value is not None and framework_of(value) in ("torch", "tensorflow", "numpy") and hasattr(value, "shape"):
-            found.append(name)
-    return found
+    return names
+
+
+def _data_globals(fn: Any) -> tuple[list[str], str | None]:
+    """Names of notebook data (arrays, tensors) the function reads from its globals — or, when it reads
+    none itself, that the methods of a class of the notebook it uses read (a module's ``forward``), with
+    that method's name."""
+    code = getattr(fn, "__code__", None)
+    glob = getattr(fn, "__globals__", None)
+    if code is None or not isinstance(glob, dict):
+        return [], None
+
+    def data(names: set[str]) -> list[str]:
+        return [n for n in sorted(names) if (v := glob.get(n)) is not None
+                and framework_of(v) in ("torch", "tensorflow", "numpy") and hasattr(v, "shape")]
+
+    names = _global_names(code)
+    if found := data(names):
+        return found, None
+    for cls_name in sorted(names):
+        cls = glob.get(cls_name)
+        if not isinstance(cls, type) or cls.__module__ != getattr(fn, "__module__", None):
+            continue
+        for attr, method in vars(cls).items():
+            inner = getattr(method, "__code__", None)
+            if inner is not None and getattr(method, "__globals__", None) is glob and \
+                    (found := data(_global_names(inner))):
+                return found, f"{cls.__name__}.{attr}"
+    return [], None
 
 
 def _module_facts(module: Any) -> dict[str, Any] | None:
@@ -369,6 +454,10 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
         for i, world in enumerate(trials, start=1):
             overlay = {name: _mimic(value, namespace.get(name), plan.get("framework")) for name, value in world.items()}
             before = _snapshot(overlay)
+            rows: dict[str, int] = {}
+            for name in plan.get("count_rows") or ():
+                if name in overlay:
+                    overlay[name] = _counting(overlay[name], name, rows)
             try:
                 ns = _replay(code, namespace, overlay, answers)
             except BaseException as exc:  # noqa: BLE001 — the student's cell, run again: anything can happen
@@ -393,6 +482,8 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
             if record["replay"]["error"]:
                 break
             record["answers"].append(got)
+            if plan.get("count_rows"):
+                record.setdefault("rows", []).append(rows)
     if run is not None and run.error:
         record["raised"] = {"message": run.error, "line": run.line}
     record["mutated"] = sorted(mutated)
@@ -443,7 +534,9 @@ def _module_dropout(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
 
 def _call(fn: Callable[..., Any], name: str, args: list[Any], which: str, shapes: str) -> Any:
     try:
-        result = fn(*args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. overflow in a wrong answer: the verdict says what is wrong
+            result = fn(*args)
     except NotImplementedError:
         raise NotDone(f"`{name}` still raises NotImplementedError: replace the placeholder with your code.") from None
     except Exception as exc:
@@ -475,7 +568,9 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
     if not callable(fn):
         return _error("not_callable", f"`{name}` should be a function, but it is a {type(fn).__name__}.")
     framework = plan.get("framework")
-    record: dict[str, Any] = {"answers": [], "globals_read": _data_globals(fn), "mutated": []}
+    read, where = _data_globals(fn)
+    record: dict[str, Any] = {"answers": [], "globals_read": read, "globals_in": [where] if where else [],
+                              "mutated": []}
     mutated: set[str] = set()
     try:
         for i, inputs in enumerate(plan.get("trials") or []):
@@ -489,10 +584,9 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             record["answers"].append({name: to_array(result, f"{name}(...)", finite=False)})
         record["probes"] = _probes(plan, fn, name, framework)
     except AnswerError as err:
-        # the answers before the trial it raised on: a mistake that makes some sizes impossible
-        # (a product of mismatched shapes) can still be named from them
-        return {**_error(err.kind, err.message), "globals_read": record["globals_read"],
-                "answers": record["answers"], "raised_on": len(record["answers"])}
+        # what it returned before it raised: the mistake that makes it raise may show in those numbers
+        return {**_error(err.kind, err.message), "globals_read": read, "globals_in": record["globals_in"],
+                "answers": record["answers"] if err.kind == "raised" else []}
     record["mutated"] = sorted(mutated)
     return record
 

@@ -43,6 +43,13 @@ W_KEY = np.array([[0.13657987117767334, 0.10247904062271118],
 W_VALUE = np.array([[0.07563531398773193, 0.19663816690444946],
                     [0.31641197204589844, 0.4017401337623596],
                     [0.1185683012008667, 0.8273953795433044]])
+# The same three draws in float64 (torch.rand(3, 2, dtype=torch.float64) after the same seed): other numbers.
+W_QUERY_64 = np.array([[0.368895870664273, 0.013365949855291825], [0.5917800383018739, 0.09263931233897627],
+                       [0.472451921042887, 0.5220316791666796]])
+W_KEY_64 = np.array([[0.6050827078458633, 0.5312960527869689], [0.9485464763406578, 0.05667562533261972],
+                     [0.8285744797310848, 0.09380308349175259]])
+W_VALUE_64 = np.array([[0.19596254575695027, 0.22033581483610876], [0.19462613768691917, 0.41458350743866934],
+                       [0.7430684281621825, 0.3251963060982157]])
 JOURNEY = 1  # x^(2), the second word, is row 1
 D_K = 2  # the notebook's d_k: a code that divides by √2 whatever the keys is caught on other sizes
 
@@ -126,6 +133,8 @@ def _weights_2_qk(attn_scores_2_qk, keys, scale=None, **_):
 
 ATTENTION_MISTAKES = {
     "missing_scale": lambda **i: attention(**i, scale=1.0),
+    "power_precedence": lambda **i: attention(**i, scale=2.0 * i["w_key"].shape[-1]),  # s / d_k ** 1/2
+    "scale_by_n": lambda **i: attention(**i, scale=float(np.sqrt(i["x"].shape[0]))),
     "scale_by_d": lambda **i: attention(**i, scale=float(i["w_key"].shape[-1])),
     "scale_by_d_model": lambda **i: attention(**i, scale=float(np.sqrt(i["x"].shape[-1]))),
     "fixed_scale": lambda **i: attention(**i, scale=float(np.sqrt(D_K))),
@@ -150,28 +159,50 @@ ATTENTION_HINTS = {
     "x @ w_value.",
     "weights_returned": "You returned the attention weights, one row of n weights per query. The context vectors "
     "mix the values with them: weights @ values.",
+    "power_precedence": "`scores / d_k ** 1/2` is (scores / d_k) / 2: Python raises d_k to the power 1 first and "
+    "then divides by 2, so no square root is taken. Write d_k ** 0.5 (or math.sqrt(d_k)).",
 }
 
 
-def _function_inputs(rng: np.random.Generator | None) -> dict:
-    """The notebook's example (rng=None) or a fresh random one of random sizes: d_k of 3 or more (so
-    that √2, this notebook's √d_k, is wrong) and d_model ≠ d_k (so that √d_model is wrong too). The
-    values are as wide as the keys, as in SelfAttentionV2, whose layers all have one width."""
+def _function_inputs(rng: np.random.Generator | None, one_width: bool = False) -> dict:
+    """The notebook's example (rng=None) or a fresh random one of random sizes, all different: d_k of 3 or
+    more (so that √2, this notebook's √d_k, is wrong), and n, d_model, d_v other than d_k (so that √n,
+    √d_model and √d_v are wrong too: in the notebook's example d_v = d_k). ``one_width``: the values as wide
+    as the keys, as in SelfAttentionV2, whose layers all have one width."""
     if rng is None:
         return {"x": X, "w_query": W_QUERY, "w_key": W_KEY, "w_value": W_VALUE}
-    n, d_k = int(rng.integers(3, 8)), int(rng.integers(3, 7))
-    d_model = int(rng.choice([d for d in range(3, 8) if d != d_k]))
+    n, d_model, d_k, d_v = (int(v) for v in rng.choice(np.arange(3, 9), size=4, replace=False))
     return {
         "x": rng.normal(size=(n, d_model)),
         "w_query": rng.normal(size=(d_model, d_k)),
         "w_key": rng.normal(size=(d_model, d_k)),
-        "w_value": rng.normal(size=(d_model, d_k)),
+        "w_value": rng.normal(size=(d_model, d_k if one_width else d_v)),
     }
+
+
+def _one_width_inputs(rng: np.random.Generator | None) -> dict:
+    return _function_inputs(rng, one_width=True)
 
 
 def _v1(x, scale=None, transpose=False, axis=-1, swap_kv=False, **_):
     """SelfAttentionV1 seeded with 123 draws step 5's matrices, whatever the inputs."""
     return attention(x, W_QUERY, W_KEY, W_VALUE, scale=scale, transpose=transpose, axis=axis, swap_kv=swap_kv)
+
+
+def _trainable_inputs(rng: np.random.Generator | None = None) -> dict:
+    """What the count reads: the module ``sa_v1`` (as ``{parameter: array}``; the replay puts these arrays
+    into a copy of the student's module), the sizes it was built with and the inputs x its cell runs it on.
+    Fresh: a module of another d_k and inputs of another n, so that neither the 18 of this notebook typed in
+    nor x.numel() (18 here too) can pass. d_model stays 3: the cell also trains a new SelfAttentionV1 on x."""
+    d_model = 3
+    if rng is None:
+        x, d_k = X, 2
+        weights = (W_QUERY, W_KEY, W_VALUE)
+    else:
+        d_k, n = int(rng.choice([1, 3, 4, 5])), int(rng.integers(3, 9))
+        x = rng.normal(0.0, 1.5, size=(n, d_model)).round(2)
+        weights = tuple(rng.uniform(0.0, 1.0, size=(d_model, d_k)) for _ in range(3))
+    return {"x": x, "d_model": d_model, "d_k": d_k, "sa_v1": dict(zip(("w_query", "w_key", "w_value"), weights))}
 
 
 # --- the exercises ---------------------------------------------------------------------------
@@ -182,12 +213,15 @@ def _value(ex_id, title, answers, reference, independent=(), **kw):
                     inputs=upstream_of(world, answers[0], independent), framework="torch", **kw)
 
 
+_PART_1_UNSCALED = ("You divided the scores by √3, the square root of the width of an input, before the softmax. "
+                    "Part 1 takes the softmax of the plain dot products: no scaling here.")
 _DOT = ("A dot product multiplies the entries pairwise and adds the products up: one number per pair of "
         "vectors.")
 
 PART_1 = [
     _value("02.scores_2_loop", "Scores of the journey query, by a loop", ("attn_scores_2",),
            _one("attn_scores_2", lambda x, query, **_: x @ query), reads=("x", "query"), how={"loop": True},
+           dtype="float32",  # the next cell compares it with x @ query, which torch refuses across dtypes
            mistakes={
                "wrong_query_row": _one("attn_scores_2", lambda x, **_: x @ x[2]),
            },
@@ -225,9 +259,12 @@ PART_1 = [
                "softmax_of_weights": _one("attn_weights_2",
                                           lambda attn_weights_2_sum, **_: softmax(attn_weights_2_sum)),
                "exp_not_normalised": _one("attn_weights_2", lambda attn_scores_2, **_: np.exp(attn_scores_2)),
+               "unexpected_scale": _one("attn_weights_2", lambda attn_scores_2, x, **_:
+                                        softmax(attn_scores_2 / np.sqrt(x.shape[-1]))),
            },
            hints={
                "no_softmax": "These are the raw scores. Turn them into weights with a softmax.",
+               "unexpected_scale": _PART_1_UNSCALED,
                "softmax_of_weights": "You applied the softmax to `attn_weights_2_sum`, weights that were already "
                "divided by their sum. The softmax goes on the scores, `attn_scores_2`.",
            }),
@@ -275,6 +312,8 @@ PART_1 = [
                "global_softmax": _one("attn_weights", lambda attn_scores, **_: global_softmax(attn_scores)),
                "sum_normalisation": _one("attn_weights", lambda attn_scores, **_: sum_normalise(attn_scores)),
                "no_softmax": _one("attn_weights", lambda attn_scores, **_: attn_scores),
+               "unexpected_scale": _one("attn_weights", lambda attn_scores, x, **_:
+                                        softmax(attn_scores / np.sqrt(x.shape[-1]))),
            },
            hints={
                "softmax_wrong_axis": "Your rows are the columns of the right weights: a softmax down the columns "
@@ -284,6 +323,7 @@ PART_1 = [
                "global_softmax": "You normalised by one sum over the whole matrix, so no row sums to 1. Each query's "
                "row is normalised on its own: a softmax along dim=-1.",
                "no_softmax": "These are the raw scores. Turn each row into weights with a softmax along dim=-1.",
+               "unexpected_scale": _PART_1_UNSCALED,
            }),
     _value("02.context_all", "All context vectors", ("outputs",),
            _one("outputs", lambda attn_weights, x, **_: attn_weights @ x),
@@ -308,6 +348,8 @@ PART_2 = [
                "swapped_projections": lambda **_: {"w_query": W_KEY, "w_key": W_QUERY, "w_value": W_VALUE},
                "weight_shape_swapped": lambda **_: {  # torch.rand(2, 3) fills the same six numbers row by row
                    "w_query": W_QUERY.reshape(2, 3), "w_key": W_KEY.reshape(2, 3), "w_value": W_VALUE.reshape(2, 3)},
+               "wrong_dtype": lambda **_: {"w_query": W_QUERY_64, "w_key": W_KEY_64, "w_value": W_VALUE_64},
+               "reseeded_each_draw": lambda **_: {"w_query": W_QUERY, "w_key": W_QUERY, "w_value": W_QUERY},
            },
            hints={
                "swapped_projections": "Your w_query holds the numbers of w_key and the other way round. Right "
@@ -315,6 +357,11 @@ PART_2 = [
                "weight_shape_swapped": "Your matrices have shape (d_k, d_model) = (2, 3). An input, a row of "
                "d_model = 3 numbers, is multiplied by the matrix (x_2 @ w_query), so it needs d_model rows: "
                "(d_model, d_k).",
+               "wrong_dtype": "You drew the matrices in float64: in double precision torch.rand draws other numbers "
+               "than the book's. Draw them with the default dtype, float32.",
+               "reseeded_each_draw": "Your three matrices are equal: the generator was seeded with 123 again before "
+               "each draw, so each draw starts from the same place. Seed once, then draw w_query, w_key and w_value "
+               "one after the other.",
            },
            dtype="float32", replays=0),  # seeded draws: the same on every run, nothing to replay
     _value("02.qkv_2", "Query, key and value of the journey", ("query_2", "key_2", "value_2"),
@@ -328,6 +375,8 @@ PART_2 = [
                    "query_2": x[2] @ w_query, "key_2": x[2] @ w_key, "value_2": x[2] @ w_value},
                "all_rows_or_one": lambda x, w_query, w_key, w_value, **_: {
                    "query_2": x @ w_query, "key_2": x @ w_key, "value_2": x @ w_value},
+               "projection_reused": lambda x_2, w_query, w_value, **_: {
+                   "query_2": x_2 @ w_query, "key_2": x_2 @ w_query, "value_2": x_2 @ w_value},
            },
            hints={
                "swapped_projections": "Your query_2 and key_2 use each other's matrices. The query comes from "
@@ -336,6 +385,8 @@ PART_2 = [
                "0): it is the x_2 the notebook gives you.",
                "all_rows_or_one": "You projected all six inputs, x. This step is about \"journey\" alone: project "
                "x_2, which gives two numbers each for query_2, key_2 and value_2.",
+               "projection_reused": "Your key_2 is made with w_query, the query's matrix. The key has a matrix of "
+               "its own: key_2 = x_2 @ w_key.",
            }),
     _value("02.keys_values", "Keys and values of all six inputs", ("keys", "values"),
            lambda x, w_key, w_value, **_: {"keys": x @ w_key, "values": x @ w_value},
@@ -343,18 +394,33 @@ PART_2 = [
            mistakes={
                "swapped_projections": lambda x, w_key, w_value, **_: {"keys": x @ w_value, "values": x @ w_key},
                "all_rows_or_one": lambda x_2, w_key, w_value, **_: {"keys": x_2 @ w_key, "values": x_2 @ w_value},
+               "projection_reused": lambda x, w_query, w_value, **_: {"keys": x @ w_query, "values": x @ w_value},
            },
            hints={
                "swapped_projections": "Your keys and values use each other's weights. Keys come from w_key, values "
                "from w_value.",
                "all_rows_or_one": "You projected only \"journey\", x_2. The scores need a key for every input, and "
                "the context vector a value for every input: project all six rows of x at once.",
+               "projection_reused": "Your keys are made with w_query, the queries' matrix. Keys have a matrix of "
+               "their own: x @ w_key.",
            }),
     _value("02.score_22", "The score of query 2 against key 2", ("attn_score_22",),
            _one("attn_score_22", lambda query_2, key_2, **_: query_2 @ key_2), reads=("query_2", "key_2"),
-           mistakes={"elementwise_product": _one("attn_score_22", lambda query_2, key_2, **_: query_2 * key_2)},
-           hints={"elementwise_product": "`query_2 * key_2` multiplies entry by entry and gives two numbers. A "
-                  "score is one number, the dot product: those products added up."}),
+           plain_number=True,  # "a single number": a Python float (.item()) is one too
+           mistakes={
+               "elementwise_product": _one("attn_score_22", lambda query_2, key_2, **_: query_2 * key_2),
+               "wrong_query_row": _one("attn_score_22", lambda query_2, keys, **_: query_2 @ keys[2]),
+               "unexpected_scale": _one("attn_score_22", lambda query_2, key_2, **_: query_2 @ key_2 / np.sqrt(
+                   key_2.shape[-1])),
+           },
+           hints={
+               "elementwise_product": "`query_2 * key_2` multiplies entry by entry and gives two numbers. A score "
+               "is one number, the dot product: those products added up.",
+               "wrong_query_row": "You took keys[2], the key of \"starts\". Key 2 in the text's counting is "
+               "\"journey\"'s, row 1 (Python counts from 0): `key_2`, or keys[1].",
+               "unexpected_scale": "This is the scaled score. This step asks for the plain dot product; the division "
+               "by √d_k comes in step 9.",
+           }),
     _value("02.scores_2_qk", "The scores of query 2 against all keys", ("attn_scores_2_qk",),
            _one("attn_scores_2_qk", lambda query_2, keys, **_: query_2 @ keys.T), reads=("query_2", "keys"),
            mistakes={
@@ -387,6 +453,10 @@ PART_2 = [
                                          lambda attn_scores_2_qk, **_: sum_normalise(attn_scores_2_qk)),
                "no_softmax": _one("attn_weights_2_qk",
                                   lambda attn_scores_2_qk, keys, **_: attn_scores_2_qk / np.sqrt(keys.shape[-1])),
+               "power_precedence": _one("attn_weights_2_qk",  # s / d_k ** 1/2 = s / d_k / 2
+                                        lambda **i: _weights_2_qk(**i, scale=2.0 * i["keys"].shape[-1])),
+               "scale_by_n": _one("attn_weights_2_qk",
+                                  lambda **i: _weights_2_qk(**i, scale=float(np.sqrt(i["keys"].shape[0])))),
            },
            hints={
                "missing_scale": "These are the weights of the unscaled scores. Divide the scores by √d_k, the width "
@@ -394,6 +464,9 @@ PART_2 = [
                "scale_by_d_model": "You divided by √3, the square root of d_model (the width of an input). The "
                "scores are dot products of a query and a key, which have d_k = 2 entries: divide by √d_k.",
                "no_softmax": "These are the scaled scores. Turn them into weights that sum to 1 with a softmax.",
+               "power_precedence": ATTENTION_HINTS["power_precedence"],
+               "scale_by_n": "You divided by √6, the square root of the number of keys n. d_k is the width of one "
+               "key, 2: keys.shape[-1], not keys.shape[0].",
            }),
     _value("02.context_2", "The journey's context vector, with trainable weights", ("context_vec_2",),
            _one("context_vec_2", lambda attn_weights_2_qk, values, **_: attn_weights_2_qk @ values),
@@ -405,6 +478,8 @@ PART_2 = [
                                            attn_weights_2_qk @ keys),
                "mixed_inputs_not_values": _one("context_vec_2", lambda attn_weights_2_qk, x, **_:
                                                attn_weights_2_qk @ x),
+               "earlier_weights_used": _one("context_vec_2", lambda attn_weights_2, values, **_:
+                                            attn_weights_2 @ values),
            },
            hints={
                "missing_scale": "You used the weights of the unscaled scores. Use `attn_weights_2_qk`, the weights "
@@ -413,6 +488,9 @@ PART_2 = [
                "mixes the values.",
                "mixed_inputs_not_values": "You mixed the inputs x, as in part 1. Now the context vector mixes the "
                "values: two numbers, not three.",
+               "earlier_weights_used": "You mixed the values with `attn_weights_2`, the weights of part 1 (from the "
+               "embeddings' own dot products). Part 2's weights of \"journey\" are `attn_weights_2_qk`, from its "
+               "query and the keys.",
            }),
     Exercise(
         "02.self_attention",
@@ -421,9 +499,14 @@ PART_2 = [
         answers=("self_attention",),
         inputs=_function_inputs,
         reference=attention,
-        mistakes=ATTENTION_MISTAKES,
-        hints=ATTENTION_HINTS,
+        mistakes={**ATTENTION_MISTAKES,
+                  "scale_by_d_v": lambda **i: attention(**i, scale=float(np.sqrt(i["w_value"].shape[-1])))},
+        hints={**ATTENTION_HINTS,
+               "scale_by_d_v": "You divided the scores by the square root of the values' width, d_v (values.shape"
+               "[-1]), which equals d_k only in this notebook's example. The scores are dot products of queries with "
+               "keys: divide by √d_k, keys.shape[-1]."},
         framework="torch",
+        dtype="float32",  # SelfAttentionV1 calls it, and its cell compares the result with float32 numbers
         notebook=NOTEBOOK,
         points=2,
         atol=1e-5,  # float32 inputs: outputs near 0 (values of both signs mixed) carry errors of ~1e-6
@@ -434,6 +517,8 @@ PART_2 = [
                "missing_scale": _one("outputs_v1", lambda x, **_: _v1(x, scale=1.0)),
                "scale_by_d": _one("outputs_v1", lambda x, **_: _v1(x, scale=2.0)),
                "scale_by_d_model": _one("outputs_v1", lambda x, **_: _v1(x, scale=float(np.sqrt(3.0)))),
+               "power_precedence": _one("outputs_v1", lambda x, **_: _v1(x, scale=4.0)),
+               "scale_by_n": _one("outputs_v1", lambda x, **_: _v1(x, scale=float(np.sqrt(x.shape[0])))),
                "transposed_scores": _one("outputs_v1", lambda x, **_: _v1(x, transpose=True)),
                "softmax_wrong_axis": _one("outputs_v1", lambda x, **_: _v1(x, axis=0)),
                "swapped_projections": _one("outputs_v1", lambda x, **_: _v1(x, swap_kv=True)),
@@ -449,25 +534,32 @@ PART_2 = [
                "swapped_projections": "Your keys and values use each other's weights: either forward mixes up "
                "self.w_key and self.w_value, or __init__ draws w_value before w_key. Create w_query, w_key, "
                "w_value in that order, and take keys from self.w_key, values from self.w_value.",
-               "reads_globals": "Your forward uses the notebook's w_query, w_key and w_value (from step 5), not the "
-               "module's own self.w_query, self.w_key and self.w_value. Training would change the module's "
-               "weights and leave your output unchanged: use self.w_query, ….",
+               "reads_globals": "Your module computes with the notebook's w_query, w_key and w_value (step 5's "
+               "matrices), not with weights of its own: either __init__ wraps those matrices (nn.Parameter(w_query) "
+               "shares their numbers, so training would change the notebook's w_query too), or forward reads them "
+               "instead of self.w_query, …. Draw the module's own weights in __init__, as in step 5, and use "
+               "self.w_query, self.w_key and self.w_value in forward.",
            }),
     Exercise(
         "02.trainable", notebook=NOTEBOOK, title="Trainable numbers in SelfAttentionV1", answers=("n_trainable",),
-        inputs=upstream_of(world, "outputs_v1"),
-        reference=lambda **_: {"n_trainable": np.asarray(3.0 * W_QUERY.size)},
-        mistakes={"counted_tensors": lambda **_: {"n_trainable": np.asarray(3.0)}},
+        inputs=_trainable_inputs,
+        reference=lambda sa_v1, **_: {"n_trainable": np.asarray(float(sum(np.size(w) for w in sa_v1.values())))},
+        mistakes={
+            "counted_tensors": lambda sa_v1, **_: {"n_trainable": np.asarray(float(len(sa_v1)))},
+            "counted_inputs": lambda x, **_: {"n_trainable": np.asarray(float(np.size(x)))},
+        },
         hints={"counted_tensors": "You counted the weight tensors (3), not the numbers in them. Add up the number "
-               "of entries of every parameter that requires a gradient (a tensor's .numel())."},
-        replays=0,  # it counts the module's numbers, which no other inputs change: nothing to replay
+               "of entries of every parameter that requires a gradient (a tensor's .numel()).",
+               "counted_inputs": "You counted the numbers of the inputs x, which happen to be 18 too. Training "
+               "changes the module's own numbers: add up the entries of sa_v1's parameters (sa_v1.parameters()), "
+               "which do not depend on the inputs."},
     ),
     Exercise(
         "02.sa_v2",
         title="SelfAttentionV2 with nn.Linear",
         kind="function",
         answers=("attention_v2_with",),
-        inputs=_function_inputs,
+        inputs=_one_width_inputs,
         reference=attention,
         mistakes=ATTENTION_MISTAKES,
         hints={

@@ -106,12 +106,28 @@ def _running(scores, start=-np.inf, rescale=True, update_max=True, shift=True):
         return np.array([m, np.exp(s - m).sum()])
 
 
+def _exponent_above_max(scores):
+    """The running sum grown by exp(s − m) against the old maximum, rescaled only after: right as long as
+    no score jumps more than about 709 above the running maximum, inf · 0 = NaN when one does."""
+    m, total = -np.inf, 0.0
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        for s in np.fromiter((float(x) for x in scores), dtype=np.float64):
+            if m == -np.inf:
+                m, total = s, np.float64(1.0)
+                continue
+            total = total + np.exp(s - m)
+            if s > m:
+                total, m = total * np.exp(m - s), s
+    return np.array([m, total])
+
+
 ONLINE_MISTAKES = {
     MISSING_RESCALE: lambda scores: _running(scores, rescale=False),
     "max_from_zero": lambda scores: _running(scores, start=0.0),
     "first_score_as_max": lambda scores: _running(scores, update_max=False),
     "unstable_softmax": lambda scores: _running(scores, shift=False),
     "normaliser_pair_swapped": lambda scores: _running(scores)[::-1],
+    "positive_exponent": _exponent_above_max,
 }
 
 
@@ -164,7 +180,7 @@ def _blockwise(q, k, v, block_size, *, allowed: Allowed | None = None, zeroed: A
 
 
 def _attend(q, k, v, *, allowed: Allowed | None = None, zeroed: Allowed | None = None, scale=None,
-            shift="row", divide=True, chunk=64):
+            shift="row", divide=True, chunk=16):
     """Attention in closed form, the same numbers as a right blockwise loop ends with: exp(s − shift)
     summed over the allowed keys, a query at most ``chunk`` at a time (so that the reference stays far
     below one n × n matrix on the long inputs). ``shift``: each row's maximum (``"row"``), that or 0
@@ -216,6 +232,7 @@ FLASH_MISTAKES = {
     MISSING_RESCALE: lambda q, k, v, block_size: _blockwise(q, k, v, block_size, rescale_total=False,
                                                             rescale_acc=False),
     "acc_not_rescaled": lambda q, k, v, block_size: _blockwise(q, k, v, block_size, rescale_acc=False),
+    "total_not_rescaled": lambda q, k, v, block_size: _blockwise(q, k, v, block_size, rescale_total=False),
     "dropped_last_block": lambda q, k, v, block_size: _attend(
         q, k, v, allowed=lambda i, j: j < len(k) - len(k) % block_size),
     "max_from_zero": lambda q, k, v, block_size: _attend(q, k, v, shift="zero"),
@@ -278,6 +295,10 @@ CAUSAL_MISTAKES = {
     "missing_scale": lambda q, k, v, block_size: _causal(q, k, v, block_size, scale=1.0),
     MISSING_RESCALE: lambda q, k, v, block_size: _blockwise(q, k, v, block_size, allowed=lambda i, j: j <= i,
                                                             rescale_total=False, rescale_acc=False),
+    "acc_not_rescaled": lambda q, k, v, block_size: _blockwise(q, k, v, block_size, allowed=lambda i, j: j <= i,
+                                                               rescale_acc=False),
+    "total_not_rescaled": lambda q, k, v, block_size: _blockwise(q, k, v, block_size, allowed=lambda i, j: j <= i,
+                                                                 rescale_total=False),
     "max_from_zero": lambda q, k, v, block_size: _causal(q, k, v, block_size, shift="zero"),
     "dropped_last_block": _last_tile_dropped,
     "missing_causal_mask": lambda q, k, v, block_size: _causal(q, k, v, block_size, "none"),
@@ -489,14 +510,15 @@ def vectorised_inputs(rng=None):
 
 
 def online_inputs(rng=None):
-    """The notebook's stream, or a fresh one whose maximum jumps: the first score near −800, the
-    others near −300 (all negative, so a running maximum started at 0 never moves, and a maximum
-    frozen at the first score is 500 too low)."""
+    """The notebook's stream, or a fresh one whose maximum jumps far up: the first score near −1100,
+    the others near −300 (all negative, so a running maximum started at 0 never moves; a maximum frozen
+    at the first score is 800 too low, and exp of the jump, e^800, overflows: an update that takes
+    exp(s − m) before raising m shows)."""
     if rng is None:
         return {"scores": STREAM.copy()}
     n = int(rng.integers(12, 48))
     scores = -300.0 + rng.normal(0.0, 3.0, size=n)
-    scores[0] = -800.0 + rng.normal(0.0, 3.0)
+    scores[0] = -1100.0 + rng.normal(0.0, 3.0)
     return {"scores": scores}
 
 
@@ -529,17 +551,20 @@ def flash_inputs(rng=None):
 
 
 def long_flash(rng):
-    """n = 512 keys in blocks of 32: one n × n matrix of float64 is 2 MiB."""
-    n, d = 512, 8
-    return {"q": rng.normal(size=(n, d)), "k": rng.normal(size=(n, d)), "v": rng.normal(size=(n, 4)),
-            "block_size": 32}
+    """n = 1536 keys in blocks of 16, narrow queries and values: one n × n matrix of booleans (n² bytes,
+    2.25 MiB) is already well above what a few n × block arrays of float64 take, so a mask of the whole
+    sequence shows as well as the scores do (96 tiles: a loop over tiles stays quick)."""
+    n, d = 1536, 4
+    return {"q": rng.normal(size=(n, d)), "k": rng.normal(size=(n, d)), "v": rng.normal(size=(n, 2)),
+            "block_size": 16}
 
 
 def flash_memory_limit(inputs):
-    """Generous room for a few n × block arrays and the n-sized running quantities: about 0.9 of one
-    n × n matrix at this size, so that even two n × n matrices of float32 exceed it."""
+    """Room for seven n × block arrays of float64 and four of the n-sized running quantities per column
+    of q and v, plus 32 KiB: about 1.6 MiB on the long input, where a right blockwise function takes at
+    most about 0.9 MiB and one n × n matrix of booleans 2.25 MiB (of float64, 18 MiB)."""
     n = inputs["q"].shape[0]
-    return 8.0 * (8 * n * inputs["block_size"] + 16 * n * (inputs["q"].shape[1] + inputs["v"].shape[1]))
+    return 8.0 * (7 * n * inputs["block_size"] + 4 * n * (inputs["q"].shape[1] + inputs["v"].shape[1])) + 32 * 1024
 
 
 def causal_probe_inputs(rng):
@@ -566,6 +591,9 @@ register(
         inputs=vectorised_inputs,
         reference=lambda q, k, v: attention(q, k, v),
         mistakes=VECTORISED_MISTAKES,
+        dtype="float32",
+        # `.T` reverses all four axes: the product that follows cannot line them up, and raises
+        raises={r"RuntimeError.*\(line \d+: `[^`]*\.T\b": "transposed_all_axes"},
         hints={
             "missing_scale": "Your scores were not divided by √d_k. Divide them by the square root of the last "
             "axis of q (the width of a query) before the softmax.",
@@ -590,6 +618,8 @@ register(
         reference=lambda scores: _running(scores),
         mistakes=ONLINE_MISTAKES,
         probes=(Probe("one_pass", long_stream, lambda inputs: 64, "not_one_pass", stream="scores"),),
+        # math.exp raises where np.exp gives inf: only a positive exponent above 709 overflows here
+        raises={r"\bOverflowError\b": "positive_exponent"},
         hints={
             "unstable_softmax": "You added up exp(score) itself, without subtracting the running maximum: exp "
             "overflows for large scores and underflows to 0 for very negative ones. Add exp(score − m), and rescale "
@@ -660,6 +690,9 @@ register(
             "it. Causal attention lets query i use only the keys j ≤ i: skip the blocks above the diagonal and "
             "hide the later keys inside the diagonal block.",
             "mask_wrong_triangle": WRONG_TRIANGLE_HINT,
+            "full_score_matrix": "Your function holds something as large as the whole n × n matrix: the scores, or "
+            "a mask of the whole sequence (even as booleans that is n² bytes). Work one tile of queries at a time, "
+            "and build the mask of a diagonal block for that block only.",
             "mask_with_zero": "In the diagonal block you set the scores of later keys to 0, but a score of 0 still "
             "gets a weight (exp(0 − m) > 0). Give them −∞, so that their weight is exactly 0.",
         },

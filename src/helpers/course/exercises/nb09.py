@@ -12,8 +12,10 @@ so a mask counted from 0, a mask one off and no mask at all all differ. The deco
 value step replayed on fresh worlds (:func:`world`): new lengths, widths, position tables and
 weights, so a loop that forgets to append, counts positions from 0 or re-masks the cache shows
 on every draw. Its world's ``queries``, ``keys``, ``values`` and ``full_out`` (the whole
-sequence at once, computed before the loop) come from a second, independent draw: decoding must
-compute each token's query, key and value itself.
+sequence at once, computed before the loop) are NaN: decoding must compute each token's query,
+key and value itself. How it does that is checked too: the rows multiplied by ``w_key`` and
+``w_value`` in a replay are counted (:class:`helpers.course.spec.RowBudget`), so a loop that
+projects the whole prefix again at every step, with no cache, shows although its numbers are right.
 
 Part 4 counts the bytes of a cache (plain Python arithmetic, any framework); Part 5 is the
 TensorFlow twin of the padded cross-attention, compared in the notebook with Keras.
@@ -27,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..reference import softmax
-from ..spec import Exercise, register
+from ..spec import Exercise, RowBudget, register
 
 NOTEBOOK = "09_cross_attention_kv_cache"
 
@@ -134,7 +136,7 @@ def _attend(scores, v, allowed=None, how="inf", axis=-1, empty="nan"):
 
 
 def _cross(x_dec, x_enc, w_query, w_key, w_value, *, q_from="dec", kv_from="enc", scale=True, axis=-1,
-           weights=True, values_from_key=False):
+           weights=True, values_from_key=False, causal=False):
     src = {"dec": x_dec, "enc": x_enc}
     q = src[q_from] @ w_query
     k, v = src[kv_from] @ w_key, src[kv_from] @ (w_key if values_from_key else w_value)
@@ -142,6 +144,8 @@ def _cross(x_dec, x_enc, w_query, w_key, w_value, *, q_from="dec", kv_from="enc"
         scale = np.sqrt(x_dec.shape[-1])
     if not weights:  # the raw scores times the values
         return _scores(q, k, scale) @ v
+    if causal:  # decoder token i sees the encoder's tokens j ≤ i only
+        return _attend(_scores(q, k, scale), v, np.tril(np.ones((q.shape[-2], k.shape[-2]), bool)))
     return _attend(_scores(q, k, scale), v, axis=axis)
 
 
@@ -160,6 +164,7 @@ CROSS_MISTAKES = {
     "no_softmax": lambda **i: _cross(**i, weights=False),
     # the values made with w_key (the same width as w_value in the notebook, not in general)
     "swapped_projections": lambda **i: _cross(**i, values_from_key=True),
+    "cross_causal_mask": lambda **i: _cross(**i, causal=True),
 }
 
 
@@ -211,6 +216,8 @@ PADDED_MISTAKES = {
     "padding_mask_off_by_one": lambda **i: _padded(**i, padding="off_by_one"),
     "cross_causal_mask": lambda **i: _padded(**i, causal=True),
     "mask_with_zero": lambda **i: _padded(**i, how="zero"),
+    # the weights of the padded keys zeroed after the softmax; the same numbers as the padded values set to 0
+    # with their scores left in the softmax (weight · 0): the hint names both
     "mask_after_softmax": lambda **i: _padded(**i, how="after"),
     "missing_scale": lambda **i: _padded(**i, scale=False),
     "softmax_wrong_axis": lambda **i: _padded(**i, axis=-2),
@@ -305,14 +312,13 @@ WHOLE_SEQUENCE = ("queries", "keys", "values", "full_out")
 
 def decode_inputs(rng: np.random.Generator | None = None) -> dict:
     """The names before ``decoded``. In a fresh world, what the notebook computed for the whole sequence
-    at once comes from a second world of the same sizes: a loop that copies it, or reads its keys instead
-    of computing them, is wrong there; and the cell's own comparison with ``full_out`` still runs."""
+    at once is NaN, of the right shapes: a decoder does not have it yet. A loop that copies ``full_out``,
+    or reads any row of ``queries``, ``keys`` or ``values`` instead of computing it, gives NaN there; the
+    cell's own comparison with ``full_out`` still runs (and says False)."""
     names = world(rng)
     out = {k: v for k, v in names.items() if k != "decoded"}
     if rng is not None:
-        shape = (out["n"], out["x_seq"].shape[1], out["d_k"], out["pos_table"].shape[0])
-        other = world(rng, shape)
-        out |= {k: other[k] for k in WHOLE_SEQUENCE}
+        out |= {k: np.full_like(out[k], np.nan) for k in WHOLE_SEQUENCE}
     return out
 
 
@@ -353,8 +359,15 @@ DECODE_MISTAKES = {
     "positions_not_added": lambda **names: _decode(**names, positions="none"),
     "swapped_projections": lambda **names: _decode(**names, swap_kv=True),
     "missing_scale": lambda **names: _decode(**names, scale=False),
+    # every row NaN in a fresh world, whichever of full_out, queries, keys or values was read
     "copied_answer": lambda full_out, **_: {"decoded": full_out},
 }
+
+# With a cache, each token is projected once: n rows through w_key and w_value. Room for twice that (a
+# check of the cache against the whole sequence, say); a loop that projects the prefix 0 … t again at
+# every step multiplies n (n + 1) / 2 rows, 28 or more on a fresh world (n ≥ 7).
+DECODE_BUDGETS = tuple(RowBudget(w, lambda names: 2 * names["x_seq"].shape[0], "no_cache")
+                       for w in ("w_key", "w_value"))
 
 
 # --- part 4: the size of a cache -------------------------------------------------------------
@@ -409,6 +422,9 @@ PADDED_HINTS = {
     "count from 0, so key j of sentence b is real when j < enc_lengths[b] (not ≤).",
     "softmax_wrong_axis": "Your softmax normalised each column (over the decoder's tokens). Each decoder token's "
     "row of weights over the encoder's tokens must sum to 1: softmax over the last axis.",
+    "mask_after_softmax": "The padded keys still take part in the softmax: their weights were zeroed after it, or "
+    "their values set to 0 (the same numbers: weight · 0), so each row's weights on the real tokens sum to less "
+    "than 1. Hide the padded keys' scores (−∞) before the softmax.",
 }
 TF_PADDED_HINTS = {
     **PADDED_HINTS,
@@ -474,6 +490,7 @@ def _exercises() -> list[Exercise]:
             framework="torch",
             atol=1e-5,
             points=2,
+            budgets=DECODE_BUDGETS,
         ),
         Exercise("09.kv_cache_bytes", title="The size of a KV cache", answers=("kv_cache_bytes",),
                  inputs=cache_bytes_inputs, reference=ref_cache_bytes, mistakes=CACHE_BYTES_MISTAKES,
