@@ -394,7 +394,21 @@ def test_code_features_read_how_a_cell_computes(source, loop, matmul):
     from helpers.runtime.cells import code_features
 
     features = code_features(source)
-    assert (features["loop"], features["matmul"]) == (loop, matmul)
+    assert {k: features[k] for k in ("loop", "matmul")} == {"loop": loop, "matmul": matmul}
+
+
+@pytest.mark.parametrize("source, indexed", [
+    ("xs = x[perm]\nys = self_attention(x, w)[perm]", True),
+    ("out = self_attention(x, w)\nys = out[perm]", True),
+    ("xs = x[perm]\nys = self_attention(xs, w)", False),
+    ("xs = x.clone()[perm]\nys = self_attention(xs, w)", False),  # a method's result
+    ("ys = list(range(5))[0]", False),  # a builtin's
+    ("ys = self_attention(x, w)\nprint(torch.allclose(ys, outputs[perm]))", False),
+])
+def test_code_features_see_a_function_s_result_reordered(source, indexed):
+    from helpers.runtime.cells import code_features
+
+    assert code_features(source)["indexed_result"] is indexed
 
 
 @pytest.mark.parametrize("source, implicit", [

@@ -494,6 +494,42 @@ _ROWS = [
     ("self_rounded_weights", "the weights rounded by hand",
      "You rounded the weights yourself. Use the weights the step names as they are: rounding changes every "
      "output that uses them."),
+    # --- notebook 05 (fix)
+    # scale_by_d_v: catalogued under notebook 04 (the same misconception)
+    ("shifted_by_min", "each row's minimum subtracted instead of its maximum",
+     "You subtracted each row's minimum. Any number per row cancels in the softmax, but only the maximum keeps "
+     "exp() safe: after subtracting the minimum, a row whose scores span more than about 709 still overflows to "
+     "inf (and inf / inf = NaN). Subtract each row's maximum; then the largest exponential is exp(0) = 1."),
+    ("keepdims_nowhere", "row maxima and row sums both without keepdims",
+     "Your row maxima and your row sums both lost their axis: (n,) vectors, which NumPy lines up with the "
+     "columns, so entry (i, j) was shifted and divided by the numbers of row j. Keep the axis in both: "
+     "keepdims=True (or [:, None])."),
+    # --- notebook 08 (fix)
+    ("pe_exponent_doubled", "exponent 2·(2i)/d: the 2i doubled again",
+     "Your exponent is 2·(2i)/d_model. Counting the pairs' even columns 0, 2, 4, … (as `arange(0, d_model, 2)` "
+     "does) already gives the 2i of the formula: divide the position by 10000^(2i/d_model), exponents 0, "
+     "2/d_model, 4/d_model, …"),
+    # --- notebook 06 (fix)
+    ("dropout_mask_inverted", "the keep-mask used the wrong way round",
+     "You kept the weights the mask drops and dropped the ones it keeps (1 − keep). In `keep`, 1 means 'survives': "
+     "multiply by keep itself, then divide by (1 − p)."),
+    ("dropout_mask_ignored", "the keep-mask never applied",
+     "You rescaled every weight by 1 / (1 − p) but dropped none: the keep-mask was not used. Multiply by keep "
+     "(0 for a dropped weight), then divide by (1 − p)."),
+    ("heads_merged_without_transpose", "heads split right, merged by reshape alone",
+     "Your heads are split correctly but merged by a reshape alone, which mixes tokens between heads. Transpose "
+     "axes 1 and 2 back (to (batch, seq, heads, d_head)), then reshape."),
+    ("heads_interleaved", "the features dealt to the heads in turn",
+     "Your heads got every heads-th feature (a reshape with d_head before heads, or the heads axis moved last) "
+     "instead of one block of d_head neighbouring features each. Head h holds features h·d_head … "
+     "(h+1)·d_head − 1: the shape to reshape to is (batch, seq, heads, d_head)."),
+    ("heads_wrong_transpose", "the wrong axes transposed around the reshape",
+     "You transposed at the wrong moment or the wrong pair of axes, so the reshape cuts the numbers in the wrong "
+     "places. Split: reshape to (batch, seq, heads, d_head), then transpose axes 1 and 2. Merge: the same steps "
+     "backwards."),
+    ("dropout_before_softmax", "dropout applied to the scores",
+     "You applied dropout to the scores, before the softmax. Dropout acts on the attention weights, after the "
+     "softmax and before the product with the values (on masked scores, −∞ · 0 is NaN)."),
 ]
 
 _PROPERTY_ROWS = [

@@ -49,6 +49,12 @@ class Probe:
     :mod:`tracemalloc`, must stay at most ``limit(inputs)``) or ``"one_pass"`` (the argument
     ``stream`` is handed over as a stream that can be read once, and at most ``limit(inputs)`` of
     its scores may be kept at the same time). ``code`` names the mistake when a limit is exceeded.
+
+    For a value step with a ``module``, kind ``"module_dropout"``: the module is called on ``inputs``
+    (many copies of one batch) in evaluation mode and in training mode without a dropout draw of
+    the caller's, so that its own draws show (they must change the output and average to the
+    evaluation output); with ``buffer``, it is called once more in evaluation mode with that buffer
+    zeroed, which must change the output (a forward that builds the mask again never reads it).
     """
 
     kind: str
@@ -56,6 +62,7 @@ class Probe:
     limit: Callable[[Mapping[str, Any]], float]
     code: str
     stream: str | None = None
+    buffer: str | None = None
 
 
 @dataclass(frozen=True)
@@ -114,7 +121,8 @@ class Exercise:
     computed_with: tuple[str, ...] = ()
     not_with: tuple[str, ...] = ()  # value steps: names the cell must not use (e.g. ``tf`` in a NumPy cross-check)
     # value steps about the how: {"loop": True} asks for a Python loop, {"loop": False} for none,
-    # {"matmul": False} for no matrix product (read from the cell's code, not its numbers)
+    # {"matmul": False} for no matrix product, {"indexed_result": False} for no ``f(x)[perm]`` (read from
+    # the cell's code, not its numbers)
     how: Mapping[str, bool] = field(default_factory=dict)
     # value steps that ask for a prediction: "shape" (a tuple of sizes; messages talk in shapes, on the
     # sizes of each trial) or "axis" (one integer; a negative axis counts from the right of a tensor of
@@ -128,6 +136,9 @@ class Exercise:
     # matches the regular expression is that mistake (e.g. an OverflowError from exp(s - m) with s > m)
     raises: Mapping[str, str] = field(default_factory=dict)
     budgets: tuple[RowBudget, ...] = ()  # value steps: rows multiplied by a weight in a replay (see RowBudget)
+    # (regex, sentence): said after the error when the cell (or the function) raised with a message that
+    # matches, e.g. a size mismatch whose size is that of a buffer the step asks to cut to the sequence
+    raised_hints: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in ("value", "function"):
@@ -335,7 +346,8 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
         "how": dict(ex.how),
         "count_rows": [b.name for b in ex.budgets],
         "module": ex.module,
-        "probes": [{"kind": p.kind, "inputs": pi, "stream": p.stream} for p, pi in zip(ex.probes, probe_inputs)],
+        "probes": [{"kind": p.kind, "inputs": pi, "stream": p.stream, "buffer": p.buffer}
+                   for p, pi in zip(ex.probes, probe_inputs)],
     }
     return Plan(data, [notebook, *fresh], probe_inputs)
 
@@ -621,6 +633,8 @@ _HOW = {
     ("implicit_softmax_dim", False): "Your numbers are right, but a softmax in your cell does not state its axis, "
                                      "so the library picks one by a rule of its own, which picks another axis for "
                                      "other shapes. State the axis (`dim=…`).",
+    ("indexed_result", False): "Your cell reorders (indexes) what a function returns: the numbers come out the "
+                               "same, but the step asks for the function run on the reordered inputs themselves.",
 }
 
 
@@ -691,6 +705,47 @@ def _probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outco
     return None
 
 
+def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome | None:
+    """The module's own dropout draws and its use of its buffer (see :class:`Probe`, ``module_dropout``)."""
+    measured = record.get("probes") or {}
+    for probe, inputs in zip(ex.probes, plan.probe_inputs):
+        if probe.kind != "module_dropout":
+            continue
+        entry = measured.get(probe.kind)
+        if not isinstance(entry, Mapping):
+            return None  # no module to call: the answers say enough
+        copies = len(next(iter(inputs.values())))
+        where = f"`{ex.module}` called on {copies} copies of a sentence"
+        if entry.get("error"):
+            if entry.get("mode") != "train":
+                return None  # evaluation mode already ran on every replay: nothing new to say here
+            return _fail(ex, probe.code, f"In training mode without a draw of the caller's (keep=None), {where} "
+                                         f"raised {entry['error']}. When no draw is given, the module makes one "
+                                         "of its own.")
+        ev, tr = np.asarray(entry["eval"], float), np.asarray(entry["train"], float)
+        if ev.shape != tr.shape or not np.isfinite(ev).all():
+            return None
+        if np.allclose(tr, ev, rtol=ex.rtol, atol=ex.atol):
+            return _fail(ex, probe.code,
+                         f"In training mode without a draw of the caller's (keep=None), {where} drops nothing: its "
+                         "outputs equal those of evaluation mode. When no draw is given, the module makes one of its "
+                         "own (each weight kept with probability 1 − p, then divided by 1 − p).")
+        mean, spread = tr.mean(axis=0), tr.std(axis=0) / np.sqrt(len(tr))
+        if np.isnan(tr).any() or (np.abs(mean - ev[0]) > 6 * spread + 1e-3).any():
+            return Outcome(ex.id, "fail", 0, ex.points,
+                           f"In training mode without a draw of the caller's (keep=None), {where} gives outputs whose "
+                           "average is not the evaluation output, as inverted dropout's would be: your own draw "
+                           "keeps the weights with another probability than 1 − p, or rescales them otherwise than "
+                           "dividing by 1 − p.")
+        if probe.buffer and entry.get("without_buffer") is not None:
+            nb = np.asarray(entry["without_buffer"], float)
+            if nb.shape == ev.shape and np.array_equal(nb, ev):
+                return _fail(ex, "not_as_asked", ex.hints.get("not_as_asked") or
+                             f"`{ex.module}`'s output does not depend on its buffer `{probe.buffer}`: the forward "
+                             "builds the mask again instead of using the buffer.")
+    return None
+
+
 def _describe_inputs(inputs: Mapping[str, Any]) -> str:
     return ", ".join(f"{k} of shape {tuple(np.shape(v))}" if isinstance(v, np.ndarray) else f"{k}={v!r}"
                      for k, v in inputs.items())
@@ -727,6 +782,13 @@ def _same(a: np.ndarray, b: np.ndarray, ex: Exercise) -> bool:
     return a.shape == b.shape and bool(np.allclose(a, b, rtol=ex.rtol, atol=ex.atol, equal_nan=True))
 
 
+def _rerun_note(ex: Exercise, wrong: Sequence[str]) -> str:
+    """For inputs that no exercise of the notebook produces (set by a given cell, so only changed since,
+    e.g. in place by an earlier function): running that cell again may be all that is needed."""
+    given = [f"`{n}`" for n in wrong if producer(ex, n) is None]
+    return f" (or run again the cell that computes {', '.join(given)})" if given else ""
+
+
 def _upstream_note(ex: Exercise, wrong: Sequence[str]) -> str:
     if not wrong:
         return ""
@@ -735,7 +797,8 @@ def _upstream_note(ex: Exercise, wrong: Sequence[str]) -> str:
         owner = producer(ex, name)
         owners.append(f"`{name}`" + (f" ({owner.id})" if owner else ""))
     return (f" Note: this step starts from your {', '.join(owners)}, which "
-            f"{'is' if len(owners) == 1 else 'are'} not right yet either; fix that first.")
+            f"{'is' if len(owners) == 1 else 'are'} not right yet either; fix that first"
+            f"{_rerun_note(ex, wrong)}.")
 
 
 def _inlined(ex: Exercise, plan: Plan, replays: Sequence[Arrays]) -> str | None:
@@ -786,7 +849,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                            "but the cell that computes it could not be found, so it could not be tried on other "
                            f"inputs. Compute it in a cell of its own ({ex.answers[0]} = …) and run that cell.")
         for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
-                      _mutation_problem(ex, record), _module_problem(ex, record), _budget_problem(ex, plan, record)):
+                      _mutation_problem(ex, record), _module_problem(ex, record), _budget_problem(ex, plan, record),
+                      _module_probe_problem(ex, plan, record)):
             if check is not None:
                 return check
         return Outcome(ex.id, "pass", ex.points, ex.points, f"{ex.title}: correct.")
@@ -807,7 +871,7 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                 ex.id, "carried", ex.points, ex.points,
                 f"Your code for this step is right: from your own {', '.join(owners)} it computes exactly what it "
                 f"should. But {'that input is' if len(owners) == 1 else 'those inputs are'} not right yet, so the "
-                "result is not either: fix the earlier step, then run this cell again.",
+                f"result is not either: fix the earlier step{_rerun_note(ex, wrong_up)}, then run this cell again.",
                 carried_from=tuple(o.id for n in wrong_up if (o := producer(ex, n))),
             )
     trials = [(got0, student_world)] + [(got, plan.inputs[i]) for i, got in enumerate(replays, start=1)
@@ -847,9 +911,11 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
             at = f" on line {raised['line']}" if raised.get("line") else ""
             return _fail(ex, "cell_raised", f"The cell that defines {', '.join(f'`{n}`' for n in ex.answers)} raised "
                                             f"{raised.get('message', '')}{at} the last time it ran. Fix that line and "
-                                            "run the cell again.", note)
+                                            "run the cell again." + _raised_hint(ex, str(raised.get("message", ""))),
+                                            note)
         message = fail0 or (f"Right on this notebook's numbers, but run again on other inputs, "
-                            f"your cell raised {replay_error.get('message', '')}.")
+                            f"your cell raised {replay_error.get('message', '')}."
+                            + _raised_hint(ex, str(replay_error.get("message", ""))))
         return Outcome(ex.id, "fail", 0, ex.points, message + note)
     if fail0 is not None:
         return Outcome(ex.id, "fail", 0, ex.points, fail0 + note)
@@ -931,6 +997,10 @@ def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
     return _evaluate_function(ex, plan, record)
 
 
+def _raised_hint(ex: Exercise, message: str) -> str:
+    return "".join(f" {text}" for pattern, text in ex.raised_hints if re.search(pattern, message))
+
+
 def _raising_mistake(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> str | None:
     """A function that answered the first inputs, then raised on the next ones: the mistake its answers show,
     when that mistake cannot run on the inputs where it raised either (keys and values swapped, which only
@@ -952,7 +1022,8 @@ def _raising_mistake(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> str
 def outcome_for_error(ex: Exercise, err: AnswerError) -> Outcome:
     status = "not_done" if err.kind == "not_done" else "fail"
     code = err.kind if err.kind in MISTAKES else None
-    return Outcome(ex.id, status, 0, ex.points, err.message, code)
+    hint = _raised_hint(ex, err.message) if status == "fail" else ""
+    return Outcome(ex.id, status, 0, ex.points, err.message + hint, code)
 
 
 # --------------------------------------------------------------------------- notebook worlds

@@ -139,7 +139,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                             "line": line if isinstance(line, int) and not isinstance(line, bool) else None}
     how = raw.get("how")
     if ex.how and isinstance(how, dict):
-        record["how"] = {k: how.get(k) is True for k in ("loop", "matmul")}
+        record["how"] = {k: how.get(k) is True for k in ex.how if k in how}
     record["globals_read"] = _names(raw.get("globals_read") or [], set(), "the globals read")
     record["globals_in"] = _names(raw.get("globals_in") or [], set(), "where the globals are read")
     module = raw.get("module")
@@ -157,6 +157,13 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         for probe in ex.probes:
             entry = probes.get(probe.kind)
             if not isinstance(entry, dict):
+                continue
+            if probe.kind == "module_dropout":
+                record["probes"][probe.kind] = (
+                    {"error": _text(entry.get("error"), 500), "mode": _text(entry.get("mode"), 10)}
+                    if entry.get("error") else
+                    {k: decode_array(entry[k]) for k in ("eval", "train", "without_buffer")
+                     if entry.get(k) is not None})
                 continue
             peak, reads = entry.get("peak_bytes"), entry.get("reads", 1)
             record["probes"][probe.kind] = {

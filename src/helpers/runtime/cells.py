@@ -7,6 +7,7 @@ Static analysis of source text only (``ast``): nothing is executed. IPython's ``
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 from collections.abc import Iterable, Sequence
 
@@ -182,10 +183,27 @@ def _implicit_axis(call: ast.Call, imported: set[str]) -> bool:
     return False
 
 
+def _indexes_a_result(tree: ast.AST) -> bool:
+    """Does the cell index what a function of its own names returns (``f(...)[perm]``, or ``r = f(...)``
+    then ``r[perm]``)? Method calls (``x.clone()[perm]``) and builtins (``list(...)[0]``) do not count."""
+    def own_call(node: ast.AST) -> bool:
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id not in _BUILTINS
+
+    results = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and own_call(node.value)
+               for t in node.targets if isinstance(t, ast.Name)}
+    return any(isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Store)
+               and (own_call(node.value) or isinstance(node.value, ast.Name) and node.value.id in results)
+               for node in ast.walk(tree))
+
+
+_BUILTINS = set(dir(builtins))
+
+
 def code_features(source: str) -> dict[str, bool] | None:
     """How a cell computes, for steps that ask for one way: ``loop`` (a ``for``/``while`` or a
-    comprehension), ``matmul`` (``@`` or a matrix-product call) and ``implicit_softmax_dim`` (a softmax
-    called without its axis, e.g. ``F.softmax(s)``). ``None`` if it does not parse."""
+    comprehension), ``matmul`` (``@`` or a matrix-product call), ``implicit_softmax_dim`` (a softmax
+    called without its axis, e.g. ``F.softmax(s)``) and ``indexed_result`` (the result of a function
+    call indexed, as in ``f(x)[perm]``). ``None`` if it does not parse."""
     tree = _parse(source)
     if tree is None:
         return None
@@ -203,4 +221,4 @@ def code_features(source: str) -> dict[str, bool] | None:
             name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
             matmul = matmul or name in _PRODUCTS
             implicit = implicit or _implicit_axis(node, imported)
-    return {"loop": loop, "matmul": matmul, "implicit_softmax_dim": implicit}
+    return {"loop": loop, "matmul": matmul, "implicit_softmax_dim": implicit, "indexed_result": _indexes_a_result(tree)}

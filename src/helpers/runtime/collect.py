@@ -489,7 +489,47 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
     record["mutated"] = sorted(mutated)
     if plan.get("module"):
         record["module"] = _module_facts(namespace.get(plan["module"]))
+        probes = [p for p in plan.get("probes") or [] if p.get("kind") == "module_dropout"]
+        if probes and record["module"] is not None:
+            record["probes"] = {"module_dropout": _module_dropout(namespace[plan["module"]], probes[0])}
     return record
+
+
+def _module_dropout(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
+    """The module on the probe's inputs in evaluation mode, in training mode with no draw handed in,
+    and (with ``probe["buffer"]``) in evaluation mode with that buffer zeroed. The module's mode, its
+    buffer and torch's random generator are left as they were."""
+    import torch
+
+    args = [to_framework(v, "torch") for v in probe["inputs"].values()]
+    was_training, state = bool(getattr(module, "training", False)), torch.get_rng_state()
+    out: dict[str, Any] = {}
+    mode = "eval"
+    try:
+        with torch.no_grad():
+            module.eval()
+            out["eval"] = to_array(module(*args), "the module's output", finite=False)
+            mode = "train"
+            module.train()
+            out["train"] = to_array(module(*args), "the module's output", finite=False)
+            mode = "eval"
+            name = probe.get("buffer")
+            buffers = dict(module.named_buffers()) if name else {}
+            if name in buffers:
+                buf = buffers[name]
+                saved = buf.clone()
+                try:
+                    buf.copy_(torch.zeros_like(buf))
+                    module.eval()
+                    out["without_buffer"] = to_array(module(*args), "the module's output", finite=False)
+                finally:
+                    buf.copy_(saved)
+    except Exception as exc:  # noqa: BLE001 — the student's module: anything can happen
+        return {"error": f"{type(exc).__name__}: {_first_line(exc)}{student_frame_line(exc)}", "mode": mode}
+    finally:
+        module.train(was_training)
+        torch.set_rng_state(state)
+    return out
 
 
 def _call(fn: Callable[..., Any], name: str, args: list[Any], which: str, shapes: str) -> Any:

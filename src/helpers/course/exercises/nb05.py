@@ -79,17 +79,23 @@ def embedding_example() -> dict:
     return {"x": x, "w_query": w_query, "w_key": w_key, "w_value": w_value}
 
 
-def world(rng: np.random.Generator | None = None) -> dict:
+def world(rng: np.random.Generator | None = None, vary_n: bool = False) -> dict:
     """The notebook's arrays, in order (``rng=None``: the seed's matrices and the seeded embeddings).
 
-    Fresh worlds draw new 4 × 4 queries, keys and values (the notebook's shapes: a replayed cell
-    sees the same shapes) and new embeddings and projections (d_model = 8, d_k = 3).
+    Fresh worlds draw new queries and keys for the 4 tokens, of a width d_k other than 4 (so that
+    the number of tokens or a typed-in 2 cannot stand in for √d_k), values as wide as the sentence
+    is long (as the original's: the wrong products of the values stay defined), and new embeddings
+    and projections (d_model = 8, d_k = 3). ``vary_n`` also changes the number of tokens (for a
+    step whose cell does not draw the 4 tokens' labels), so that √n cannot pass either.
     """
     if rng is None:
         queries, keys, values = QUERIES, KEYS, VALUES
         emb = embedding_example()
     else:
-        queries, keys, values = (rng.standard_normal((4, 4)) for _ in range(3))
+        n = int(rng.integers(3, 8)) if vary_n else len(TOKENS)
+        d_k = int(rng.choice([2, 3, 5, 6, 7]))
+        queries, keys = (rng.standard_normal((n, d_k)) for _ in range(2))
+        values = rng.standard_normal((n, n))
         emb = {**{w: rng.standard_normal((D_MODEL, D_K)) / np.sqrt(D_MODEL) for w in ("w_query", "w_key", "w_value")},
                "x": rng.standard_normal((4, D_MODEL))}
     attn_scores = queries @ keys.T
@@ -109,6 +115,10 @@ def world(rng: np.random.Generator | None = None) -> dict:
         "q": q, "k": k,
         "attn_weights": softmax(q @ k.T / np.sqrt(D_K)),
     }
+
+
+def world_any_n(rng: np.random.Generator | None = None) -> dict:
+    return world(rng, vary_n=True)
 
 
 # --- part 2: the bug, found and fixed on the seed's matrices ---------------------------
@@ -166,24 +176,31 @@ SCALED_WEIGHTS_MISTAKES = {
     "missing_keepdim": _scaled(_sum_no_keepdim),
     "scale_multiplied": _scaled(softmax, divisor=lambda d_k: 1 / np.sqrt(d_k)),
     "power_precedence": _scaled(softmax, divisor=lambda d_k: 2.0 * d_k),  # s / d_k ** 1/2 = (s / d_k) / 2
+    # √len(tokens), √4 or 2 typed in: the notebook's number whatever the keys
+    "fixed_scale": lambda attn_scores, **_: {"scaled_weights": softmax(attn_scores / 2.0)},
+    "scale_by_n": lambda attn_scores, keys, **_: {"scaled_weights": softmax(attn_scores / np.sqrt(keys.shape[0]))},
 }
 
 # --- part 4: a stable, row-wise softmax -----------------------------------------------
 
 
 def softmax_inputs(rng: np.random.Generator | None = None) -> dict:
-    """The seed's scores (rng=None), or random scores with one row of very negative scores.
+    """The seed's scores (rng=None), or random scores with two extreme rows.
 
-    Around -742, exp() returns subnormal numbers with only a few correct digits, so a
-    softmax that does not subtract the row maximum comes out finite but visibly wrong
-    (0/0 = NaN below about -745). The other rows stay moderate but far apart, so one
-    maximum for the whole matrix underflows there too.
+    One row of very negative scores: around -742, exp() returns subnormal numbers with only a few
+    correct digits, so a softmax that does not subtract the row maximum comes out finite but
+    visibly wrong (0/0 = NaN below about -745). One row in which two scores lie about 800 above
+    the others: exp() of the difference overflows, so subtracting the row's minimum (or nothing)
+    gives inf / inf = NaN there, while the maximum keeps it finite. The other rows stay moderate
+    but far apart, so one maximum for the whole matrix underflows there too.
     """
     if rng is None:
         return {"scores": QUERIES @ KEYS.T}
     n = int(rng.integers(3, 7))  # square, as the scores of self-attention are
     scores = rng.normal(scale=3.0, size=(n, n))
-    scores[int(rng.integers(n))] = -742.0 + rng.uniform(-1.5, 1.5, size=n)
+    low, wide = (int(r) for r in rng.choice(n, size=2, replace=False))
+    scores[low] = -742.0 + rng.uniform(-1.5, 1.5, size=n)
+    scores[wide, rng.choice(n, size=2, replace=False)] += 800.0 + rng.uniform(-1.0, 1.0, size=2)
     return {"scores": scores}
 
 
@@ -202,6 +219,19 @@ def _keepdims_nowhere(scores):
     return e / e.sum(axis=-1)
 
 
+def _sum_without_keepdim(scores):
+    """Each row's own maximum subtracted, but the row sums without keepdims (lined up with the columns)."""
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1)
+
+
+def _shifted_by_min(scores):
+    """Each row's minimum subtracted instead of its maximum: a large spread overflows."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(scores - scores.min(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+
 def _max_without_keepdim(scores):
     """The row maxima without keepdims (shifting column j by row j's maximum), the sums with it."""
     e = np.exp(scores - scores.max(axis=-1))
@@ -212,8 +242,10 @@ SOFTMAX_MISTAKES = {
     "global_softmax": global_softmax,
     "softmax_wrong_axis": lambda scores: softmax(scores, axis=0),
     "unstable_softmax": lambda scores: unstable_softmax(scores, axis=-1),
-    "missing_keepdim": _keepdims_nowhere,
+    "missing_keepdim": _sum_without_keepdim,
+    "keepdims_nowhere": _keepdims_nowhere,
     "max_without_keepdim": _max_without_keepdim,
+    "shifted_by_min": _shifted_by_min,
     "global_max_subtraction": _global_max,
 }
 
@@ -221,15 +253,22 @@ SOFTMAX_MISTAKES = {
 
 
 def attention_inputs(rng: np.random.Generator | None = None) -> dict:
-    """The notebook's embeddings (rng=None) or random ones; d_k = d_v so every variant is defined."""
+    """The notebook's embeddings (rng=None) or random ones, with a value width d_v of its own.
+
+    d_v differs from d_k on most draws (and draws that cannot tell √d_v from √d_k are rejected), so
+    the keys' and the values' widths cannot stand in for each other; keys and values swapped then
+    make a product of mismatched shapes, which the student's function raises on as well (the
+    notebook's example, where d_v = d_k, names that mistake).
+    """
     if rng is None:
         return embedding_example()
-    n, d_model, d_k = int(rng.integers(2, 7)), int(rng.integers(3, 9)), int(rng.integers(2, 6))
+    n, d_model = int(rng.integers(2, 7)), int(rng.integers(3, 9))
+    d_k, d_v = int(rng.integers(2, 6)), int(rng.integers(2, 6))
     return {
         "x": rng.standard_normal((n, d_model)),
         "w_query": rng.standard_normal((d_model, d_k)) / np.sqrt(d_model),
         "w_key": rng.standard_normal((d_model, d_k)) / np.sqrt(d_model),
-        "w_value": rng.standard_normal((d_model, d_k)) / np.sqrt(d_model),
+        "w_value": rng.standard_normal((d_model, d_v)) / np.sqrt(d_model),
     }
 
 
@@ -274,6 +313,8 @@ ATTENTION_MISTAKES = {
     "missing_scale": lambda **i: _attention(**i, scale="none"),
     "scale_by_d": lambda **i: _attention(**i, scale="d"),
     "scale_by_d_model": lambda **i: _attention(**i, scale=_sqrt_width(i["x"])),
+    "scale_by_d_v": lambda **i: _attention(**i, scale=_sqrt_width(i["w_value"])),
+    "scale_by_n": lambda **i: _attention(**i, scale=float(np.sqrt(len(i["x"])))),
     "transposed_scores": lambda **i: _attention(**i, transpose=True),
     "softmax_wrong_axis": lambda **i: _attention(**i, normalise=lambda s: softmax(s, axis=0)),
     "swapped_projections": lambda **i: _attention(**i, swap_kv=True),
@@ -296,9 +337,9 @@ _D_MODEL = (
 )
 
 
-def _value(ex_id, title, answers, reference, **kw):
+def _value(ex_id, title, answers, reference, world_fn=world, **kw):
     return Exercise(ex_id, notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
-                    inputs=upstream_of(world, answers[0]), framework="numpy", **kw)
+                    inputs=upstream_of(world_fn, answers[0]), framework="numpy", **kw)
 
 
 register(
@@ -342,7 +383,7 @@ register(
                "token i and weights the rows of `values`: the weights come first in the product.",
            }),
     _value("05.scaled_weights", "The scaling by √d_k, as its own step", ("scaled_weights",), ref_scaled,
-           reads=("attn_scores", "keys"), mistakes=SCALED_WEIGHTS_MISTAKES,
+           reads=("attn_scores", "keys"), mistakes=SCALED_WEIGHTS_MISTAKES, world_fn=world_any_n,
            hints={
                "missing_scale": "These are the weights of the raw scores (your fixed_weights again). Divide "
                "attn_scores by √d_k before the softmax.",
@@ -350,8 +391,14 @@ register(
                "global_softmax": "The scaling is right, but one sum over the whole matrix is the original's "
                "bug: divide each row by its own sum, as in fixed_weights.",
                "softmax_wrong_axis": "Each column of your weights sums to 1, not each row: sum along each row.",
-               "missing_keepdim": "Your row sums lost their axis: a (4,) vector, which NumPy lines up with the "
-               "columns. Keep them as a (4, 1) column, as in fixed_weights.",
+               "missing_keepdim": "Your row sums lost their axis: an (n,) vector, which NumPy lines up with the "
+               "columns. Keep them as an (n, 1) column, as in fixed_weights.",
+               "fixed_scale": "You divided by 2 whatever the keys: √len(tokens), √4 or the 2 of the text typed in. "
+               "Here the number of tokens and d_k are both 4, but the scaling is about the width of one key: "
+               "divide by √d_k, with d_k = keys.shape[-1] (the cell sets it for you).",
+               "scale_by_n": "You divided by the square root of the number of tokens (the rows of the keys, "
+               "len(keys)). Here it is 4, like d_k, but the scaling is about the width of one key: divide by "
+               "√d_k, with d_k = keys.shape[-1] (the cell sets it for you).",
            }),
     Exercise(
         "05.softmax",
@@ -368,11 +415,12 @@ register(
             "softmax_wrong_axis": "Your softmax normalised each column. Each row must sum to 1: take the "
             "maximum and the sum along the last axis, keeping that axis.",
             "unstable_softmax": "Your softmax does not subtract each row's maximum, and it shows: the "
-            "check's random scores contain a row near -742, where exp() keeps only a few correct digits "
-            "(and very large scores would overflow to inf). Subtract each row's own maximum before np.exp.",
-            "missing_keepdim": "Your row maxima and row sums lost their axis: (n,) vectors, which NumPy lines "
-            "up with the columns, so entry (i, j) was shifted and divided by the numbers of row j. Keep the "
-            "axis in both: keepdims=True (or [:, None]).",
+            "check's random scores contain a row near -742, where exp() keeps only a few correct digits, and "
+            "a row with scores near 800, where exp() overflows to inf. Subtract each row's own maximum before "
+            "np.exp.",
+            "missing_keepdim": "Your row maxima are right, but your row sums lost their axis: an (n,) vector, "
+            "which NumPy lines up with the columns, so entry (i, j) was divided by the sum of row j. Keep the "
+            "axis: keepdims=True (or [:, None]), as for the maxima.",
         },
     ),
     _value("05.weights", "Attention weights of 'how are you doing'", ("attn_weights",), ref_weights,
@@ -403,6 +451,11 @@ register(
             "scale_by_d": "You divided by d_k itself. The scaling divides by its square root, √d_k.",
             "missing_scale": "Your scores were not divided by √d_k. Divide them by the square root of the width "
             "of the keys (k.shape[-1]) before the softmax.",
+            "scale_by_d_v": "You divided by the square root of the values' width d_v (v.shape[-1]). The scores "
+            "are dot products of queries and keys, so divide by √d_k, the width of a key (k.shape[-1]): in "
+            "the notebook both are 3, in general they differ.",
+            "scale_by_n": "You divided by the square root of the number of tokens (len(x)). The scaling is "
+            "about the width of a key: divide by √d_k, k.shape[-1].",
             "reads_globals": "Your function divides by √3 whatever its inputs: that is the notebook's d_k (the "
             "global variable, or the number typed in). Take d_k from the keys the function computes: "
             "k.shape[-1].",

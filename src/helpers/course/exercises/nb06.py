@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..reference import softmax
-from ..spec import Exercise, register, upstream_of
+from ..spec import Exercise, Probe, register, upstream_of
 
 NOTEBOOK = "06_masks_dropout_multihead"
 
@@ -188,7 +188,9 @@ CAUSAL_MISTAKES = {
     "mask_with_zero": lambda q, k, v: _causal(q, k, v, how="zero"),
     "missing_scale": lambda q, k, v: _causal(q, k, v, scale=False),
     "scale_by_d": lambda q, k, v: _causal(q, k, v, scale="d"),
-    "softmax_wrong_axis": lambda q, k, v: _causal(q, k, v, axis=-2),
+    # axis 1: the keys' axis of the notebook's (seq, seq) scores (right there), the queries' with a batch axis;
+    # it is what dim=-2 (or dim=1) gives on every input with a batch axis
+    "softmax_wrong_axis": lambda q, k, v: _causal(q, k, v, axis=1),
     # torch.triu(...) without diagonal=1: the diagonal is hidden too, and query 0 sees nothing
     "fully_masked_row": lambda q, k, v: _causal(q, k, v, allowed=np.tril(np.ones((q.shape[-2],) * 2, bool), -1)),
     # the allowed triangle handed to masked_fill: the past and the token itself hidden, the future shown
@@ -251,6 +253,8 @@ DROPOUT_MISTAKES = {
     "dropout_no_rescale": lambda weights, keep, p: weights * keep,
     "dropout_scale_by_keep": lambda weights, keep, p: weights * keep * (1.0 - p),
     "dropout_divide_by_p": lambda weights, keep, p: weights * keep / p,
+    "dropout_mask_inverted": lambda weights, keep, p: weights * (1 - keep) / (1.0 - p),
+    "dropout_mask_ignored": lambda weights, keep, p: weights / (1.0 - p),
 }
 
 
@@ -264,6 +268,18 @@ def split_heads_wrong(x, num_heads):
     return x.reshape(b, num_heads, s, d // num_heads)
 
 
+def split_heads_interleaved(x, num_heads):
+    """reshape(b, s, d_head, heads), heads moved in front: feature f goes to head f % heads."""
+    b, s, d = x.shape
+    return x.reshape(b, s, d // num_heads, num_heads).transpose(0, 3, 1, 2)
+
+
+def split_heads_transposed_first(x, num_heads):
+    """(b, s, d) transposed to (b, d, s), then reshaped to (b, heads, s, d_head)."""
+    b, s, d = x.shape
+    return x.transpose(0, 2, 1).reshape(b, num_heads, s, d // num_heads)
+
+
 def merge_heads(x):
     b, h, s, dh = x.shape
     return x.transpose(0, 2, 1, 3).reshape(b, s, h * dh)
@@ -272,6 +288,18 @@ def merge_heads(x):
 def merge_heads_wrong(x):
     b, h, s, dh = x.shape
     return x.reshape(b, s, h * dh)
+
+
+def merge_heads_interleaved(x):
+    """permute(0, 2, 3, 1): (b, s, d_head, heads), so the heads' features alternate."""
+    b, h, s, dh = x.shape
+    return x.transpose(0, 2, 3, 1).reshape(b, s, h * dh)
+
+
+def merge_heads_wrong_transpose(x):
+    """transpose(2, 3): (b, heads, d_head, s), then reshaped to (b, s, d_model)."""
+    b, h, s, dh = x.shape
+    return x.transpose(0, 1, 3, 2).reshape(b, s, h * dh)
 
 
 def _heads_scores(x, w_query, w_key, w_value, num_heads, wrong_heads=False, scale="head"):
@@ -284,11 +312,12 @@ def _heads_scores(x, w_query, w_key, w_value, num_heads, wrong_heads=False, scal
     return scores, v
 
 
-def _mha(x, w_query, w_key, w_value, w_out, num_heads, wrong_heads=False, scale="head", axis=-1, project=True):
+def _mha(x, w_query, w_key, w_value, w_out, num_heads, wrong_heads=False, scale="head", axis=-1, project=True,
+         wrong_merge=False):
     scores, v = _heads_scores(x, w_query, w_key, w_value, num_heads, wrong_heads, scale)
     allowed = np.ones(scores.shape[-2:], dtype=bool)
-    merged = (merge_heads_wrong if wrong_heads else merge_heads)(_attend(scores, allowed, v, axis=axis))
-    return merged @ w_out if project else merged
+    merged = (merge_heads_wrong if wrong_heads or wrong_merge else merge_heads)(_attend(scores, allowed, v, axis=axis))
+    return merged @ (w_out if project is True else w_out.T) if project else merged
 
 
 def ref_mha(x, w_query, w_key, w_value, w_out, num_heads):
@@ -301,6 +330,8 @@ MHA_MISTAKES = {
     "scale_by_d_model": lambda **i: _mha(**i, scale="model"),
     "softmax_over_heads": lambda **i: _mha(**i, axis=1),
     "missing_output_projection": lambda **i: _mha(**i, project=False),
+    "heads_merged_without_transpose": lambda **i: _mha(**i, wrong_merge=True),
+    "output_projection_transposed": lambda **i: _mha(**i, project="transposed"),
 }
 
 
@@ -333,6 +364,16 @@ def world(rng: np.random.Generator | None = None) -> dict:
     return {**names, **ref_module(**names)}
 
 
+DROPOUT_COPIES = 1000
+
+
+def module_probe_inputs(rng=None) -> dict:
+    """The notebook's first sentence, 1000 times: the module's own dropout draws (keep=None), one per copy,
+    must change the outputs and average to the evaluation output."""
+    x = module_example()["x_pad"][:1]
+    return {"x": np.repeat(x, DROPOUT_COPIES, axis=0), "lengths": np.full(DROPOUT_COPIES, x.shape[1])}
+
+
 MODULE_READS = ("x_pad", "lengths_pad", "w_query", "w_key", "w_value", "w_out", "num_heads", "p_drop", "keep_draw")
 
 
@@ -350,6 +391,12 @@ def _module(x_pad, lengths_pad, w_query, w_key, w_value, w_out, num_heads, p_dro
         allowed = allowed & real[:, None, :, None]
     if padding == "inverted":
         allowed = allowed & ~real[:, None, None, :]
+    if dropout == "scores":  # the masked scores dropped (−∞ · 0 = NaN), then the softmax
+        with np.errstate(invalid="ignore"):
+            hidden = np.where(allowed, scores, -np.inf)
+            return {"out_eval": _module(x_pad, lengths_pad, w_query, w_key, w_value, w_out, num_heads, p_drop,
+                                        keep_draw)["out_eval"],
+                    "out_train": merge_heads(softmax(hidden * keep_draw / (1 - p_drop)) @ v) @ w_out}
     weights = _masked_softmax(scores, allowed, how)
     dropped = {"train": weights * keep_draw / (1 - p_drop), "none": weights, "no_rescale": weights * keep_draw,
                "times_keep": weights * keep_draw * (1 - p_drop), "by_p": weights * keep_draw / p_drop}
@@ -392,6 +439,7 @@ MODULE_MISTAKES = {
     "mask_with_zero": _variant(how="zero"),
     "heads_reshaped_without_transpose": _variant(wrong_heads=True),
     "missing_output_projection": _variant(project=False),
+    "dropout_before_softmax": _variant(dropout="scores"),
 }
 
 # --- hints in this notebook's words ---------------------------------------------------------
@@ -400,6 +448,10 @@ MERGE_HINT = (
     "You reshaped (batch, heads, seq, d_head) straight to (batch, seq, d_model), which mixes "
     "tokens between heads. Transpose axes 1 and 2 first (back to (batch, seq, heads, d_head)), "
     "then reshape."
+)
+MERGE_ONLY_HINT = (
+    "Your heads are split right, but put back together by a reshape alone: (batch, heads, seq, d_head) "
+    "straight to (batch, seq, d_model) mixes tokens between heads. Transpose axes 1 and 2 first, then reshape."
 )
 MHA_SCALE_HINT = (
     "Your scores were not divided by √d_head. Inside each head, divide q·kᵀ by the square root "
@@ -438,7 +490,11 @@ PADDED_HINTS = {
 def _causal_hints(framework: str) -> dict:
     torch_ = framework == "torch"
     hide = "torch.triu(…, diagonal=1)" if torch_ else "key j ≤ query i is allowed: `<=`, not `<`"
+    axis = "dim" if torch_ else "axis"
     return {
+        "softmax_wrong_axis": "Your softmax normalised over the queries' axis, so each column sums to 1, not each "
+        f"row. The keys' axis is the last one: {axis}=-1. ({axis}=1 is the keys' axis of (seq, seq) scores only; "
+        "with a batch axis in front, (batch, seq, seq), it is the queries'.)",
         "missing_scale": SCALE_HINT,
         "mask_wrong_triangle": "You hid the past instead of the future. Query i may look at keys j ≤ i: hide the "
         "positions above the diagonal, keep the lower triangle"
@@ -454,6 +510,9 @@ def _causal_hints(framework: str) -> dict:
 
 
 MODULE_HINTS = {
+    "dropout_before_softmax": "Your module drops the scores, before the softmax: the masked scores are −∞, and "
+    "−∞ · 0 is NaN. Dropout acts on the attention weights, after the softmax and before the product with the "
+    "values.",
     "missing_scale": MHA_SCALE_HINT,
     "missing_output_projection": OUTPUT_PROJECTION_HINT,
     "scale_by_d_model": MHA_D_MODEL_HINT,
@@ -467,6 +526,9 @@ MODULE_HINTS = {
     "and shows the future. In masked_fill, True means 'hide': the positions above the diagonal.",
     "fully_masked_row": "The rows of the padded queries hide every key, so their softmax is 0/0 = NaN: you masked "
     "the padded queries (rows). Hide only the padded keys (columns); every query then keeps at least one key.",
+    "not_as_asked": "Your module's output does not change when its buffer `causal_mask` does: the forward "
+    "builds the causal mask again on every call instead of using the buffer. Cut the buffer to the sequence "
+    "length (its first seq rows and columns) and use that.",
     "missing_padding_mask": "The padded keys are not hidden. With the causal mask a real token never sees the "
     "padding after it, so only the outputs at padded positions differ, but a padded query must still attend to "
     "real keys only: hide the keys at positions ≥ the sentence's length.",
@@ -480,7 +542,8 @@ def _exercises() -> list[Exercise]:
     causal = {"inputs": causal_inputs, "reference": ref_causal, "mistakes": CAUSAL_MISTAKES}
     mha = {"inputs": mha_inputs, "reference": ref_mha, "mistakes": MHA_MISTAKES, "atol": 1e-5,
            "hints": {"missing_scale": MHA_SCALE_HINT, "scale_by_d_model": MHA_D_MODEL_HINT,
-                     "missing_output_projection": OUTPUT_PROJECTION_HINT}}
+                     "missing_output_projection": OUTPUT_PROJECTION_HINT,
+                     "heads_merged_without_transpose": MERGE_ONLY_HINT}}
     return [
         Exercise("06.causal_attention", title="Causal attention", answers=("causal_attention",),
                  hints=_causal_hints("torch"), **causal, **torch_),
@@ -509,7 +572,16 @@ def _exercises() -> list[Exercise]:
             answers=("split_heads",),
             inputs=split_inputs,
             reference=split_heads,
-            mistakes={"heads_reshaped_without_transpose": split_heads_wrong},
+            mistakes={"heads_reshaped_without_transpose": split_heads_wrong,
+                      "heads_interleaved": split_heads_interleaved,
+                      "heads_wrong_transpose": split_heads_transposed_first},
+            hints={"heads_interleaved": "You reshaped to (batch, seq, d_head, heads), so feature f went to head "
+                   "f % heads: every head got features spread over the whole row. Reshape to (batch, seq, heads, "
+                   "d_head), so that head h holds the block h·d_head … (h+1)·d_head − 1; then move the heads axis "
+                   "in front of the tokens.",
+                   "heads_wrong_transpose": "You transposed before reshaping: (batch, d_model, seq) cut into "
+                   "heads mixes the tokens. Cut each token's row into its heads' pieces first (reshape to "
+                   "(batch, seq, heads, d_head)), then transpose axes 1 and 2."},
             **torch_,
         ),
         Exercise(
@@ -518,8 +590,17 @@ def _exercises() -> list[Exercise]:
             answers=("merge_heads",),
             inputs=merge_inputs,
             reference=merge_heads,
-            mistakes={"heads_reshaped_without_transpose": merge_heads_wrong},
-            hints={"heads_reshaped_without_transpose": MERGE_HINT},
+            mistakes={"heads_reshaped_without_transpose": merge_heads_wrong,
+                      "heads_interleaved": merge_heads_interleaved,
+                      "heads_wrong_transpose": merge_heads_wrong_transpose},
+            hints={"heads_reshaped_without_transpose": MERGE_HINT,
+                   "heads_interleaved": "You moved the heads axis to the end, (batch, seq, d_head, heads), so the "
+                   "merged row alternates between the heads' features. Undo split_heads: transpose axes 1 and 2 "
+                   "(back to (batch, seq, heads, d_head)), then reshape, so that each head's block comes back "
+                   "whole.",
+                   "heads_wrong_transpose": "You transposed the last two axes (the tokens and the features of a "
+                   "head) instead of the heads and the tokens. Transpose axes 1 and 2, back to (batch, seq, "
+                   "heads, d_head), then reshape."},
             **torch_,
         ),
         Exercise(
@@ -543,6 +624,12 @@ def _exercises() -> list[Exercise]:
             framework="torch",
             module="mhsa",
             trainable=4,
+            probes=(Probe("module_dropout", module_probe_inputs, lambda inputs: 0, "missing_dropout",
+                          buffer="causal_mask"),),
+            raised_hints=((rf"size of tensor [ab] \({MAX_LEN}\)",
+                           f"A size of {MAX_LEN} is max_len, the length the causal mask buffer is made for: cut "
+                           "the buffer to the sequence length of x (its first seq rows and columns) before using "
+                           "it."),),
             atol=1e-5,
             points=2,
         ),

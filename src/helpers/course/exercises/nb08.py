@@ -64,6 +64,7 @@ def _exponents(d_model: int, how: str = "pair") -> np.ndarray:
     pair = 2 * (j // 2)  # 2i, the even column of the pair
     return {
         "pair": pair / d_model,
+        "pair_doubled": 2 * pair / d_model,
         "without_2": (j // 2) / d_model,
         "column_doubled": 2 * j / d_model,
         "column": j / d_model,
@@ -90,12 +91,14 @@ def pair_frequencies(d, exponent="pair"):
     return 1.0 / BASE ** _exponents(d, exponent)[0::2]
 
 
-def rope(x, positions, pairing="adjacent", sign=1.0, exponent="pair", put_back="interleaved"):
+def rope(x, positions, pairing="adjacent", sign=1.0, exponent="pair", put_back="interleaved", trig="cos_sin"):
     """Turn every pair of features of row j by positions[j]·θ_i (with switches for the mistakes)."""
     x = np.asarray(x, dtype=np.float64)
     d = x.shape[-1]
     angles = np.asarray(positions, dtype=np.float64)[:, None] * pair_frequencies(d, exponent)[None, :]
     cos, sin = np.cos(angles), np.sin(angles)
+    if trig == "sin_cos":  # cos and sin the other way round in the rotation
+        cos, sin = sin, cos
     if pairing == "halves":
         u, w = x[..., : d // 2], x[..., d // 2:]
     else:
@@ -191,6 +194,9 @@ def _unused_shuffled(x, w_query, w_key, w_value, perm, **_):
 SHUFFLED_MISTAKES = {"permutation_inverted": _inverse_shuffled, "copied_answer": _copied_shuffled,
                      "permutation_not_applied": _unused_shuffled}
 SHUFFLED_HINTS = {
+    "not_as_asked": "Your cell runs self_attention on x, in the original order, and reorders its outputs "
+    "afterwards (`self_attention(x, …)[perm]`). The numbers are the same, which is just what this step is to "
+    "show, but only if attention itself runs on the reordered inputs: give self_attention x_shuffled.",
     "copied_answer": "Your outputs_shuffled is outputs[perm], the earlier result reordered. That is what the "
     "cell compares with afterwards; the point is to compute it: run self_attention on the reordered inputs.",
 }
@@ -213,6 +219,7 @@ SINUSOID_MISTAKES = {
     "pe_halves": lambda n, d_model: sinusoid(n, d_model, layout="halves"),
     "pe_sin_cos_swapped": lambda n, d_model: sinusoid(n, d_model, layout="swapped"),
     "pe_exponent_without_2": lambda n, d_model: sinusoid(n, d_model, exponent="without_2"),
+    "pe_exponent_doubled": lambda n, d_model: sinusoid(n, d_model, exponent="pair_doubled"),
     "pe_exponent_column_doubled": lambda n, d_model: sinusoid(n, d_model, exponent="column_doubled"),
     "pe_cos_own_frequency": lambda n, d_model: sinusoid(n, d_model, exponent="column"),
     "pe_same_frequency": lambda n, d_model: sinusoid(n, d_model, exponent="same"),
@@ -312,8 +319,14 @@ ROPE_MISTAKES = {
     "rope_positions_ignored": lambda x, positions: rope(x, np.arange(x.shape[-2])),
     "pe_exponent_without_2": lambda x, positions: rope(x, positions, exponent="without_2"),
     "pe_same_frequency": lambda x, positions: rope(x, positions, exponent="same"),
+    "pe_exponent_doubled": lambda x, positions: rope(x, positions, exponent="pair_doubled"),
+    "pe_sin_cos_swapped": lambda x, positions: rope(x, positions, trig="sin_cos"),
 }
 ROPE_HINTS = {
+    "pe_exponent_doubled": "Your angles use the exponent 2·(2i)/d. The numbers 0, 2, 4, … (as `arange(0, d, 2)` "
+    "gives them) are already the 2i of the formula: θ_i = 1 / 10000^(2i/d), so the exponents run 0, 2/d, 4/d, ….",
+    "pe_sin_cos_swapped": "Your rotation has cos and sin the other way round. Turning (u, w) by the angle φ gives "
+    "(u·cos φ − w·sin φ, u·sin φ + w·cos φ): at position 0 (φ = 0) the pair must stay as it was.",
     "pe_exponent_without_2": "Your angles use the exponent i/d. Pair i (features 2i and 2i+1) turns by "
     "position · θ_i with θ_i = 1 / 10000^(2i/d): the exponents run 0, 2/d, 4/d, … from one pair to the next.",
     "pe_same_frequency": "Every pair turned by the same angle, the position itself. Either the frequencies θ_i "
@@ -389,7 +402,7 @@ def _exercises() -> list[Exercise]:
             answers=("x_shuffled", "outputs_shuffled"),
             inputs=upstream_of(world, "x_shuffled", independent=("outputs",)),
             reference=ref_shuffled, reads=("x", "w_query", "w_key", "w_value", "perm"),
-            mistakes=SHUFFLED_MISTAKES, hints=SHUFFLED_HINTS, framework="torch",
+            mistakes=SHUFFLED_MISTAKES, hints=SHUFFLED_HINTS, framework="torch", how={"indexed_result": False},
         ),
         Exercise(
             "08.sinusoidal", title="The sinusoidal encoding", answers=("sinusoidal_encoding",),
@@ -408,7 +421,8 @@ def _exercises() -> list[Exercise]:
         ),
         Exercise(
             "08.rope", title="The rotation of RoPE", answers=("apply_rope",), inputs=rope_inputs,
-            reference=ref_rope, mistakes=ROPE_MISTAKES, hints=ROPE_HINTS, atol=5e-5, points=2, **fn,
+            reference=ref_rope, mistakes=ROPE_MISTAKES, hints=ROPE_HINTS, dtype="float32", atol=5e-5, points=2,
+            **fn,
         ),
         Exercise(
             "08.rope_attention", notebook=NOTEBOOK, title="Attention with rotated queries and keys",
