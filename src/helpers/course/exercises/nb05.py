@@ -255,15 +255,16 @@ SOFTMAX_MISTAKES = {
 def attention_inputs(rng: np.random.Generator | None = None) -> dict:
     """The notebook's embeddings (rng=None) or random ones, with a value width d_v of its own.
 
-    d_v differs from d_k on most draws (and draws that cannot tell √d_v from √d_k are rejected), so
+    d_v differs from d_k on every draw (and draws that still cannot tell two variants apart are rejected), so
     the keys' and the values' widths cannot stand in for each other; keys and values swapped then
     make a product of mismatched shapes, which the student's function raises on as well (the
     notebook's example, where d_v = d_k, names that mistake).
     """
     if rng is None:
         return embedding_example()
-    n, d_model = int(rng.integers(2, 7)), int(rng.integers(3, 9))
-    d_k, d_v = int(rng.integers(2, 6)), int(rng.integers(2, 6))
+    # four different sizes, none the notebook's d_k = 3: every scaling (√n, √d_model, √d_k, √d_v, √3)
+    # then divides by another number on every draw
+    n, d_model, d_k, d_v = (int(v) for v in rng.choice([2, 4, 5, 6, 7, 8], size=4, replace=False))
     return {
         "x": rng.standard_normal((n, d_model)),
         "w_query": rng.standard_normal((d_model, d_k)) / np.sqrt(d_model),
