@@ -647,11 +647,22 @@ def row_without_running(sub: Submission, sandboxed: bool) -> dict[str, Any]:
     return _row(sub, str(sub.status), 0, total_points(exercises), outs, sub.error, [], sandboxed, None)
 
 
+def _fresh_plan(ex: spec.Exercise, attempts: int = 5) -> spec.Plan:
+    """A plan from seeds chosen here; a rare run of draws that never separates the variants is drawn
+    again from other seeds rather than costing the submission its row."""
+    for attempt in range(attempts):
+        try:
+            return spec.make_plan(ex, seeds=[secrets.randbits(62) for _ in range(spec.seeds_needed(ex))])
+        except RuntimeError:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def grade_one(worker: Worker, sub: Submission, settings: Settings) -> dict[str, Any]:
     exercises = spec.exercises_for(sub.notebook)
     # Fresh inputs only this process knows until now: drawn here, from seeds chosen here.
-    plans = {ex.id: spec.make_plan(ex, seeds=[secrets.randbits(62) for _ in range(spec.seeds_needed(ex))])
-             for ex in exercises}
+    plans = {ex.id: _fresh_plan(ex) for ex in exercises}
     job = {
         "plans": {ex_id: encode_value(plan.data) for ex_id, plan in plans.items()},
         "timeout": settings.timeout,
