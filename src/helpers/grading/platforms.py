@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..grade import _read_fd
 from . import report
 from .shards import read_journal
 
@@ -247,14 +248,7 @@ def _dir_entries(root: Path, notes: list[str]) -> Iterator[Entry]:
                         if not stat.S_ISREG(os.fstat(f).st_mode):
                             raise OSError("not a regular file")
                         os.set_blocking(f, True)
-                        chunks, size = [], 0
-                        while size <= limit:
-                            chunk = os.read(f, 1 << 20)
-                            if not chunk:
-                                break
-                            chunks.append(chunk)
-                            size += len(chunk)
-                        return b"".join(chunks)
+                        return _read_fd(f, limit)
                     finally:
                         os.close(f)
 
