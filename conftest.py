@@ -21,6 +21,18 @@ def pytest_collectstart(collector):
         collector.skip_compare += ("stderr",)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    # ... but a solution cell that writes to stderr while nbval runs it fails: a student would
+    # see that as a pink box. (What nbval received is `item.test_outputs`.)
+    result = yield
+    written = [out.text for out in getattr(item, "test_outputs", None) or []
+               if out.get("output_type") == "stream" and out.get("name") == "stderr"]
+    if written:
+        raise AssertionError(f"{item.nodeid} wrote to stderr:\n" + "".join(written)[:1500])
+    return result
+
+
 # --- scheduling: longest scopes first ---------------------------------------------------
 # `pytest -n 2 --dist loadscope` hands whole scopes (a notebook, a test class, a module) to
 # the workers in collection order. Starting with the longest ones keeps the two workers busy

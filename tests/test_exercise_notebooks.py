@@ -3,16 +3,21 @@
 - An exercise notebook, untouched: the only errors are the TO-DO placeholders, each in a cell
   tagged ``raises-exception`` so the run carries on (nbclient honours the tag as JupyterLab
   does: without it the run stops there), every check says "not done yet", every cell runs.
-- A solution notebook: no error.
-- Both: nothing at all on stderr. Nothing is filtered, and the kernel's environment sets no
+- Nothing at all on stderr. Nothing is filtered, and the kernel's environment sets no
   TensorFlow variable, as on a student's machine or in Colab: what would show as a pink box
   in JupyterLab fails here.
+
+The solution notebooks are not run a second time here: nbval runs them (conftest.py fails a
+cell that writes to stderr or raises), and test_build.py checks what they stored.
 
 One test class per notebook, so `pytest -n 2 --dist loadscope` spreads the notebooks
 over the workers (a class is a scope).
 """
 
+import os
 import re
+import subprocess
+import sys
 
 import nbformat
 import pytest
@@ -22,7 +27,7 @@ from student import student_env
 
 from helpers.build import PLACEHOLDER, RAISES, build_notebook, check_calls
 from helpers.execute import run
-from paths import NOTEBOOKS, SOLUTIONS
+from paths import NOTEBOOKS, ROOT, SOLUTIONS
 
 PLACEHOLDER_LINE = PLACEHOLDER[1].format(indent="")
 
@@ -77,29 +82,15 @@ def _exercise_problems(path):
     return problems
 
 
-def _solution_problems(path):
-    nb, problems = _run_all(path)
-    for i, cell in enumerate(nb.cells):
-        for out in cell.get("outputs", []):
-            if out.output_type == "error":
-                problems.append(f"{path.name}, cell {i + 1}: {out.ename}: {out.evalue}")
-    return problems
-
-
 def _make_class(exercise):
     def test_untouched_notebook_runs_with_only_placeholders_failing(self):
         problems = _exercise_problems(exercise)
-        assert not problems, "\n".join(problems)
-
-    def test_solution_runs_with_nothing_on_stderr(self):
-        problems = _solution_problems(SOLUTIONS / exercise.name)
         assert not problems, "\n".join(problems)
 
     name = "TestExercise_" + re.sub(r"\W", "_", exercise.stem)
     return name, type(name, (), {
         "test_untouched_notebook_runs_with_only_placeholders_failing":
             test_untouched_notebook_runs_with_only_placeholders_failing,
-        "test_solution_runs_with_nothing_on_stderr": test_solution_runs_with_nothing_on_stderr,
     })
 
 
@@ -139,3 +130,18 @@ def test_run_all_carries_on_past_a_todo_only_with_the_tag(tmp_path):
     with pytest.raises(CellExecutionError, match="NotImplementedError"):
         run(untagged, tmp_path, timeout=60, env=student_env())
     assert untagged.cells[1].execution_count is None
+
+
+def test_nbval_fails_a_solution_cell_that_writes_to_stderr(tmp_path):
+    """nbval compares every output except stderr; conftest.py fails a cell that writes there."""
+    nb = new_notebook(cells=[new_code_cell("print('fine')"),
+                             new_code_cell("import sys\nsys.stderr.write('a pink box\\n')")])
+    nbformat.write(nb, tmp_path / "demo.ipynb")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src"), str(ROOT / "tests")])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "conftest", "--nbval",
+         "--rootdir", str(tmp_path), str(tmp_path / "demo.ipynb")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    assert "1 failed, 1 passed" in proc.stdout, proc.stdout[-2000:]
+    assert "wrote to stderr" in proc.stdout and "a pink box" in proc.stdout
