@@ -411,6 +411,22 @@ def test_code_features_see_a_function_s_result_reordered(source, indexed):
     assert code_features(source)["indexed_result"] is indexed
 
 
+@pytest.mark.parametrize("source, typed", [
+    ("w = torch.tensor([[0.2961, 0.5166], [0.2517, 0.6886], [0.0740, 0.8665]])", True),
+    ("w = [[1, 2], [3, 4]]\nw = torch.tensor(w)", True),  # a matrix literal, made a tensor later
+    ("w = np.array([0.1, 0.2, 0.3, 0.4])", True),
+    ("w = tf.constant((-1.0, 2.0, 3.0, 4.5))", True),
+    ("w = torch.rand(3, 2)", False),
+    ("sizes = [1.5, 2.5, 3.5, 4.5]", False),  # a flat list, not made an array
+    ("w = torch.tensor([1.0, 2.0])", False),  # too short to be a weight matrix
+    ("w = torch.tensor([[a, b], [c, d]])", False),  # names, not numbers
+])
+def test_code_features_see_numbers_typed_in(source, typed):
+    from helpers.runtime.cells import code_features
+
+    assert code_features(source)["typed_numbers"] is typed
+
+
 @pytest.mark.parametrize("source, implicit", [
     ("w = torch.nn.functional.softmax(s)", True),
     ("import torch.nn.functional as F\nw = F.softmax(s)", True),

@@ -121,7 +121,8 @@ class Exercise:
     computed_with: tuple[str, ...] = ()
     not_with: tuple[str, ...] = ()  # value steps: names the cell must not use (e.g. ``tf`` in a NumPy cross-check)
     # value steps about the how: {"loop": True} asks for a Python loop, {"loop": False} for none,
-    # {"matmul": False} for no matrix product, {"indexed_result": False} for no ``f(x)[perm]`` (read from
+    # {"matmul": False} for no matrix product, {"indexed_result": False} for no ``f(x)[perm]``,
+    # {"typed_numbers": False} for no array typed in by hand (read from
     # the cell's code, not its numbers)
     how: Mapping[str, bool] = field(default_factory=dict)
     # value steps that ask for a prediction: "shape" (a tuple of sizes; messages talk in shapes, on the
@@ -633,6 +634,8 @@ _HOW = {
     ("implicit_softmax_dim", False): "Your numbers are right, but a softmax in your cell does not state its axis, "
                                      "so the library picks one by a rule of its own, which picks another axis for "
                                      "other shapes. State the axis (`dim=…`).",
+    ("typed_numbers", False): "Your cell types the numbers in by hand: this step asks you to compute them, so "
+                              "that the same code works on any inputs.",
     ("indexed_result", False): "Your cell reorders (indexes) what a function returns: the numbers come out the "
                                "same, but the step asks for the function run on the reordered inputs themselves.",
 }
@@ -833,6 +836,9 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
     got0 = answers[0]
     if problem := _framework_problem(ex, record.get("facts") or {}):
         return problem
+    if ex.how.get("typed_numbers") is False and (record.get("how") or {}).get("typed_numbers"):
+        # numbers typed in are never the step, right or (rounded from a print) slightly off: say so first
+        return _fail(ex, "not_as_asked", ex.hints.get("not_as_asked") or _HOW["typed_numbers", False])
     product = bool((record.get("how") or {}).get("matmul", True))
     fail0 = _compare(ex, got0, want0, product=product, inputs=world0)
     replay = record.get("replay") or {}

@@ -198,12 +198,44 @@ def _indexes_a_result(tree: ast.AST) -> bool:
 
 _BUILTINS = set(dir(builtins))
 
+_CONSTRUCTORS = {"tensor", "Tensor", "FloatTensor", "DoubleTensor", "as_tensor", "array", "asarray", "constant",
+                 "convert_to_tensor", "Variable", "Parameter"}
+
+
+def _numbers(node: ast.AST) -> int | None:
+    """How many numbers a literal list/tuple (nested or not) holds; None if it holds anything else."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return 1
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _numbers(node.operand)
+    if isinstance(node, (ast.List, ast.Tuple)) and node.elts:
+        counts = [_numbers(e) for e in node.elts]
+        return None if None in counts else sum(counts)
+    return None
+
+
+def _types_numbers(tree: ast.AST) -> bool:
+    """Does the cell type an array in by hand: a nested literal of numbers (a matrix), or a tensor/array
+    constructor called on a literal of four numbers or more?"""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.List, ast.Tuple)) and any(isinstance(e, (ast.List, ast.Tuple)) for e in node.elts):
+            if (_numbers(node) or 0) >= 4:
+                return True
+        elif isinstance(node, ast.Call) and node.args:
+            fn = node.func
+            name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+            if name in _CONSTRUCTORS and (_numbers(node.args[0]) or 0) >= 4:
+                return True
+    return False
+
 
 def code_features(source: str) -> dict[str, bool] | None:
     """How a cell computes, for steps that ask for one way: ``loop`` (a ``for``/``while`` or a
     comprehension), ``matmul`` (``@`` or a matrix-product call), ``implicit_softmax_dim`` (a softmax
     called without its axis, e.g. ``F.softmax(s)``) and ``indexed_result`` (the result of a function
-    call indexed, as in ``f(x)[perm]``). ``None`` if it does not parse."""
+    call indexed, as in ``f(x)[perm]``) and ``typed_numbers`` (an array typed in by hand: a nested
+    literal of numbers, or a tensor/array made from a literal of four numbers or more). ``None`` if it
+    does not parse."""
     tree = _parse(source)
     if tree is None:
         return None
@@ -221,4 +253,5 @@ def code_features(source: str) -> dict[str, bool] | None:
             name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
             matmul = matmul or name in _PRODUCTS
             implicit = implicit or _implicit_axis(node, imported)
-    return {"loop": loop, "matmul": matmul, "implicit_softmax_dim": implicit, "indexed_result": _indexes_a_result(tree)}
+    return {"loop": loop, "matmul": matmul, "implicit_softmax_dim": implicit, "indexed_result": _indexes_a_result(tree),
+            "typed_numbers": _types_numbers(tree)}

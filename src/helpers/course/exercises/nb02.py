@@ -362,8 +362,12 @@ PART_2 = [
                "reseeded_each_draw": "Your three matrices are equal: the generator was seeded with 123 again before "
                "each draw, so each draw starts from the same place. Seed once, then draw w_query, w_key and w_value "
                "one after the other.",
+               "not_as_asked": "Your cell types the numbers in instead of drawing them: a model's weights are "
+               "drawn at random before training. Seed with torch.manual_seed(123), then draw each matrix with "
+               "torch.rand.",
            },
-           dtype="float32", replays=0),  # seeded draws: the same on every run, nothing to replay
+           dtype="float32", how={"typed_numbers": False},
+           replays=0),  # seeded draws: the same on every run, nothing to replay; typed-in numbers are caught by `how`
     _value("02.qkv_2", "Query, key and value of the journey", ("query_2", "key_2", "value_2"),
            lambda x_2, w_query, w_key, w_value, **_: {
                "query_2": x_2 @ w_query, "key_2": x_2 @ w_key, "value_2": x_2 @ w_value},
