@@ -427,6 +427,33 @@ def test_code_features_see_numbers_typed_in(source, typed):
     assert code_features(source)["typed_numbers"] is typed
 
 
+@pytest.mark.parametrize("source, library, no_grad", [
+    ("return F.scaled_dot_product_attention(q, k, v)", True, False),
+    ("out = nn.MultiheadAttention(4, 2)(x, x, x)", True, False),
+    ("return keras.ops.dot_product_attention(q, k, v)", True, False),
+    ("return torch.softmax(q @ k.mT, -1) @ v", False, False),
+    ("with torch.no_grad():\n    y = model(x)", False, True),
+    ("with torch.inference_mode():\n    y = model(x)", False, True),
+    ("@torch.no_grad()\ndef f(x):\n    return model(x)", False, True),
+    ("torch.set_grad_enabled(False)\ny = model(x)", False, True),
+    ("torch.set_grad_enabled(True)\ny = model(x)", False, False),
+])
+def test_code_features_see_library_attention_and_no_grad(source, library, no_grad):
+    from helpers.runtime.cells import code_features
+
+    features = code_features(source)
+    assert (features["library_attention"], features["no_grad"]) == (library, no_grad)
+
+
+def test_a_function_is_read_from_its_own_definition_not_the_cell_s_comparison_code():
+    from helpers.runtime.cells import definition_source
+
+    cell = ("def causal_attention(q, k, v):\n    return q @ k.mT\n\n\n"
+            "print(torch.allclose(causal_attention(q, k, v), F.scaled_dot_product_attention(q, k, v)))\n")
+    assert definition_source(cell, "causal_attention") == "def causal_attention(q, k, v):\n    return q @ k.mT"
+    assert definition_source(cell, "other") == cell  # no such definition: the whole cell
+
+
 @pytest.mark.parametrize("source, implicit", [
     ("w = torch.nn.functional.softmax(s)", True),
     ("import torch.nn.functional as F\nw = F.softmax(s)", True),
@@ -528,4 +555,5 @@ def test_a_wrong_number_is_told_as_the_number_it_is():
     ex = spec.get("09.kv_cache_bytes")
     outcome = judge(ex, {"kv_cache_bytes": lambda *sizes: 8 * 2 * np.prod(sizes)})
     assert outcome.status == "fail" and "differs: you have" in outcome.message and "entries" not in outcome.message
+
 

@@ -8,7 +8,8 @@ A corpus file (``tests/corpus/NN_*.yaml``) lists attempts at one notebook's TO-D
         region: |                 # what the student typed between the TO-DO's markers
           attn_scores = keys @ queries.T
         expect: fail              # pass | fail | not_done | carried
-        diagnosis: transposed_scores   # the code the message must carry; a list: any of them;
+        diagnosis: transposed_scores   # the code the message must carry; a list: any of them
+                                       # (with "none" in it: or no code);
                                        # "none": the message must name no code (a precise message
                                        # without one); leave it out for a pass
         says: queries @ keys.T    # optional: a piece of text the message must contain
@@ -189,7 +190,7 @@ def judge_result(res: Result) -> list[str]:
                 problems.append(f"{a.name} ({a.why}): names {res.code}, a cause this attempt does not have: "
                                 f"{res.message}")
         else:
-            allowed = [wanted] if isinstance(wanted, str) else list(wanted)
+            allowed = [None if w == "none" else w for w in ([wanted] if isinstance(wanted, str) else wanted)]
             if res.code not in allowed:
                 problems.append(f"{a.name} ({a.why}): should be diagnosed {allowed}, got {res.code}: {res.message}")
     if a.says and a.says not in res.message:

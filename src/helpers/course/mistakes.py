@@ -388,6 +388,18 @@ _ROWS = [
     ("cache_counted_in_numbers", "the cache counted in numbers, not bytes",
      "You counted the numbers in the cache, not their bytes: multiply by the bytes of one number (4 in float32, "
      "2 in float16)."),
+    ("cache_bytes_fixed", "the bytes per number fixed at 4",
+     "Your function counts 4 bytes per number whatever `bytes_per_number` says: use the argument, so that the "
+     "same function gives the size in float16 (2 bytes) or float64 (8 bytes) too."),
+    ("cache_counted_in_bits", "the cache counted in bits, not bytes",
+     "Your number is 8 times the size in bytes: it counts bits. The step asks for bytes: a float32 number "
+     "takes 4 bytes (32 bits)."),
+    ("cache_in_mebibytes", "the cache given in MiB, not bytes",
+     "Your number is the size in MiB (bytes / 2**20). The function should return plain bytes; convert to MiB or "
+     "GiB only when you print it."),
+    ("cache_in_megabytes", "the cache given in MB, not bytes",
+     "Your number is the size in MB (bytes / 10**6). The function should return plain bytes; convert only when "
+     "you print it."),
     ("cache_quadratic_in_n", "the cache counted as n × n",
      "The cache grows linearly with n: each token adds one key and one value per layer and head. An n × n matrix "
      "is the size of the scores, which the cache does not keep."),
@@ -500,6 +512,10 @@ _ROWS = [
      "You subtracted each row's minimum. Any number per row cancels in the softmax, but only the maximum keeps "
      "exp() safe: after subtracting the minimum, a row whose scores span more than about 709 still overflows to "
      "inf (and inf / inf = NaN). Subtract each row's maximum; then the largest exponential is exp(0) = 1."),
+    ("shifted_by_mean", "each row's mean subtracted instead of its maximum",
+     "You subtracted each row's mean. Any number per row cancels in the softmax, but only the maximum keeps exp() "
+     "safe: a score far above the rest of its row (more than about 709 above the mean) still overflows to inf, "
+     "and inf / inf = NaN. Subtract each row's maximum; then the largest exponential is exp(0) = 1."),
     ("keepdims_nowhere", "row maxima and row sums both without keepdims",
      "Your row maxima and your row sums both lost their axis: (n,) vectors, which NumPy lines up with the "
      "columns, so entry (i, j) was shifted and divided by the numbers of row j. Keep the axis in both: "
@@ -568,6 +584,18 @@ _PROCESS_ROWS = [
      "Your function reads the stream of scores more than once (or keeps all of it). An online softmax reads "
      "each score once, as it arrives, and keeps only a running maximum and a running sum."),
     # --- notebook 07
+    ("gradient_cut", "the computation cut off from the trainable weights",
+     "The result does not require a gradient: a `.detach()`, `torch.no_grad()` or a NumPy round trip cut it off "
+     "from the weights, so training could not change them."),
+    ("not_a_number", "a tensor returned where a Python number is asked for",
+     "The step asks for a plain Python number: turn a 0-d tensor into one with `.item()`."),
+    ("keys_not_in_blocks", "the keys not taken one block at a time",
+     "Your function does not go through the keys block by block: blockwise attention takes block_size keys at a "
+     "time (the last block may be shorter), updates each query's running maximum, total and weighted sum with "
+     "that block, and divides once at the end."),
+    ("max_not_running", "the maximum of the current block instead of the running maximum",
+     "Your m is the current block's maximum, not the running maximum of every score so far: when a later block's "
+     "scores are much lower, exp(m_old − m_new) overflows. Keep m = max(m, the block's maximum)."),
     ("future_blocks_computed", "blocks above the diagonal computed, then masked",
      "Your causal function computes scores of keys that come after their query, which the mask then hides: "
      "whole blocks above the diagonal. Skip the key blocks that lie after a block of queries; only the diagonal "

@@ -60,6 +60,8 @@ def answer_namespace(ex: Exercise, code: str | None = None, framework: str | Non
         ns = {name: (value if isinstance(value, list) else in_framework(value, ex.framework))
               for name, value in inputs.items() if isinstance(value, (list, np.ndarray))}
         ns.update({name: in_framework(out[name], framework, _asked(ex)) for name in ex.answers})
+        if ex.keeps_grad:  # as the output of a trainable module is
+            ns.update({name: ns[name].requires_grad_(True) for name in ex.answers})
         if ex.module:
             ns[ex.module] = _trainable_module(ex.trainable)
         return ns
@@ -94,12 +96,17 @@ def student_function(ex: Exercise, code: str | None, framework: str | None) -> C
     def student(*args: Any) -> Any:
         plain = {}
         for key, arg, like in zip(keys, args, example.values()):
-            if isinstance(like, np.ndarray) and hasattr(arg, "__array__") or isinstance(arg, list):
+            if type(arg) is np.ndarray and isinstance(like, np.ndarray) and arg.dtype == np.float64:
+                plain[key] = arg  # no copy: a copy would count against a step's memory probe
+            elif isinstance(like, np.ndarray) and hasattr(arg, "__array__") or isinstance(arg, list):
                 arr = to_array(arg, key, finite=False)
                 plain[key] = arr.astype(like.dtype) if like.dtype.kind in "biu" else arr
             else:
                 plain[key] = arg
         res = ex.expected(plain) if code is None else ex.variant(code, plain)
-        return in_framework(res[ex.answers[0]], framework, _asked(ex))
+        out = in_framework(res[ex.answers[0]], framework, _asked(ex))
+        if ex.keeps_grad:  # computed in NumPy, so tie the result to the inputs' gradients as torch code would
+            out = out + sum(0 * a.sum() for a in args if getattr(a, "requires_grad", False))
+        return out
 
     return student

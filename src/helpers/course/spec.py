@@ -133,6 +133,10 @@ class Exercise:
     # value steps that ask for "a single number": a plain Python number (``.item()``, ``float(...)``) is as
     # good as a 0-d tensor of the exercise's framework
     plain_number: bool = False
+    numbers: bool = False  # value steps: a list whose entries must be Python (or NumPy) numbers, not tensors
+    # torch steps whose result must stay differentiable: a value step's answers (a trainable module's output),
+    # a function step's result when its float inputs require a gradient (no .detach(), no torch.no_grad())
+    keeps_grad: bool = False
     # function steps: a call that raised an error whose text ("Type: message", with the student's line)
     # matches the regular expression is that mistake (e.g. an OverflowError from exp(s - m) with s > m)
     raises: Mapping[str, str] = field(default_factory=dict)
@@ -345,6 +349,7 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
         "computed_with": list(ex.computed_with),
         "not_with": list(ex.not_with),
         "how": dict(ex.how),
+        "keeps_grad": ex.keeps_grad,
         "count_rows": [b.name for b in ex.budgets],
         "module": ex.module,
         "probes": [{"kind": p.kind, "inputs": pi, "stream": p.stream, "buffer": p.buffer}
@@ -570,6 +575,36 @@ def _framework_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None
     return None
 
 
+def _items_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
+    if not ex.numbers:
+        return None
+    for name, fw in (facts.get("items") or {}).items():
+        if fw in ("torch", "tensorflow"):
+            kind = {"torch": "PyTorch", "tensorflow": "TensorFlow"}[fw]
+            return _fail(ex, "not_a_number", f"The entries of `{name}` are {kind} tensors, not Python "
+                                             "numbers: return `loss.item()`. A tensor still holds the whole "
+                                             "computation behind it, so a list of them keeps every step's graph "
+                                             "in memory.")
+    return None
+
+
+def _grad_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
+    if not ex.keeps_grad:
+        return None
+    if ex.kind == "function":  # its trials run without gradients: only the call on inputs that need one says
+        cut = [f"{ex.answers[0]}(...)"] if record.get("keeps_grad") is False else []
+    else:
+        cut = [n for n, g in ((record.get("facts") or {}).get("grad") or {}).items() if g is False]
+    if not cut:
+        return None
+    what = f"`{cut[0]}`" if ex.kind == "value" else f"The result of `{cut[0]}`"
+    return _fail(ex, "gradient_cut", f"{what} does not require a gradient: the computation is cut off from the "
+                                     "weights (a `.detach()`, `torch.no_grad()` or a trip through NumPy in the "
+                                     "forward pass), so `loss.backward()` cannot reach them and training cannot "
+                                     "change them. Keep every step in torch operations on the parameters; detach "
+                                     "only to print.")
+
+
 def _is_float(dtype: str) -> bool:
     return dtype.startswith(("float", "bfloat", "half", "double"))
 
@@ -636,6 +671,13 @@ _HOW = {
                                      "other shapes. State the axis (`dim=…`).",
     ("typed_numbers", False): "Your cell types the numbers in by hand: this step asks you to compute them, so "
                               "that the same code works on any inputs.",
+    ("library_attention", False): "Your function calls a library's attention (`scaled_dot_product_attention` or "
+                                  "a multi-head attention layer). This step asks you to write it yourself, from "
+                                  "matrix products, a mask and a softmax; the library's version is what the "
+                                  "cell compares yours with.",
+    ("no_grad", True): "Your numbers are right, but the step asks you to evaluate without keeping track of "
+                       "gradients: run the model inside `with torch.no_grad():` (gradients are only needed to "
+                       "train, and recording them costs memory and time).",
     ("indexed_result", False): "Your cell reorders (indexes) what a function returns: the numbers come out the "
                                "same, but the step asks for the function run on the reordered inputs themselves.",
 }
@@ -645,13 +687,15 @@ def _unused_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     unused = [n for n in record.get("unused") or [] if n in ex.computed_with]
     forbidden = [n for n in record.get("forbidden") or [] if n in ex.not_with]
     how = record.get("how") or {}
-    for feature, wanted in ex.how.items():
+    for feature, wanted in ex.how.items() if not unused else ():  # not computed with X says more than how
         if feature in how and how[feature] != wanted:
             return _fail(ex, "not_as_asked", ex.hints.get("not_as_asked") or _HOW[feature, wanted])
     if forbidden:
         names = " and ".join(f"`{n}`" for n in forbidden)
+        only = f", with {_OPS[ex.framework]} operations only" if ex.framework in _OPS else ""
         return _fail(ex, "not_as_asked", ex.hints.get("not_as_asked")
-                     or f"Your cell uses {names}: this step is to be computed without it.")
+                     or f"Your cell uses {names}: this step is to be computed without "
+                        f"{'it' if len(forbidden) == 1 else 'them'}{only}.")
     if not unused:
         return None
     quoted = [f"`{n}`" for n in unused]
@@ -681,7 +725,9 @@ def _mutation_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None
     where = "Your cell" if ex.kind == "value" else f"`{ex.answers[0]}`"
     return _fail(ex, "mutates_input", f"{where} changes {names} in place (an in-place operation such as `-=`, "
                                       "`/=`, `.add_()` or `[...] =` on an input), so the caller's variable changes "
-                                      "too. Compute into a new tensor instead (e.g. `s = s - m`).")
+                                      "too. Compute into a new tensor instead (e.g. `s = s - m`), then run again "
+                                      "the cells that compute the variables you passed in: they hold the changed "
+                                      "values now.")
 
 
 def _probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome | None:
@@ -703,7 +749,7 @@ def _probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outco
         limit = probe.limit(inputs)
         if probe.kind == "peak_memory" and peak > limit:
             return _fail(ex, probe.code, note=f" (On {_describe_inputs(inputs)} it used {peak / 1024:.0f} KiB of "
-                                              f"extra memory; a version that works block by block needs at most "
+                                              f"extra memory; a version that works as the step asks needs at most "
                                               f"about {limit / 1024:.0f} KiB.)")
     return None
 
@@ -855,7 +901,9 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                            "but the cell that computes it could not be found, so it could not be tried on other "
                            f"inputs. Compute it in a cell of its own ({ex.answers[0]} = …) and run that cell.")
         for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
-                      _mutation_problem(ex, record), _module_problem(ex, record), _budget_problem(ex, plan, record),
+                      _items_problem(ex, record.get("facts") or {}),
+                      _mutation_problem(ex, record), _module_problem(ex, record), _grad_problem(ex, record),
+                      _budget_problem(ex, plan, record),
                       _module_probe_problem(ex, plan, record)):
             if check is not None:
                 return check
@@ -887,9 +935,10 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
     if code:
         return _fail(ex, code, note=note)
     if inlined := _inlined(ex, plan, replays):
-        return _fail(ex, "hard_coded", f"Your cell uses the numbers of this notebook's `{inlined}` typed in, instead "
-                                       f"of the variable `{inlined}` itself, so it gives the wrong answer for any "
-                                       f"other `{inlined}`. Use the variable.", note)
+        return _fail(ex, "hard_coded", f"Your cell does not use the variable `{inlined}` itself: its answer is what "
+                                       f"this notebook's `{inlined}` gives (its numbers typed in, or the result "
+                                       f"rebuilt another way), so it is wrong for any other `{inlined}`. Compute it "
+                                       f"from `{inlined}`.", note)
     if replays and all(_same(got[n], got0[n], ex) for got in replays for n in ex.answers) and \
             not _close(want0, ex.expected(plan.inputs[1]), ex.answers, ex.rtol, ex.atol) and \
             _close(got0, want0, ex.answers, TYPED_IN, TYPED_IN):
@@ -949,7 +998,7 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
         fail = f"`{ex.answers[0]}` was not called on every input."
     if fail is None:
         for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
-                      _mutation_problem(ex, record), _probe_problem(ex, plan, record)):
+                      _mutation_problem(ex, record), _probe_problem(ex, plan, record), _grad_problem(ex, record)):
             if check is not None:
                 return check
         return Outcome(ex.id, "pass", ex.points, ex.points, f"{ex.title}: correct.")
@@ -966,6 +1015,11 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
         return _fail(ex, "reads_globals", _reads_globals(ex, record, "so it only works for this notebook's data. "
                                                                      "Use the parameters the function is given."))
     return Outcome(ex.id, "fail", 0, ex.points, fail)
+
+
+# what the probes' watching inputs raise (helpers.course.exercises.nb07), as `_call` words it
+_WATCHED = re.compile(r"^`[^`]+` raised (?:KeysNotInBlocks|ScoresAboveTheDiagonal): (?P<what>.+?)"
+                      r"(?: \(line \d+: .*\))? when called on (?P<inputs>.+)\.$", re.S)
 
 
 def _reads_globals(ex: Exercise, record: Mapping[str, Any], then: str) -> str:
@@ -991,7 +1045,9 @@ def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
             text = str(error.get("message", ""))
             for pattern, code in ex.raises.items():
                 if re.search(pattern, text):
-                    return _fail(ex, code, note=f" Here: {text}")
+                    watched = _WATCHED.match(text)  # a process check's finding, not an error of the code's own
+                    return _fail(ex, code, note=f" Watched on {watched['inputs']}: {watched['what']}." if watched
+                                 else f" Here: {text}")
         if code := _raising_mistake(ex, plan, record):
             return _fail(ex, code, note=f" (On other inputs it even fails: {error.get('message')})")
         kind = str(error.get("kind"))

@@ -89,6 +89,14 @@ def _text_map(value: Any, allowed: set[str], what: str) -> dict[str, str | None]
     return {k: (v[:40] if isinstance(v, str) else None) for k, v in value.items()}
 
 
+def _bool_map(value: Any, allowed: set[str], what: str) -> dict[str, bool]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not set(value) <= allowed:
+        raise ProtocolError(f"{what} does not name the exercise's variables")
+    return {k: v for k, v in value.items() if isinstance(v, bool)}
+
+
 def _arrays(value: Any, allowed: set[str], what: str) -> dict[str, np.ndarray]:
     if not isinstance(value, dict) or not set(value) <= allowed:
         raise ProtocolError(f"{what} does not name the exercise's variables")
@@ -117,7 +125,11 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     if not isinstance(facts, dict):
         raise ProtocolError("the facts are not an object")
     record["facts"] = {"framework": _text_map(facts.get("framework"), answers_names, "the frameworks"),
-                       "dtype": _text_map(facts.get("dtype"), answers_names, "the dtypes")}
+                       "dtype": _text_map(facts.get("dtype"), answers_names, "the dtypes"),
+                       "items": _text_map(facts.get("items"), answers_names, "the entries' frameworks"),
+                       "grad": _bool_map(facts.get("grad"), answers_names, "the answers' gradients")}
+    if ex.keeps_grad and isinstance(raw.get("keeps_grad"), bool):
+        record["keeps_grad"] = raw["keeps_grad"]
     if raw.get("upstream") is not None:
         record["upstream"] = _arrays(raw["upstream"], set(ex.reads), "the upstream values")
     replay = raw.get("replay")

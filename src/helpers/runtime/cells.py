@@ -89,6 +89,19 @@ def assigned_names(source: str) -> set[str]:
     return found
 
 
+def definition_source(source: str, name: str) -> str:
+    """The source of the function ``name`` defined at the top level of a cell (without the code the cell
+    runs after it, e.g. a comparison with a library); the whole cell when there is no such definition."""
+    tree = _parse(source)
+    if tree is None:
+        return source
+    text = _MAGIC.sub(lambda m: m.group(1) + "pass", source)  # what was parsed: the offsets are into it
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            return ast.get_source_segment(text, node) or source
+    return source
+
+
 def mentioned_names(source: str) -> set[str]:
     """Every name a cell reads or binds anywhere in it (``print(x)`` mentions ``x``)."""
     tree = _parse(source)
@@ -214,6 +227,38 @@ def _numbers(node: ast.AST) -> int | None:
     return None
 
 
+_LIBRARY_ATTENTION = {"scaled_dot_product_attention", "dot_product_attention", "MultiheadAttention",
+                      "MultiHeadAttention", "multi_head_attention_forward"}
+_NO_GRAD = {"no_grad", "inference_mode"}
+
+
+def _call_names(tree: ast.AST) -> set[str]:
+    """The names of everything the cell calls (``F.softmax(…)`` → ``softmax``)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            fn = node.func
+            out.add(fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else "")
+    return out
+
+
+def _without_grad(tree: ast.AST) -> bool:
+    """Does the cell switch gradient tracking off (``with torch.no_grad():``, ``inference_mode``, as a
+    decorator too, or ``set_grad_enabled(False)``)?"""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            fn = node.func
+            name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+            if name in _NO_GRAD:
+                return True
+            if name == "set_grad_enabled" and node.args and isinstance(node.args[0], ast.Constant) \
+                    and node.args[0].value is False:
+                return True
+        elif isinstance(node, ast.Attribute) and node.attr in _NO_GRAD:  # @torch.no_grad without the call
+            return True
+    return False
+
+
 def _types_numbers(tree: ast.AST) -> bool:
     """Does the cell type an array in by hand: a nested literal of numbers (a matrix), or a tensor/array
     constructor called on a literal of four numbers or more?"""
@@ -234,8 +279,10 @@ def code_features(source: str) -> dict[str, bool] | None:
     comprehension), ``matmul`` (``@`` or a matrix-product call), ``implicit_softmax_dim`` (a softmax
     called without its axis, e.g. ``F.softmax(s)``) and ``indexed_result`` (the result of a function
     call indexed, as in ``f(x)[perm]``) and ``typed_numbers`` (an array typed in by hand: a nested
-    literal of numbers, or a tensor/array made from a literal of four numbers or more). ``None`` if it
-    does not parse."""
+    literal of numbers, or a tensor/array made from a literal of four numbers or more),
+    ``library_attention`` (a library's attention called: ``scaled_dot_product_attention``, a
+    multi-head attention layer) and ``no_grad`` (gradient tracking switched off). ``None`` if it does
+    not parse."""
     tree = _parse(source)
     if tree is None:
         return None
@@ -254,4 +301,5 @@ def code_features(source: str) -> dict[str, bool] | None:
             matmul = matmul or name in _PRODUCTS
             implicit = implicit or _implicit_axis(node, imported)
     return {"loop": loop, "matmul": matmul, "implicit_softmax_dim": implicit, "indexed_result": _indexes_a_result(tree),
-            "typed_numbers": _types_numbers(tree)}
+            "typed_numbers": _types_numbers(tree),
+            "library_attention": bool(_call_names(tree) & _LIBRARY_ATTENTION), "no_grad": _without_grad(tree)}

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dis
+import functools
 import io
 import random
 import re
@@ -34,13 +35,13 @@ import traceback
 import tracemalloc
 import types
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..convert import AnswerError, NotDone, framework_of, to_array
-from .cells import code_features, mentioned_names
+from .cells import code_features, definition_source, mentioned_names
 from .history import History, Run, message_line
 
 __all__ = ["OneShot", "collect", "dtype_name", "to_framework"]
@@ -322,7 +323,19 @@ def _snapshot(values: Mapping[str, Any]) -> dict[str, np.ndarray]:
 
 def _facts(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {"framework": {n: framework_of(v) for n, v in values.items()},
-            "dtype": {n: dtype_name(v) for n, v in values.items()}}
+            "dtype": {n: dtype_name(v) for n, v in values.items()},
+            "items": {n: _items_framework(v) for n, v in values.items()},
+            "grad": {n: bool(v.requires_grad) for n, v in values.items()
+                     if framework_of(v) == "torch" and hasattr(v, "requires_grad")}}
+
+
+def _items_framework(value: Any) -> str | None:
+    """For a list or tuple: the framework of its entries when they are all tensors of one framework
+    (e.g. a list of losses left as 0-d tensors), else None."""
+    if not isinstance(value, (list, tuple)) or not value:
+        return None
+    kinds = {framework_of(v) for v in value}
+    return kinds.pop() if len(kinds) == 1 and kinds <= {"torch", "tensorflow"} else None
 
 
 def _global_names(code: types.CodeType) -> set[str]:
@@ -550,6 +563,25 @@ def _call(fn: Callable[..., Any], name: str, args: list[Any], which: str, shapes
     return result
 
 
+def _keeps_grad(fn: Callable[..., Any], name: str, inputs: Mapping[str, Any]) -> bool | None:
+    """Called on float inputs that require a gradient (as trainable weights do), does ``fn`` return a result
+    that still requires one? False when it cuts the graph (``.detach()``, ``torch.no_grad()``, a NumPy
+    round trip); None when that cannot be told (it raised, or returned no tensor)."""
+    args = []
+    for v in inputs.values():
+        t = to_framework(v, "torch")
+        if hasattr(t, "is_floating_point") and t.is_floating_point():
+            t = t.clone().requires_grad_(True)
+        args.append(t)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = fn(*args)
+    except Exception:
+        return None
+    return bool(result.requires_grad) if hasattr(result, "requires_grad") else None
+
+
 def _shapes(inputs: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}{tuple(np.shape(v))}" if isinstance(v, (np.ndarray, list)) else f"{k}={v!r}"
                      for k, v in inputs.items())
@@ -571,8 +603,13 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
     read, where = _data_globals(fn)
     record: dict[str, Any] = {"answers": [], "globals_read": read, "globals_in": [where] if where else [],
                               "mutated": []}
-    if run is not None and plan.get("how"):
-        record["how"] = code_features(run.source)
+    own = definition_source(run.source, name) if run is not None else None  # not the cell's given code
+    if own is not None and plan.get("how"):
+        record["how"] = code_features(own)
+    if own is not None and (plan.get("computed_with") or plan.get("not_with")):
+        mentioned = mentioned_names(own)
+        record["unused"] = sorted(set(plan.get("computed_with") or ()) - mentioned)
+        record["forbidden"] = sorted(set(plan.get("not_with") or ()) & mentioned)
     mutated: set[str] = set()
     try:
         for i, inputs in enumerate(plan.get("trials") or []):
@@ -585,12 +622,33 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
                 record["facts"] = _facts({name: result})
             record["answers"].append({name: to_array(result, f"{name}(...)", finite=False)})
         record["probes"] = _probes(plan, fn, name, framework)
+        if plan.get("keeps_grad") and framework == "torch" and plan.get("trials"):
+            record["keeps_grad"] = _keeps_grad(fn, name, plan["trials"][0])
     except AnswerError as err:
         # what it returned before it raised: the mistake that makes it raise may show in those numbers
         return {**_error(err.kind, err.message), "globals_read": read, "globals_in": record["globals_in"],
                 "answers": record["answers"] if err.kind == "raised" else []}
     record["mutated"] = sorted(mutated)
     return record
+
+
+def _watched(fn: Callable[..., Any], inputs: Iterable[Any]) -> Callable[..., Any]:
+    """``fn``, and then what the probe's inputs saw it do: an input that logs how it is used (an attribute
+    ``_log`` with ``start`` and ``finish``) raises from ``finish`` when the call did not work as asked."""
+    logs = list({id(log): log for v in inputs if hasattr(log := getattr(v, "_log", None), "finish")}.values())
+    if not logs:
+        return fn
+
+    @functools.wraps(fn)
+    def call(*args: Any) -> Any:
+        for log in logs:
+            log.start()
+        result = fn(*args)
+        for log in logs:
+            log.finish()
+        return result
+
+    return call
 
 
 def _probes(plan: Mapping[str, Any], fn: Callable[..., Any], name: str, framework: str | None) -> dict[str, Any]:
@@ -613,7 +671,7 @@ def _probes(plan: Mapping[str, Any], fn: Callable[..., Any], name: str, framewor
                 tracemalloc.reset_peak()
                 base, _ = tracemalloc.get_traced_memory()
             try:
-                result = _call(fn, name, args, "a long input", _shapes(probe["inputs"]))
+                result = _call(_watched(fn, inputs.values()), name, args, "a long input", _shapes(probe["inputs"]))
             except AnswerError:
                 if stream is None or stream.reads < 2:
                     raise

@@ -325,9 +325,9 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
               mistakes=SCORES_MISTAKES, hints=hints["scores"], dtype="float32"),
         value("softmax", "Attention weights (softmax)", ("attn_weights",), ref_softmax,
               reads=("attn_scores",), mistakes=SOFTMAX_MISTAKES, hints=hints["softmax"], dtype="float32"),
-        value("outputs", "Outputs", ("outputs",), hints=hints["outputs"], **outputs_step),
+        value("outputs", "Outputs", ("outputs",), hints=hints["outputs"], dtype="float32", **outputs_step),
         value("outputs_rounded", "Outputs from the rounded weights", ("outputs_rounded",), ref_rounded,
-              reads=("rounded_weights", "values"), hints=hints["outputs_rounded"], **rounded_step),
+              reads=("rounded_weights", "values"), hints=hints["outputs_rounded"], dtype="float32", **rounded_step),
     ]
 
 

@@ -270,7 +270,7 @@ PART_1 = [
            }),
     _value("02.context_2_simple", "The journey's context vector", ("context_vec_2_simple",),
            _one("context_vec_2_simple", lambda attn_weights_2, x, **_: attn_weights_2 @ x),
-           reads=("attn_weights_2", "x"), how={"loop": True},
+           reads=("attn_weights_2", "x"), how={"loop": True}, dtype="float32",
            mistakes={
                "sum_normalisation": _one("context_vec_2_simple",
                                          lambda attn_weights_2_sum, x, **_: attn_weights_2_sum @ x),
@@ -511,12 +511,13 @@ PART_2 = [
                "keys: divide by √d_k, keys.shape[-1]."},
         framework="torch",
         dtype="float32",  # SelfAttentionV1 calls it, and its cell compares the result with float32 numbers
+        keeps_grad=True,  # SelfAttentionV1 is trained through it: a detached result cannot be
         notebook=NOTEBOOK,
         points=2,
         atol=1e-5,  # float32 inputs: outputs near 0 (values of both signs mixed) carry errors of ~1e-6
     ),
     _value("02.sa_v1", "SelfAttentionV1 seeded with torch.manual_seed(123)", ("outputs_v1",),
-           _one("outputs_v1", _v1), reads=("x",), module="sa_v1", trainable=3,
+           _one("outputs_v1", _v1), reads=("x",), module="sa_v1", trainable=3, keeps_grad=True,
            mistakes={
                "missing_scale": _one("outputs_v1", lambda x, **_: _v1(x, scale=1.0)),
                "scale_by_d": _one("outputs_v1", lambda x, **_: _v1(x, scale=2.0)),

@@ -479,7 +479,7 @@ register(
                    ref_weighted_shape, PREDICT_WEIGHTED_MISTAKES),
     _value("weighted_values", "The weighted values, by broadcasting", ("weighted_values",), ref_weighted_values,
            reads=("attn_weights", "values"), framework="torch", mistakes=WEIGHTED_MISTAKES,
-           how={"loop": False},
+           how={"loop": False}, dtype="float32",
            hints={"not_as_asked": "Your numbers are right, but your cell loops over the queries. This step is about "
                   "broadcasting: one product of two tensors, one of them given a new axis, makes every weighted "
                   "value at once."}),
@@ -499,6 +499,6 @@ register(
         "03.attention_outputs", notebook=NOTEBOOK, title="Self-attention as one function",
         answers=("attention_outputs",), kind="function", framework="torch", inputs=fn_inputs,
         reference=ref_fn, mistakes=FN_MISTAKES, atol=1e-5, points=2, hints=HINTS["attention_outputs"],
-        how={"implicit_softmax_dim": False},
+        how={"implicit_softmax_dim": False}, dtype="float32",
     ),
 )

@@ -192,15 +192,19 @@ def softmax_inputs(rng: np.random.Generator | None = None) -> dict:
     visibly wrong (0/0 = NaN below about -745). One row in which two scores lie about 800 above
     the others: exp() of the difference overflows, so subtracting the row's minimum (or nothing)
     gives inf / inf = NaN there, while the maximum keeps it finite. The other rows stay moderate
-    but far apart, so one maximum for the whole matrix underflows there too.
+    but far apart, so one maximum for the whole matrix underflows there too. A third row has one score
+    2 400 above the others (see below).
     """
     if rng is None:
         return {"scores": QUERIES @ KEYS.T}
     n = int(rng.integers(3, 7))  # square, as the scores of self-attention are
     scores = rng.normal(scale=3.0, size=(n, n))
-    low, wide = (int(r) for r in rng.choice(n, size=2, replace=False))
+    low, wide, peak = (int(r) for r in rng.choice(n, size=3, replace=False))
     scores[low] = -742.0 + rng.uniform(-1.5, 1.5, size=n)
     scores[wide, rng.choice(n, size=2, replace=False)] += 800.0 + rng.uniform(-1.0, 1.0, size=2)
+    # one score 2 400 above the rest of its row: at least 1 600 above the row's mean, so subtracting the mean
+    # instead of the maximum overflows too
+    scores[peak, rng.integers(n)] += 2400.0 + rng.uniform(-1.0, 1.0)
     return {"scores": scores}
 
 
@@ -232,6 +236,13 @@ def _shifted_by_min(scores):
         return e / e.sum(axis=-1, keepdims=True)
 
 
+def _shifted_by_mean(scores):
+    """Each row's mean subtracted instead of its maximum: a score far above the rest still overflows."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(scores - scores.mean(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+
 def _max_without_keepdim(scores):
     """The row maxima without keepdims (shifting column j by row j's maximum), the sums with it."""
     e = np.exp(scores - scores.max(axis=-1))
@@ -246,6 +257,7 @@ SOFTMAX_MISTAKES = {
     "keepdims_nowhere": _keepdims_nowhere,
     "max_without_keepdim": _max_without_keepdim,
     "shifted_by_min": _shifted_by_min,
+    "shifted_by_mean": _shifted_by_mean,
     "global_max_subtraction": _global_max,
 }
 
@@ -323,6 +335,7 @@ ATTENTION_MISTAKES = {
     "scale_multiplied": lambda **i: _attention(**i, scale=1 / np.sqrt(i["w_key"].shape[-1])),
     # √3 whatever the keys: the notebook's global d_k (an int, so not seen as notebook data) or 3 typed in
     "reads_globals": lambda **i: _attention(**i, scale=float(np.sqrt(D_K))),
+    "weights_returned": lambda **i: self_attention(**i)[0],  # (n, n) instead of (n, d_v)
 }
 
 _TRANSPOSED = (
@@ -426,7 +439,11 @@ register(
     ),
     _value("05.weights", "Attention weights of 'how are you doing'", ("attn_weights",), ref_weights,
            reads=("x", "w_query", "w_key"), mistakes=WEIGHTS_MISTAKES,
-           hints={"transposed_scores": _TRANSPOSED, "scale_by_d_model": _D_MODEL, "softmax_wrong_axis": _COLUMNS,
+           computed_with=("softmax",),  # "with your softmax": an inline, unshifted one gives the same numbers here
+           hints={"not_computed_with": "Your cell never calls your `softmax`: the step asks for the weights "
+                  "with it. A softmax written again inline (often without subtracting the row maximum) gives "
+                  "the same numbers on these small scores and overflows on large ones.",
+                  "transposed_scores": _TRANSPOSED, "scale_by_d_model": _D_MODEL, "softmax_wrong_axis": _COLUMNS,
                   "missing_scale": "Your scores were not divided by √d_k. Divide them by √d_k, the square root "
                   "of the width of a key (3 here), before the softmax.",
                   "scale_by_d": "You divided by d_k itself. The scaling divides by its square root, √d_k."}),

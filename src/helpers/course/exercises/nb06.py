@@ -73,7 +73,8 @@ def module_example() -> dict:
 
 
 def _qkv(rng, batch: tuple = ()) -> dict:
-    n, d = int(rng.integers(3, 7)), int(rng.integers(2, 6))
+    # never the example's sizes: a function that reads the notebook's 5 × 5 mask (or its d_k) must fail here
+    n, d = int(rng.choice([3, 4, 6, 7])), int(rng.choice([2, 3, 5]))
     q, k, v = rng.normal(size=(3, *batch, n, d))
     return {"q": q, "k": k, "v": v}
 
@@ -484,6 +485,10 @@ PADDED_HINTS = {
     "real key, and the outputs at padded positions are dropped later anyway.",
     "padding_mask_off_by_one": "Your mask shows one padded key to every query of a padded sentence: positions count "
     "from 0, so key j of sentence b is real when j < lengths[b] (not ≤).",
+    # the same numbers as the padded values set to 0 with their scores left in the softmax (weight · 0)
+    "mask_after_softmax": "The padded keys still take part in the softmax: their weights were zeroed after it, "
+    "or their values set to 0 (the same numbers: weight · 0), so each row's weights on the real keys sum to less "
+    "than 1. Hide the padded keys' scores (−∞) before the softmax.",
 }
 
 
@@ -537,8 +542,11 @@ MODULE_HINTS = {
 
 def _exercises() -> list[Exercise]:
     common = {"notebook": NOTEBOOK, "kind": "function"}
+    own = {"library_attention": False}  # "write …": the library's attention is what the cell compares with
     torch_ = {**common, "framework": "torch"}
-    tf_ = {**common, "framework": "tensorflow"}
+    tf_ = {**common, "framework": "tensorflow",
+           # the PyTorch functions above, run and wrapped in a TensorFlow tensor, are not the TensorFlow version
+           "not_with": ("torch", "F", "causal_attention", "multi_head_attention", "split_heads", "merge_heads")}
     causal = {"inputs": causal_inputs, "reference": ref_causal, "mistakes": CAUSAL_MISTAKES}
     mha = {"inputs": mha_inputs, "reference": ref_mha, "mistakes": MHA_MISTAKES, "atol": 1e-5,
            "hints": {"missing_scale": MHA_SCALE_HINT, "scale_by_d_model": MHA_D_MODEL_HINT,
@@ -546,7 +554,7 @@ def _exercises() -> list[Exercise]:
                      "heads_merged_without_transpose": MERGE_ONLY_HINT}}
     return [
         Exercise("06.causal_attention", title="Causal attention", answers=("causal_attention",),
-                 hints=_causal_hints("torch"), **causal, **torch_),
+                 hints=_causal_hints("torch"), how=own, **causal, **torch_),
         Exercise(
             "06.padded_attention",
             title="Attention over a padded batch",
@@ -555,6 +563,7 @@ def _exercises() -> list[Exercise]:
             reference=ref_padded,
             mistakes=PADDED_MISTAKES,
             hints=PADDED_HINTS,
+            how=own,
             **torch_,
         ),
         Exercise(
@@ -564,6 +573,7 @@ def _exercises() -> list[Exercise]:
             inputs=dropout_inputs,
             reference=ref_dropout,
             mistakes=DROPOUT_MISTAKES,
+            dtype="float32",  # the weights are float32: a float64 result breaks the comparisons that follow
             **torch_,
         ),
         Exercise(
@@ -608,6 +618,7 @@ def _exercises() -> list[Exercise]:
             title="Multi-head attention",
             answers=("multi_head_attention",),
             depends_on=("06.split_heads", "06.merge_heads"),
+            how=own,
             **mha,
             **torch_,
         ),
@@ -635,12 +646,14 @@ def _exercises() -> list[Exercise]:
         ),
         Exercise(
             "06.tf_causal_attention", title="Causal attention in TensorFlow", answers=("tf_causal_attention",),
-            hints=_causal_hints("tensorflow"), **causal, **tf_,
+            hints=_causal_hints("tensorflow"), how=own, dtype="float32", **causal, **tf_,
         ),
         Exercise(
             "06.tf_multi_head_attention",
             title="Multi-head attention in TensorFlow",
             answers=("tf_multi_head_attention",),
+            how=own,
+            dtype="float32",
             **mha,
             **tf_,
         ),

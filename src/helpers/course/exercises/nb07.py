@@ -26,6 +26,7 @@ most of their cost.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -84,8 +85,9 @@ VECTORISED_MISTAKES = {
 
 def _running(scores, start=-np.inf, rescale=True, update_max=True, shift=True):
     """(m, total): the largest score and the sum of exp(score − m), so that softmax(s) = exp(s − m) / total,
-    with switches for the catalogued mistakes. The stream is read once (np.fromiter keeps no score
-    object alive), then the running quantities are computed in closed form:
+    with switches for the catalogued mistakes. The right one runs online, keeping two numbers (so that
+    the sample answer passes the memory probe too); for a wrong one the stream is read once (np.fromiter
+    keeps no score object alive), then the running quantities are computed in closed form:
 
     - right: m = max, total = Σ exp(s − m) (what the rescaled running sum ends with);
     - ``start=0``: m = max(0, max s), total = Σ exp(s − m);
@@ -93,6 +95,14 @@ def _running(scores, start=-np.inf, rescale=True, update_max=True, shift=True):
     - ``update_max=False``: m frozen at the first score, total = Σ exp(s − s₀);
     - ``shift=False``: total = Σ exp(s), the maximum tracked but not used.
     """
+    if start == -np.inf and rescale and update_max and shift:  # the right one: online, as the step asks
+        m, total = -math.inf, 0.0
+        for x in scores:
+            x = float(x)
+            if x > m:
+                total, m = total * math.exp(m - x), x
+            total += math.exp(x - m)
+        return np.array([m, total])
     s = np.fromiter((float(x) for x in scores), dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         if not shift:
@@ -141,9 +151,10 @@ Allowed = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 def _blockwise(q, k, v, block_size, *, allowed: Allowed | None = None, zeroed: Allowed | None = None,
                scale=None, rescale_total=True, rescale_acc=True, m0=-np.inf, keep_max=True, per_row=True,
-               shift="running", divide=True, last_block=True):
+               shift="running", divide=True, last_block=True, local_max=False):
     """Blockwise attention with an online softmax, every query at once, key block by key block in order,
-    with switches for the catalogued mistakes.
+    with switches for the catalogued mistakes (``local_max``: m is the block's own maximum, not the
+    running one — exact, until a later block's scores are far lower and exp(m_old − m_new) overflows).
 
     ``allowed(rows, cols)`` says which (query, key) pairs are used (None: all); a query with no
     allowed key in a block leaves its running quantities untouched, as a loop over query tiles that
@@ -167,7 +178,7 @@ def _blockwise(q, k, v, block_size, *, allowed: Allowed | None = None, zeroed: A
             s = np.where(ok, s, -np.inf)
             active = ok.any(axis=1)
             b_max = s.max(axis=1) if per_row else np.full(n_q, s.max())
-            m_new = np.maximum(m, b_max)
+            m_new = b_max if local_max else np.maximum(m, b_max)
             alpha = np.exp(m - m_new)
             p = np.exp(s - (m_new if shift == "running" else b_max)[:, None])
             new_total = (alpha if rescale_total else 1.0) * total + p.sum(axis=1)
@@ -243,6 +254,7 @@ FLASH_MISTAKES = {
     "missing_final_division": lambda q, k, v, block_size: _attend(q, k, v, divide=False),
     "block_max_in_exp": lambda q, k, v, block_size: _blockwise(q, k, v, block_size, shift="block"),
     "softmax_per_block": lambda q, k, v, block_size: _per_block_average(q, k, v, block_size),
+    "max_not_running": lambda q, k, v, block_size: _blockwise(q, k, v, block_size, local_max=True),
 }
 
 
@@ -348,6 +360,37 @@ class _Log:
                 f"it has computed {self.above} scores of a key that comes after its query (this product: {where}), "
                 f"and the causal mask hides every one of them. Skipping the key blocks that lie after each block of "
                 f"queries leaves only about {self.n * (self.block_size - 1) // 2}, all in the diagonal blocks")
+
+
+class KeysNotInBlocks(RuntimeError):
+    """Raised after a blockwise function has run, when it did not take the keys one block at a time."""
+
+
+class _KeyLog:
+    """How many keys each product of the probe's queries with its keys takes at once (07.flash): at most
+    ``block_size``, and ``block_size`` for at least one product, or the function is not going through the
+    keys block by block. Nothing is raised during the call (the reference and the wrong variants may run
+    on the same inputs); :meth:`finish` says what the call just did."""
+
+    def __init__(self, n: int, block_size: int):
+        self.n, self.block_size = n, block_size
+        self.start()
+
+    def start(self) -> None:
+        self.widest = 0
+
+    def product(self, q_tok: np.ndarray, k_tok: np.ndarray) -> None:
+        rows, cols = np.unique(q_tok).size, int(np.unique(k_tok).size)
+        if rows == self.n and cols == self.n:
+            return  # the whole n × n matrix: the peak-memory probe says what is wrong with that
+        self.widest = max(self.widest, cols)
+
+    def finish(self) -> None:
+        b = self.block_size
+        if self.widest > b:
+            raise KeysNotInBlocks(f"it multiplied queries with {self.widest} keys at once (block_size = {b})")
+        if 0 < self.widest < b:
+            raise KeysNotInBlocks(f"it never took more than {self.widest} keys at once (block_size = {b})")
 
 
 def _tokens_of(x: Any) -> list:
@@ -542,12 +585,31 @@ def flash_inputs(rng=None):
     # along w: its scores are all between −935 and −850, so a running maximum started at 0 underflows
     # there (exp(−745) is already 0). Another points along w: its scores, 850 … 935, are the largest of
     # all, so one maximum shared by every query underflows the others.
+    # A third query, along a direction u across w, falls: the keys of the first block have the component
+    # 3 … 3.3 along u, the others −3.3 … −3: its scores are about +400 in the first block and −400 after it,
+    # so a maximum that is not kept running (the block's own) takes exp(m_old − m_new) = exp(800): inf.
     w = np.ones(d) / np.sqrt(d)
+    u = np.zeros(d)
+    u[0], u[1:] = 1.0, -1.0 / (d - 1)
+    u = u - (u @ w) * w
+    u = u / np.linalg.norm(u)
     k = k - np.outer(k @ w, w) + np.outer(3.0 + 0.3 * rng.uniform(size=n), w)
-    low, high = rng.choice(np.arange(1, n), size=2, replace=False)
+    side = np.where(np.arange(n) < block, 1.0, -1.0)
+    k = k - np.outer(k @ u, u) + np.outer(side * (3.0 + 0.3 * rng.uniform(size=n)), u)
+    low, high, drop = rng.choice(np.arange(1, n), size=3, replace=False)
     q[low] = -(850.0 * np.sqrt(d) / 3.0) * w
     q[high] = (850.0 * np.sqrt(d) / 3.0) * w
+    q[drop] = (400.0 * np.sqrt(d) / 3.0) * u
     return {"q": q, "k": k, "v": rng.normal(size=(n, dv)), "block_size": block}
+
+
+def key_probe_inputs(rng):
+    """n = 200 in blocks of 16 (the last one shorter), queries and keys that count how many keys each
+    product takes at once (see :class:`_KeyLog`)."""
+    n, block = 200, 16
+    log = _KeyLog(n, block)
+    return {"q": _Tokens.make(rng.normal(size=(n, 6)), "q", log), "k": _Tokens.make(rng.normal(size=(n, 6)), "k", log),
+            "v": rng.normal(size=(n, 4)), "block_size": block}
 
 
 def long_flash(rng):
@@ -592,6 +654,7 @@ register(
         reference=lambda q, k, v: attention(q, k, v),
         mistakes=VECTORISED_MISTAKES,
         dtype="float32",
+        how={"library_attention": False},  # the cell compares it with the fused function: that one is not the step
         # `.T` reverses all four axes: the product that follows cannot line them up, and raises
         raises={r"RuntimeError.*\(line \d+: `[^`]*\.T\b": "transposed_all_axes"},
         hints={
@@ -617,7 +680,9 @@ register(
         inputs=online_inputs,
         reference=lambda scores: _running(scores),
         mistakes=ONLINE_MISTAKES,
-        probes=(Probe("one_pass", long_stream, lambda inputs: 64, "not_one_pass", stream="scores"),),
+        probes=(Probe("one_pass", long_stream, lambda inputs: 64, "not_one_pass", stream="scores"),
+                # read once but kept whole (a list of 5 000 floats is about 160 KiB): not an online softmax either
+                Probe("peak_memory", long_stream, lambda inputs: 32 * 1024, "not_one_pass")),
         # math.exp raises where np.exp gives inf: only a positive exponent above 709 overflows here
         raises={r"\bOverflowError\b": "positive_exponent"},
         hints={
@@ -638,8 +703,14 @@ register(
         inputs=flash_inputs,
         reference=lambda q, k, v, block_size: _attend(q, k, v),
         mistakes=FLASH_MISTAKES,
-        probes=(Probe("peak_memory", long_flash, flash_memory_limit, "full_score_matrix"),),
+        probes=(Probe("peak_memory", long_flash, flash_memory_limit, "full_score_matrix"),
+                Probe("key_blocks", key_probe_inputs, lambda inputs: 0, "keys_not_in_blocks")),
+        raises={r"\bKeysNotInBlocks\b": "keys_not_in_blocks"},
         hints={
+            "max_not_running": "Your m is the maximum of the current block only, not of every score so far. "
+            "That is exact until a later block's scores are far below an earlier one's: then exp(m_old − m_new) "
+            "overflows to inf (here: scores near +400, then near −400). Keep the running maximum, "
+            "np.maximum(m, the block's maximum).",
             "missing_scale": "Your scores were not divided by √d_k. Divide each block of scores by the square "
             "root of the width of a query before taking its maximum and exponentials.",
             "scale_by_d": "You divided the scores by d_k itself. Divide them by its square root, √d_k.",

@@ -382,12 +382,12 @@ GRID_HINTS = {
     "elementwise_product": "You multiplied the rotated queries and keys element by element (`*`), which happens to "
     "give an (8, 8) tensor because d_k is 8 too. Each score is a dot product of a whole rotated query with a whole "
     "rotated key: use `@` with the transposed keys.",
-    "transposed_scores": "Your grid is transposed: row m must hold the query at position m, column n the key at "
-    "position n (the rotated queries @ the rotated keys.T).",
+    "transposed_scores": "Your grid is transposed: row m must hold the query at position m, column p the key at "
+    "position p (the rotated queries @ the rotated keys.T).",
     "unexpected_scale": "This grid holds the raw dot products of the rotated query and key. Leave out the division "
     "by √d_k here.",
     "rope_only_queries": "Only your query was rotated: every column holds the same unrotated key. Rotate the key "
-    "too, to position n in column n.",
+    "too, to position p in column p.",
 }
 
 

@@ -386,6 +386,14 @@ CACHE_BYTES_MISTAKES = {
         num_layers * num_heads * n * d_head * bytes_per_number,
     "cache_missing_layers": lambda num_layers, num_heads, n, d_head, bytes_per_number:
         2 * num_heads * n * d_head * bytes_per_number,
+    "cache_bytes_fixed": lambda num_layers, num_heads, n, d_head, bytes_per_number:
+        2 * num_layers * num_heads * n * d_head * 4,
+    "cache_counted_in_bits": lambda num_layers, num_heads, n, d_head, bytes_per_number:
+        2 * num_layers * num_heads * n * d_head * bytes_per_number * 8,
+    "cache_in_mebibytes": lambda num_layers, num_heads, n, d_head, bytes_per_number:
+        2 * num_layers * num_heads * n * d_head * bytes_per_number / 2**20,
+    "cache_in_megabytes": lambda num_layers, num_heads, n, d_head, bytes_per_number:
+        2 * num_layers * num_heads * n * d_head * bytes_per_number / 10**6,
 }
 
 
@@ -395,8 +403,11 @@ def cache_bytes_inputs(rng=None) -> dict:
         return dict(zip(names, GPT2_SMALL))
     # small sizes, so that every answer is an exact integer in float32 too; no 2 among the layers or the bytes
     # and no layers as many as the bytes, so that forgetting one factor or another gives different numbers
+    # and never 4 bytes per number, so that a function that always counts 4 (float32) fails here. Not 2 or 8
+    # either: with 2, counting numbers instead of bytes gives half the answer, as forgetting the factor 2 does;
+    # with 8, so does a fixed 4. 16 bytes (a complex128) keeps every mistake apart.
     values = (int(rng.choice([3, 5, 6, 7])), int(rng.integers(1, 5)), int(rng.integers(2, 21)),
-              int(rng.choice([2, 4, 8])), int(rng.choice([4, 8])))
+              int(rng.choice([2, 4, 8])), 16)
     return dict(zip(names, values))
 
 
@@ -471,9 +482,11 @@ def _exercises() -> list[Exercise]:
     padded = {"inputs": padded_inputs, "reference": ref_padded, "mistakes": PADDED_MISTAKES}
     return [
         Exercise("09.cross_attention", title="Cross-attention", answers=("cross_attention",), inputs=cross_inputs,
-                 reference=ref_cross, mistakes=CROSS_MISTAKES, hints=CROSS_HINTS, **torch_),
+                 reference=ref_cross, mistakes=CROSS_MISTAKES, hints=CROSS_HINTS, how={"library_attention": False},
+                 **torch_),
         Exercise("09.padded_cross_attention", title="Cross-attention over a padded batch of sources",
-                 answers=("padded_cross_attention",), hints=PADDED_HINTS, **padded, **torch_),
+                 answers=("padded_cross_attention",), hints=PADDED_HINTS, how={"library_attention": False},
+                 **padded, **torch_),
         Exercise("09.cached_attention", title="Attention of the newest queries over a cache",
                  answers=("cached_attention",), inputs=cached_inputs, reference=ref_cached,
                  mistakes=CACHED_MISTAKES, hints=CACHED_HINTS, **torch_),
@@ -494,10 +507,12 @@ def _exercises() -> list[Exercise]:
         ),
         Exercise("09.kv_cache_bytes", title="The size of a KV cache", answers=("kv_cache_bytes",),
                  inputs=cache_bytes_inputs, reference=ref_cache_bytes, mistakes=CACHE_BYTES_MISTAKES,
-                 rtol=0.0, atol=1e-3, **common),
+                 rtol=1e-6, atol=0.0, **common),  # relative: an answer in MiB is a small number
         Exercise("09.tf_padded_cross_attention", title="Cross-attention over a padded batch in TensorFlow",
                  answers=("tf_padded_cross_attention",), hints=TF_PADDED_HINTS, **padded, **common,
-                 framework="tensorflow"),
+                 framework="tensorflow", how={"library_attention": False},
+                 # the PyTorch function above, run and wrapped in a TensorFlow tensor, is not the TensorFlow version
+                 not_with=("torch", "F", "padded_cross_attention", "cross_attention")),
     ]
 
 

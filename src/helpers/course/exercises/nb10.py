@@ -570,9 +570,11 @@ TRAIN_HINTS = {
     "`zero_grad()` between the two.",
     "step_before_backward": "Your optimizer steps before the gradients of this batch are computed, so every update "
     "uses the gradients of earlier steps (the first one does nothing). Order: zero_grad, loss, backward, step.",
-    **{code: f"Your steps train on a wrong loss: the answer_loss they call has this mistake — "
-             f"{MISTAKES[code].hint[0].lower()}{MISTAKES[code].hint[1:]} Fix answer_loss (10.loss), run its cell, "
-             "then run this cell again." for code in LOSS_VARIANTS if code != "right"},
+    # the loss may come from the student's answer_loss or be computed in train_step itself: name both
+    **{code: f"Your steps train on a wrong loss, with this mistake — "
+             f"{MISTAKES[code].hint[0].lower()}{MISTAKES[code].hint[1:]} A step trains on answer_loss: if yours "
+             "computes the loss itself, call answer_loss instead; if it calls answer_loss, fix that (10.loss), run "
+             "its cell, then run this cell again." for code in LOSS_VARIANTS if code != "right"},
 }
 
 
@@ -632,6 +634,7 @@ def _exercises() -> list[Exercise]:
             reads=TRAIN_READS,
             mistakes=TRAIN_MISTAKES,
             hints=TRAIN_HINTS,
+            numbers=True,  # "it returns that loss as a Python number"
             atol=1e-5,
             **common,
         ),
@@ -655,6 +658,7 @@ def _exercises() -> list[Exercise]:
             reference=ref_trained,
             reads=("fresh_tokens",),
             computed_with=("model",),  # the rule typed in by hand (reversing the digits) gives the same numbers
+            how={"no_grad": True},  # the TO-DO: "in evaluation mode … and without keeping track of gradients"
             mistakes={"copied_answer": copied_answer_half},
             hints={"copied_answer": "Your `fresh_predictions` are the tokens after the separator, copied from "
                    "`fresh_tokens`, not the model's guesses. Run the trained model on `fresh_tokens` and take its "
