@@ -57,12 +57,14 @@ def test_a_random_wrong_entry_is_never_diagnosed_as_a_mistake(ex, data):
         assert "first differs at index" in outcome.message or "differs: you have" in outcome.message
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.sampled_from([e for e in VALUE_EXERCISES if e.dtype not in ("int32", "float64")]), st.floats(1e-9, 1e-7))
-def test_float32_rounding_is_accepted(ex, eps):
+@pytest.mark.parametrize("ex", [e for e in VALUE_EXERCISES if e.dtype not in ("int32", "float64")], ids=lambda e: e.id)
+@pytest.mark.parametrize("eps", [1e-9, 1e-7])
+def test_float32_rounding_is_accepted(ex, eps):  # every exercise, every run (a sample once missed 02.sa_v1)
     right = ex.expected(ex.inputs())
     ns = answer_namespace(ex, None)
     ns.update({n: in_framework((right[n] * (1 + eps)).astype(np.float32), ex.framework) for n in ex.answers})
+    if ex.keeps_grad:  # the output of a trainable module carries its gradient
+        ns.update({n: ns[n].requires_grad_(True) for n in ex.answers})
     assert judge(ex, ns, cell=student_cell(ex, None)).status == "pass"
 
 
