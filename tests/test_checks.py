@@ -549,6 +549,12 @@ def test_a_decoder_without_a_cache_is_named_although_its_numbers_are_right():
               "    q, k, v = h @ w_query, torch.cat(k_cache), torch.cat(v_cache)\n" + attend)
     exec(cached, ns)
     assert judge(ex, ns, cell=cached).status == "pass"
+    ahead = (head.replace("rows = []\n", "rows = []\nh_all = x_seq + pos_table[:len(x_seq)]\n"
+                          "k_all, v_all = h_all @ w_key, h_all @ w_value\n")
+             + "    q, k, v = h_all[t:t + 1] @ w_query, k_all[:t + 1], v_all[:t + 1]\n" + attend)
+    exec(ahead, ns)
+    outcome = judge(ex, ns, cell=ahead)
+    assert outcome.status == "fail" and outcome.diagnosis == "projected_ahead", outcome.message
 
 
 def test_a_wrong_number_is_told_as_the_number_it_is():

@@ -605,6 +605,11 @@ _PROCESS_ROWS = [
      "Your numbers are right, but each step projects all the tokens so far again, instead of keeping the keys "
      "and values already computed: that is decoding without a cache. Project only the new token, append its key "
      "and value to your cache, and let its query attend over the cache."),
+    ("projected_ahead", "every token projected before the loop, as if the whole sequence were known",
+     "Your numbers are right, but your loop starts from keys and values of the whole sequence, projected "
+     "before any token was fed in: a decoder does not have the later tokens yet. Inside the loop, project only "
+     "the token that has just arrived, append its key and value to the cache, and let its query attend over "
+     "the cache."),
 ]
 
 _ALL = [r[0] for r in (*_ROWS, *_PROPERTY_ROWS, *_PROCESS_ROWS)]

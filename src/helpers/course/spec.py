@@ -70,11 +70,13 @@ class RowBudget:
     """A value step's process check: when the cell is replayed, the rows multiplied by the weight ``name``
     (``x @ name``, ``torch.matmul(x, name)``, on PyTorch tensors) add up to at most ``limit(world)``;
     ``code`` names the mistake when they do not (e.g. a decoder that projects the whole prefix again at
-    every step instead of keeping a cache). A product the count does not follow is missed, never invented."""
+    every step instead of keeping a cache). With ``first``, the limit is on the rows of the first product
+    alone (a decoder that projects every token before its loop starts with a product of all n rows). A product the count does not follow is missed, never invented."""
 
     name: str
     limit: Callable[[Mapping[str, Any]], float]
     code: str
+    first: bool = False
 
 
 @dataclass(frozen=True)
@@ -710,7 +712,11 @@ def _budget_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
     counted = record.get("rows") or []
     for budget in ex.budgets:
         for rows, world in zip(counted, plan.inputs[1:]):
-            used, limit = float((rows or {}).get(budget.name, 0)), budget.limit(world)
+            key = budget.name + "@first" if budget.first else budget.name
+            used, limit = float((rows or {}).get(key, 0)), budget.limit(world)
+            if used > limit and budget.first:
+                return _fail(ex, budget.code, note=f" (Run again on other inputs, your cell's first product with "
+                                                   f"`{budget.name}` took {used:.0f} rows at once: the whole sequence.)")
             if used > limit:
                 return _fail(ex, budget.code, note=f" (Run again on other inputs, your cell multiplied {used:.0f} rows "
                                                    f"by `{budget.name}`; {limit:.0f} are enough.)")

@@ -233,7 +233,8 @@ _COUNTER: Any = None
 
 def _counting(value: Any, name: str, counts: dict[str, int]) -> Any:
     """A PyTorch tensor that adds to ``counts[name]`` the rows of every tensor multiplied by it
-    (``x @ value``, ``torch.matmul(x, value)``, ``x.mm(value)``); other values are returned as they are.
+    (``x @ value``, ``torch.matmul(x, value)``, ``x.mm(value)``) and keeps the rows of the first such
+    product in ``counts[name + "@first"]``; other values are returned as they are.
     Results are plain tensors: only the products with the value itself are counted."""
     global _COUNTER
     torch = sys.modules.get("torch")
@@ -251,8 +252,10 @@ def _counting(value: Any, name: str, counts: dict[str, int]) -> Any:
             def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
                 if func in products and len(args) >= 2 and isinstance(args[1], RowCounter) and \
                         args[1]._counts is not None and isinstance(args[0], torch.Tensor) and args[0].ndim:
-                    counts, left = args[1]._counts, args[0]
-                    counts[args[1]._name] = counts.get(args[1]._name, 0) + left.numel() // max(1, left.shape[-1])
+                    counts, left, name = args[1]._counts, args[0], args[1]._name
+                    rows = left.numel() // max(1, left.shape[-1])
+                    counts[name] = counts.get(name, 0) + rows
+                    counts.setdefault(name + "@first", rows)  # the rows of the first product alone
                 with torch._C.DisableTorchFunctionSubclass():
                     return func(*args, **(kwargs or {}))
 

@@ -366,8 +366,12 @@ DECODE_MISTAKES = {
 # With a cache, each token is projected once: n rows through w_key and w_value. Room for twice that (a
 # check of the cache against the whole sequence, say); a loop that projects the prefix 0 … t again at
 # every step multiplies n (n + 1) / 2 rows, 28 or more on a fresh world (n ≥ 7).
-DECODE_BUDGETS = tuple(RowBudget(w, lambda names: 2 * names["x_seq"].shape[0], "no_cache")
-                       for w in ("w_key", "w_value"))
+# A decoder that projects every token before its loop (the same numbers, and n rows in all) has not decoded
+# one token at a time: its first product with w_key or w_value takes all n rows. A prefill (a prompt of a few
+# tokens read in one go, then one token at a time) takes fewer, and is decoding.
+DECODE_BUDGETS = (*(RowBudget(w, lambda names: 2 * names["x_seq"].shape[0], "no_cache") for w in ("w_key", "w_value")),
+                  *(RowBudget(w, lambda names: names["x_seq"].shape[0] - 1, "projected_ahead", first=True)
+                    for w in ("w_key", "w_value")))
 
 
 # --- part 4: the size of a cache -------------------------------------------------------------
