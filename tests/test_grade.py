@@ -478,3 +478,124 @@ def test_a_right_step_on_a_wrong_earlier_answer_is_credited_unless_carry_forward
     off = {o.exercise: o for o in decide(EXS, PLANS, DONE, blob, CELLS, 60, carry_forward=False).outcomes}
     assert off["01.softmax"].status == "carried" and off["01.softmax"].points == 0
     assert "not given" in off["01.softmax"].message
+
+
+# ------------------------------------------------------------- process probes, as the sandbox receives them
+
+
+def _through_the_sandbox_protocol(ex_id: str, namespace: dict) -> spec.Outcome:
+    """The plan as the grader sends it (encoded, JSON), collected as the sandbox's recorder does, the record
+    sent back (encoded, JSON) and judged by the grader: everything but the processes."""
+    from helpers.grading.protocol import decode_value, encode_record, encode_value
+    from helpers.grading.verdict import judge_record
+    from helpers.runtime.collect import collect
+
+    ex = spec.get(ex_id)
+    plan = spec.make_plan(ex, seeds=list(range(spec.seeds_needed(ex))))
+    sent = decode_value(json.loads(json.dumps(encode_value(plan.data))))
+    record = collect(sent, namespace)
+    return judge_record(ex, json.loads(json.dumps(encode_record(record))), plan)
+
+
+def _flash(tile_queries_only: bool):
+    def flash(q, k, v, block_size):
+        out = np.zeros((q.shape[0], v.shape[1]))
+        for i in range(0, q.shape[0], block_size):
+            qi = q[i:i + block_size]
+            if tile_queries_only:  # every key at once, one block of queries at a time
+                s = qi @ k.T / np.sqrt(q.shape[1])
+                w = np.exp(s - s.max(axis=1, keepdims=True))
+                out[i:i + block_size] = (w @ v) / w.sum(axis=1, keepdims=True)
+                continue
+            m, total, acc = np.full(len(qi), -np.inf), np.zeros(len(qi)), np.zeros((len(qi), v.shape[1]))
+            for j in range(0, k.shape[0], block_size):
+                s = qi @ k[j:j + block_size].T / np.sqrt(q.shape[1])
+                new = np.maximum(m, s.max(axis=1))
+                w, fade = np.exp(s - new[:, None]), np.exp(m - new)
+                total, acc, m = total * fade + w.sum(axis=1), acc * fade[:, None] + w @ v[j:j + block_size], new
+            out[i:i + block_size] = acc / total[:, None]
+        return out
+    return flash
+
+
+def test_the_grader_watches_how_blockwise_attention_takes_its_keys():
+    """The key-block probe's arrays are made in the sandbox from the plan's plain arrays (they used to be
+    watching arrays only in the student's kernel, and plain ones in the grader's)."""
+    right = _through_the_sandbox_protocol("07.flash", {"flash_attention": _flash(False)})
+    assert right.status == "pass", right.message
+    tiled = _through_the_sandbox_protocol("07.flash", {"flash_attention": _flash(True)})
+    assert tiled.status == "fail" and tiled.diagnosis == "keys_not_in_blocks", tiled.message
+
+
+def test_the_grader_sees_a_causal_function_compute_blocks_above_the_diagonal():
+    flash = _flash(False)
+
+    def causal(q, k, v, block_size):  # blockwise, but every key block computed, the future hidden inside each
+        n, out = q.shape[0], np.zeros((q.shape[0], v.shape[1]))
+        for i in range(0, n, block_size):
+            rows = np.arange(i, min(i + block_size, n))
+            s = q[rows] @ k.T / np.sqrt(q.shape[1])  # noqa: F841 — the scores of the future, computed and unused
+            for r in rows:
+                out[r] = flash(q[r:r + 1], k[:r + 1], v[:r + 1], block_size)[0]
+        return out
+
+    outcome = _through_the_sandbox_protocol("07.causal_flash", {"causal_flash_attention": causal})
+    assert outcome.status == "fail" and outcome.diagnosis == "future_blocks_computed", outcome.message
+
+
+_MODULE_CELL = """
+class MultiHeadSelfAttention(nn.Module):
+    def __init__(self, d_model, num_heads, max_len, dropout=0.0):
+        super().__init__()
+        self.num_heads, self.dropout = num_heads, dropout
+        for name in ("w_query", "w_key", "w_value", "w_out"):
+            setattr(self, name, nn.Parameter(torch.randn(d_model, d_model) SCALE))
+        self.register_buffer("causal_mask", torch.triu(torch.ones(max_len, max_len, dtype=torch.bool), diagonal=1))
+
+    def forward(self, x, lengths, keep=None):
+        b, seq, d = x.shape
+        h = self.num_heads
+        q, k, v = ((x @ w).reshape(b, seq, h, d // h).transpose(1, 2) for w in (self.w_query, self.w_key, self.w_value))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(d // h)
+        hidden = self.causal_mask[:seq, :seq] | (torch.arange(seq) >= lengths[:, None])[:, None, None, :]
+        weights = torch.softmax(scores.masked_fill(hidden, float("-inf")), dim=-1)
+        if self.training and self.dropout > 0:
+            if keep is None:
+                keep = (torch.rand_like(weights) >= self.dropout).float()
+            weights = weights * keep / (1 - self.dropout)
+        return (weights @ v).transpose(1, 2).reshape(b, seq, d) @ self.w_out
+
+mhsa = MultiHeadSelfAttention(d_model=x_pad.shape[-1], num_heads=num_heads, max_len=8, dropout=p_drop)
+with torch.no_grad():
+    for name, w in [("w_query", w_query), ("w_key", w_key), ("w_value", w_value), ("w_out", w_out)]:
+        getattr(mhsa, name).copy_(w)
+mhsa.eval()
+out_eval = mhsa(x_pad, lengths_pad, keep_draw)
+mhsa.train()
+out_train = mhsa(x_pad, lengths_pad, keep_draw)
+"""
+
+
+@pytest.mark.parametrize("scale, diagnosis", [("/ math.sqrt(d_model)", None), ("", "init_unscaled"),
+                                              ("* 0", "init_not_random")])
+def test_the_grader_judges_how_a_module_starts_its_weights(scale, diagnosis):
+    """06.module: the cell overwrites the weights, so a new module is made in the sandbox to see their start."""
+    torch = pytest.importorskip("torch")
+    import math
+
+    ex = spec.get("06.module")
+    cell = _MODULE_CELL.replace("SCALE", scale)
+    ns = {"torch": torch, "nn": torch.nn, "math": math}
+    for name, value in ex.inputs().items():  # the notebook's values, in the dtypes it has them
+        ns[name] = torch.from_numpy(np.array(value, dtype=np.float32 if value.dtype.kind == "f" else None)) \
+            if isinstance(value, np.ndarray) else value
+    exec(cell, ns)
+    from helpers.grading.protocol import decode_value, encode_record, encode_value
+    from helpers.grading.verdict import judge_record
+    from helpers.runtime.collect import collect
+
+    plan = spec.make_plan(ex, seeds=list(range(spec.seeds_needed(ex))))
+    record = collect(decode_value(json.loads(json.dumps(encode_value(plan.data)))), ns, cell=cell)
+    outcome = judge_record(ex, json.loads(json.dumps(encode_record(record))), plan)
+    assert (outcome.status, outcome.diagnosis) == (("pass", None) if diagnosis is None else ("fail", diagnosis)), \
+        outcome.message

@@ -559,6 +559,13 @@ _PROPERTY_ROWS = [
     ("not_trainable", "weights that cannot be trained",
      "The module's weights are not trainable parameters: create them as nn.Parameter(...) (or nn.Linear) and "
      "leave requires_grad at True."),
+    ("init_not_random", "weights that do not start random",
+     "Your module's weights start all equal (zeros, ones) or unfilled (torch.empty): then every feature gets the "
+     "same gradient, or none at all, and training cannot tell them apart. Start them random: "
+     "torch.randn(d_model, d_model) / √d_model."),
+    ("init_unscaled", "random weights not scaled by 1/√d_model",
+     "Your module's weights start random but not at the spread the step asks for: divide torch.randn(d_model, "
+     "d_model) by √d_model, so that x @ w keeps entries of about the size of x's."),
     ("reads_globals", "a function that reads the notebook's variables",
      "Your function reads the notebook's variables instead of its own arguments."),
     ("hard_coded", "numbers typed in rather than computed",

@@ -55,6 +55,9 @@ class Probe:
     the caller's, so that its own draws show (they must change the output and average to the
     evaluation output); with ``buffer``, it is called once more in evaluation mode with that buffer
     zeroed, which must change the output (a forward that builds the mask again never reads it).
+    Kind ``"module_init"``: a new module of the same class is made with ``inputs`` as keyword arguments;
+    each of its parameters of shape (d_model, d_model) must start random (not constant), with a spread
+    (standard deviation) within a factor of 4 of ``limit(inputs)``.
     """
 
     kind: str
@@ -71,7 +74,8 @@ class RowBudget:
     (``x @ name``, ``torch.matmul(x, name)``, on PyTorch tensors) add up to at most ``limit(world)``;
     ``code`` names the mistake when they do not (e.g. a decoder that projects the whole prefix again at
     every step instead of keeping a cache). With ``first``, the limit is on the rows of the first product
-    alone (a decoder that projects every token before its loop starts with a product of all n rows). A product the count does not follow is missed, never invented."""
+    alone (a decoder that projects every token before its loop starts with a product of all n rows). A
+    product the count does not follow is missed, never invented."""
 
     name: str
     limit: Callable[[Mapping[str, Any]], float]
@@ -716,7 +720,7 @@ def _budget_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
             used, limit = float((rows or {}).get(key, 0)), budget.limit(world)
             if used > limit and budget.first:
                 return _fail(ex, budget.code, note=f" (Run again on other inputs, your cell's first product with "
-                                                   f"`{budget.name}` took {used:.0f} rows at once: the whole sequence.)")
+                                                   f"`{budget.name}` took {used:.0f} rows at once.)")
             if used > limit:
                 return _fail(ex, budget.code, note=f" (Run again on other inputs, your cell multiplied {used:.0f} rows "
                                                    f"by `{budget.name}`; {limit:.0f} are enough.)")
@@ -764,6 +768,9 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
     """The module's own dropout draws and its use of its buffer (see :class:`Probe`, ``module_dropout``)."""
     measured = record.get("probes") or {}
     for probe, inputs in zip(ex.probes, plan.probe_inputs):
+        if probe.kind == "module_init" and (problem := _module_init_problem(ex, probe, inputs,
+                                                                           measured.get(probe.kind))):
+            return problem
         if probe.kind != "module_dropout":
             continue
         entry = measured.get(probe.kind)
@@ -798,6 +805,27 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
                 return _fail(ex, "not_as_asked", ex.hints.get("not_as_asked") or
                              f"`{ex.module}`'s output does not depend on its buffer `{probe.buffer}`: the forward "
                              "builds the mask again instead of using the buffer.")
+    return None
+
+
+def _module_init_problem(ex: Exercise, probe: Probe, inputs: Mapping[str, Any], entry: Any) -> Outcome | None:
+    """How a new module's square weights start (see :class:`Probe`, ``module_init``). Only what was measured
+    is judged: a class that cannot be made with the probe's keywords says nothing here."""
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("params"), list):
+        return None
+    d = inputs["d_model"]
+    want = float(probe.limit(inputs))
+    square = [p for p in entry["params"] if list(p[1]) == [d, d]]
+    made = f"A new module of your class, made with d_model = {d}: its"
+    for name, _, _spread, constant, finite in square:
+        if not finite or constant:
+            state = "is not all finite numbers (torch.empty leaves whatever was in memory)" if not finite else \
+                "has every entry equal"
+            return _fail(ex, "init_not_random", note=f" ({made} `{name}` {state}.)")
+    for name, _, spread, _constant, _finite in square:
+        if not want / 4 <= spread <= want * 4:
+            return _fail(ex, "init_unscaled", note=f" ({made} `{name}` starts with a spread (standard deviation) "
+                                                   f"of {spread:.3g}; 1/√d_model is {want:.3g}.)")
     return None
 
 
@@ -1052,6 +1080,10 @@ def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
             for pattern, code in ex.raises.items():
                 if re.search(pattern, text):
                     watched = _WATCHED.match(text)  # a process check's finding, not an error of the code's own
+                    answers = record.get("answers") or []
+                    if watched and answers and (shown := diagnose(ex, list(zip(answers, plan.inputs)))):
+                        # wrong numbers before the probe: that mistake first (no mask at all is not "masked")
+                        return _fail(ex, shown, note=f" (Also, watched on {watched['inputs']}: {watched['what']}.)")
                     return _fail(ex, code, note=f" Watched on {watched['inputs']}: {watched['what']}." if watched
                                  else f" Here: {text}")
         if code := _raising_mistake(ex, plan, record):

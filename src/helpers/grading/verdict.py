@@ -177,6 +177,15 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                     {k: decode_array(entry[k]) for k in ("eval", "train", "without_buffer")
                      if entry.get(k) is not None})
                 continue
+            if probe.kind == "module_init":
+                params = entry.get("params")
+                record["probes"][probe.kind] = {"error": _text(entry.get("error"), 500)} if entry.get("error") or \
+                    not isinstance(params, list) else {"params": [
+                        [_text(p[0], 100), [int(n) for n in p[1] if type(n) is int][:8], float(p[2]), p[3] is True,
+                         p[4] is True]
+                        for p in params[:100] if isinstance(p, list) and len(p) == 5 and isinstance(p[1], list)
+                        and isinstance(p[2], (int, float)) and not isinstance(p[2], bool)]}
+                continue
             peak, reads = entry.get("peak_bytes"), entry.get("reads", 1)
             record["probes"][probe.kind] = {
                 "peak_bytes": float(peak) if isinstance(peak, (int, float)) and not isinstance(peak, bool) else 1e30,

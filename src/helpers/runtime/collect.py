@@ -10,7 +10,8 @@ grader into its sandbox) says what to gather::
      "reads": [...],       # value: names whose current values are recorded (the student's own inputs)
      "count_rows": [...],  # value: weights whose products are counted in each replay (record["rows"])
      "module": None | "sa_v1",          # an nn.Module whose parameters must be trainable
-     "probes": [{"kind": "peak_memory" | "one_pass", "inputs": {...}, "stream": "scores"}]}
+     "probes": [{"kind": "peak_memory" | "one_pass" | "key_blocks" | "causal_blocks" | "module_dropout"
+                 | "module_init", "inputs": {...}, "stream": "scores", "buffer": "causal_mask"}]}
 
 :func:`collect` returns a *record*: the answers (one dict of float64 arrays per trial: for a value
 exercise the namespace's values first, then one per replay of the student's own cell), the facts a
@@ -43,6 +44,7 @@ import numpy as np
 from ..convert import AnswerError, NotDone, framework_of, to_array
 from .cells import code_features, definition_source, mentioned_names
 from .history import History, Run, message_line
+from .watch import tracking
 
 __all__ = ["OneShot", "collect", "dtype_name", "to_framework"]
 
@@ -505,10 +507,42 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
     record["mutated"] = sorted(mutated)
     if plan.get("module"):
         record["module"] = _module_facts(namespace.get(plan["module"]))
-        probes = [p for p in plan.get("probes") or [] if p.get("kind") == "module_dropout"]
-        if probes and record["module"] is not None:
-            record["probes"] = {"module_dropout": _module_dropout(namespace[plan["module"]], probes[0])}
+        module = namespace.get(plan["module"])
+        for probe in plan.get("probes") or []:
+            if record["module"] is None:
+                break
+            if probe.get("kind") == "module_dropout":
+                record.setdefault("probes", {})["module_dropout"] = _module_dropout(module, probe)
+            elif probe.get("kind") == "module_init":
+                record.setdefault("probes", {})["module_init"] = _module_init(module, probe)
     return record
+
+
+def _module_init(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
+    """A new module of the same class, made with the probe's inputs as keyword arguments: for each of its
+    parameters, the name, the shape, the spread of its entries (their standard deviation), and whether they
+    are all equal or not all finite. torch's random generator is left as it was."""
+    import torch
+
+    state = torch.get_rng_state()
+    try:
+        torch.manual_seed(0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fresh = type(module)(**probe["inputs"])
+        params = []
+        with torch.no_grad():
+            for name, p in fresh.named_parameters():
+                values = p.detach().double().reshape(-1)
+                finite = bool(torch.isfinite(values).all()) if values.numel() else True
+                spread = float(values.std()) if finite and values.numel() > 1 else 0.0
+                constant = bool((values == values[0]).all()) if values.numel() else True
+                params.append([str(name), [int(n) for n in p.shape], spread, constant, finite])
+    except Exception as exc:  # noqa: BLE001 — the student's class: anything can happen
+        return {"error": f"{type(exc).__name__}: {_first_line(exc)}"}
+    finally:
+        torch.set_rng_state(state)
+    return {"params": params}
 
 
 def _module_dropout(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
@@ -657,8 +691,8 @@ def _watched(fn: Callable[..., Any], inputs: Iterable[Any]) -> Callable[..., Any
 def _probes(plan: Mapping[str, Any], fn: Callable[..., Any], name: str, framework: str | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for probe in plan.get("probes") or []:
-        inputs = dict(probe["inputs"])
         kind = probe["kind"]
+        inputs = tracking(probe["inputs"], kind)  # queries and keys that watch the products, for those kinds
         stream = None
         if kind == "one_pass":
             stream = OneShot(np.asarray(inputs[probe["stream"]]).tolist())

@@ -375,6 +375,10 @@ def module_probe_inputs(rng=None) -> dict:
     return {"x": np.repeat(x, DROPOUT_COPIES, axis=0), "lengths": np.full(DROPOUT_COPIES, x.shape[1])}
 
 
+# a new module is made with these, to see how its weights start: 1/√256 = 0.0625 is far from an unscaled 1 and
+# from 1/256 (divided by d_model), and no other weight of the module is (256, 256)
+INIT_SIZES = {"d_model": 256, "num_heads": 4, "max_len": 8, "dropout": 0.1}
+
 MODULE_READS = ("x_pad", "lengths_pad", "w_query", "w_key", "w_value", "w_out", "num_heads", "p_drop", "keep_draw")
 
 
@@ -636,7 +640,10 @@ def _exercises() -> list[Exercise]:
             module="mhsa",
             trainable=4,
             probes=(Probe("module_dropout", module_probe_inputs, lambda inputs: 0, "missing_dropout",
-                          buffer="causal_mask"),),
+                          buffer="causal_mask"),
+                    # the cell overwrites the weights with the notebook's, so their start is judged on a new module
+                    Probe("module_init", lambda rng: dict(INIT_SIZES), lambda inputs: inputs["d_model"] ** -0.5,
+                          "init_unscaled")),
             raised_hints=((rf"size of tensor [ab] \({MAX_LEN}\)",
                            f"A size of {MAX_LEN} is max_len, the length the causal mask buffer is made for: cut "
                            "the buffer to the sequence length of x (its first seq rows and columns) before using "

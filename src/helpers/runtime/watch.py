@@ -1,0 +1,250 @@
+"""Probe inputs that watch how a blockwise function uses them (notebook 07), in the student's kernel
+and in the grader's sandbox alike.
+
+A probe's plan carries plain arrays; :func:`tracking` turns its queries ``q`` and keys ``k`` into arrays
+that know, for every entry, which token (row) it belongs to, through slicing, indexing, transposing and
+reshaping. A product of queries with keys (``@``, ``*``, ``np.dot``, ``np.einsum`` …) tells a shared log:
+
+- ``causal_blocks``: scores of a key after its query; a block entirely above the diagonal, or far more
+  such scores than the diagonal blocks hold, raises :class:`ScoresAboveTheDiagonal` from inside the call;
+- ``key_blocks``: how many keys each product takes at once; after the call, :meth:`_KeyLog.finish`
+  raises :class:`KeysNotInBlocks` when that was never the block size.
+
+Arrays derived in ways not followed here become plain arrays: a probe can miss a computation, never
+invent one. Nothing here knows a right answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+__all__ = ["KeysNotInBlocks", "ScoresAboveTheDiagonal", "WATCHES", "tracking"]
+
+
+
+
+
+class ScoresAboveTheDiagonal(RuntimeError):
+    """Raised from inside the student's causal function when it computes what causal attention never uses."""
+
+
+class _Log:
+    """What the probe's queries and keys have seen computed: scores (i, j) of a key after its query."""
+
+    def __init__(self, n: int, block_size: int):
+        self.n, self.block_size = n, block_size
+        self.above = 0
+        # The diagonal blocks hold about n (b − 1) / 2 such scores; twice n·b leaves room for tiles
+        # of another size. Computing every block and masking is n (n − 1) / 2.
+        self.allowance = 2 * n * block_size
+
+    def product(self, q_tok: np.ndarray, k_tok: np.ndarray) -> None:
+        rows, cols = np.unique(q_tok), np.unique(k_tok)
+        if rows.size == self.n and cols.size == self.n:
+            return  # the whole n × n matrix: the peak-memory probe says what is wrong with that
+        above = int(np.sum(cols.size - np.searchsorted(cols, rows, side="right")))
+        if not above:
+            return
+        where = f"queries {rows.min()}–{rows.max()} with keys {cols.min()}–{cols.max()}"
+        if cols.min() > rows.max():
+            raise ScoresAboveTheDiagonal(
+                f"it computed the scores of {where}: every one of those keys comes after every one of those "
+                "queries, a block above the diagonal that the causal mask hides entirely. Skip such blocks "
+                "instead of computing and masking them")
+        self.above += above
+        if self.above > self.allowance:
+            raise ScoresAboveTheDiagonal(
+                f"it has computed {self.above} scores of a key that comes after its query (this product: {where}), "
+                f"and the causal mask hides every one of them. Skipping the key blocks that lie after each block of "
+                f"queries leaves only about {self.n * (self.block_size - 1) // 2}, all in the diagonal blocks")
+
+
+class KeysNotInBlocks(RuntimeError):
+    """Raised after a blockwise function has run, when it did not take the keys one block at a time."""
+
+
+class _KeyLog:
+    """How many keys each product of the probe's queries with its keys takes at once (07.flash): at most
+    ``block_size``, and ``block_size`` for at least one product, or the function is not going through the
+    keys block by block. Nothing is raised during the call (the reference and the wrong variants may run
+    on the same inputs); :meth:`finish` says what the call just did."""
+
+    def __init__(self, n: int, block_size: int):
+        self.n, self.block_size = n, block_size
+        self.start()
+
+    def start(self) -> None:
+        self.widest = 0
+
+    def product(self, q_tok: np.ndarray, k_tok: np.ndarray) -> None:
+        rows, cols = np.unique(q_tok).size, int(np.unique(k_tok).size)
+        if rows == self.n and cols == self.n:
+            return  # the whole n × n matrix: the peak-memory probe says what is wrong with that
+        self.widest = max(self.widest, cols)
+
+    def finish(self) -> None:
+        b = self.block_size
+        if self.widest > b:
+            raise KeysNotInBlocks(f"it multiplied queries with {self.widest} keys at once (block_size = {b})")
+        if 0 < self.widest < b:
+            raise KeysNotInBlocks(f"it never took more than {self.widest} keys at once (block_size = {b})")
+
+
+def _tokens_of(x: Any) -> list:
+    """Every tracking array in a (nested) argument."""
+    if isinstance(x, _Tokens) and x._log is not None:
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for item in x for t in _tokens_of(item)]
+    return []
+
+
+def _unwrap(x: Any, tok: bool = False) -> Any:
+    """Plain arrays in place of tracking ones (``tok``: their token indices instead)."""
+    if isinstance(x, _Tokens):
+        return x._tok if tok else x.view(np.ndarray)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_unwrap(item, tok) for item in x)
+    return x
+
+
+_STRUCTURAL = {np.transpose, np.swapaxes, np.moveaxis, np.reshape, np.ravel, np.copy, np.squeeze,
+               np.expand_dims, np.atleast_2d, np.split, np.array_split, np.concatenate, np.vstack, np.stack}
+
+
+class _Tokens(np.ndarray):
+    """Queries (``role="q"``) or keys (``"k"``) that know, for every entry, which token (row) it belongs
+    to, through slicing, indexing, transposing and reshaping. A product (``@``, ``*``, ``np.dot``,
+    ``np.einsum`` …) of queries with keys tells the shared :class:`_Log`, which raises when a block above
+    the diagonal is computed. Arrays derived in ways not followed here become plain arrays: the probe
+    can miss a computation, never invent one."""
+
+    _role: str | None = None
+    _tok: np.ndarray | None = None
+    _log: _Log | None = None
+
+    @classmethod
+    def make(cls, values: np.ndarray, role: str, log: _Log) -> _Tokens:
+        values = np.asarray(values, dtype=np.float64)
+        tok = np.broadcast_to(np.arange(values.shape[0]).reshape(-1, *([1] * (values.ndim - 1))), values.shape)
+        return _carry(values.view(cls), role, np.array(tok), log)
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self._role = self._tok = self._log = None  # set again by the operations that know the tokens
+
+    def __reduce__(self):  # a copy in another process is a plain array
+        return self.view(np.ndarray).__reduce__()
+
+    def _same(self, result: Any, tok: np.ndarray) -> Any:
+        if self._log is None or not isinstance(result, np.ndarray) or np.shape(tok) != result.shape:
+            return result.view(np.ndarray) if isinstance(result, _Tokens) else result
+        return _carry(result, self._role, tok, self._log)
+
+    def __getitem__(self, key: Any) -> Any:
+        result = super().__getitem__(key)
+        if self._log is None or not isinstance(result, np.ndarray):
+            return result
+        return self._same(result, self._tok[_unwrap(key)])
+
+    @property
+    def T(self) -> Any:  # noqa: N802 (NumPy's name)
+        return self.transpose()
+
+    def transpose(self, *axes: Any) -> Any:
+        result = super().transpose(*axes)
+        return self._same(result, self._tok.transpose(*axes)) if self._log is not None else result
+
+    def swapaxes(self, a: int, b: int) -> Any:
+        result = super().swapaxes(a, b)
+        return self._same(result, self._tok.swapaxes(a, b)) if self._log is not None else result
+
+    def reshape(self, *shape: Any, **kwargs: Any) -> Any:
+        result = super().reshape(*shape, **kwargs)
+        return self._same(result, self._tok.reshape(*shape, **kwargs)) if self._log is not None else result
+
+    def ravel(self, order: str = "C") -> Any:
+        result = super().ravel(order)
+        return self._same(result, self._tok.ravel(order)) if self._log is not None else result
+
+    def copy(self, order: str = "C") -> Any:
+        result = super().copy(order)
+        return self._same(result, self._tok.copy(order)) if self._log is not None else result
+
+    def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:
+        result = super().astype(dtype, *args, **kwargs)
+        return self._same(result, self._tok) if self._log is not None else result
+
+    def dot(self, other: Any, out: Any = None) -> Any:
+        return np.dot(self, other) if out is None else np.dot(self, other, out)
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        tracked = _tokens_of(list(inputs))
+        _record(tracked)
+        outs = kwargs.get("out")
+        if outs is not None:
+            kwargs["out"] = tuple(_unwrap(o) for o in outs)
+        result = getattr(ufunc, method)(*(_unwrap(x) for x in inputs), **kwargs)
+        if outs is not None:
+            return outs[0] if len(outs) == 1 else outs
+        roles = {t._role for t in tracked}
+        if method == "__call__" and len(roles) == 1 and isinstance(result, np.ndarray):
+            source = tracked[0]
+            if result.shape == source.shape and all(t.shape == source.shape for t in tracked):
+                return source._same(result, source._tok)  # q / √d_k is still the queries
+        return result
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        tracked = _tokens_of(list(args)) + _tokens_of(list(kwargs.values()))
+        _record(tracked)
+        result = func(*_unwrap(args), **{key: _unwrap(value) for key, value in kwargs.items()})
+        roles = {t._role for t in tracked}
+        if func in _STRUCTURAL and len(roles) == 1:
+            plain = [a for a in _arrays_in(args) if not isinstance(a, _Tokens)]
+            if not plain:
+                tok = func(*_unwrap(args, tok=True), **{key: _unwrap(value, tok=True) for key, value in kwargs.items()})
+                source = tracked[0]
+                if isinstance(result, list):
+                    return [source._same(r, t) for r, t in zip(result, tok)]
+                return source._same(result, tok)
+        return result
+
+
+def _arrays_in(x: Any) -> list:
+    if isinstance(x, np.ndarray):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [a for item in x for a in _arrays_in(item)]
+    return []
+
+
+def _carry(result: np.ndarray, role: str | None, tok: np.ndarray, log: _Log | None) -> _Tokens:
+    out = result if isinstance(result, _Tokens) else result.view(_Tokens)
+    out._role, out._tok, out._log = role, np.asarray(tok), log
+    return out
+
+
+def _record(tracked: list) -> None:
+    queries = [t for t in tracked if t._role == "q"]
+    keys = [t for t in tracked if t._role == "k"]
+    if queries and keys:
+        queries[0]._log.product(np.concatenate([t._tok.ravel() for t in queries]),
+                                np.concatenate([t._tok.ravel() for t in keys]))
+
+
+WATCHES = {"causal_blocks": _Log, "key_blocks": _KeyLog}
+
+
+def tracking(inputs: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """``inputs`` with ``q`` and ``k`` made watching arrays of one new log, for probes of the ``kind``s
+    in :data:`WATCHES`; other inputs, and other kinds, are returned as they are."""
+    out = dict(inputs)
+    log_type = WATCHES.get(kind)
+    if log_type is None or "q" not in out or "k" not in out:
+        return out
+    q, k = np.asarray(out["q"], dtype=np.float64), np.asarray(out["k"], dtype=np.float64)
+    log = log_type(q.shape[0], int(out["block_size"]))
+    out["q"], out["k"] = _Tokens.make(q, "q", log), _Tokens.make(k, "k", log)
+    return out
