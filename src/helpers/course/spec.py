@@ -661,6 +661,13 @@ def _module_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
         return _fail(ex, "not_trainable", f"`{ex.module}` has {len(trainable)} trainable weight tensor(s); it "
                                           f"should have {ex.trainable}. {why[0].upper() + why[1:]}, so that "
                                           "module.parameters() lists it and an optimizer can train it.")
+    if read := facts.get("globals_read"):
+        names = ", ".join(f"`{n}`" for n in read)
+        where = facts.get("globals_in") or f"{ex.module}'s class"
+        return _fail(ex, "reads_globals", f"`{where}` reads the notebook's {names}: the numbers come out right here "
+                                          "only because the notebook's values are the ones this module was made "
+                                          "with and called on. Use what the module keeps (self.…, set in __init__ "
+                                          "from its arguments) and the arguments forward is given.")
     return None
 
 

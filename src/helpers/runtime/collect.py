@@ -382,14 +382,26 @@ def _data_globals(fn: Any) -> tuple[list[str], str | None]:
     return [], None
 
 
-def _module_facts(module: Any) -> dict[str, Any] | None:
+def _module_facts(module: Any, reads: Iterable[str] = ()) -> dict[str, Any] | None:
+    """The module's parameters (name, shape, trainable), its tensors that are plain attributes, and which of
+    the notebook's names ``reads`` a method of its own class reads as a global (``p_drop`` in ``forward``
+    instead of ``self.dropout``), with that method's name."""
     named = getattr(module, "named_parameters", None)
     if not callable(named):
         return None
     params = [[name, list(getattr(p, "shape", ())), bool(getattr(p, "requires_grad", False))] for name, p in named()]
     plain = [name for name, value in vars(module).items()
              if framework_of(value) == "torch" and hasattr(value, "requires_grad") and not name.startswith("_")]
-    return {"params": params, "plain_tensors": plain}
+    facts: dict[str, Any] = {"params": params, "plain_tensors": plain, "globals_read": [], "globals_in": None}
+    wanted = set(reads)
+    for cls in type(module).__mro__:
+        if cls.__module__.split(".")[0] in ("torch", "builtins"):
+            continue
+        for attr, method in vars(cls).items():
+            code = getattr(method, "__code__", None)
+            if code is not None and (found := sorted(_global_names(code) & wanted)):
+                return facts | {"globals_read": found, "globals_in": f"{cls.__name__}.{attr}"}
+    return facts
 
 
 class _Score(float):
@@ -506,7 +518,7 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
         record["raised"] = {"message": run.error, "line": run.line}
     record["mutated"] = sorted(mutated)
     if plan.get("module"):
-        record["module"] = _module_facts(namespace.get(plan["module"]))
+        record["module"] = _module_facts(namespace.get(plan["module"]), plan.get("reads") or ())
         module = namespace.get(plan["module"])
         for probe in plan.get("probes") or []:
             if record["module"] is None:

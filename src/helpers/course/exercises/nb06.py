@@ -547,7 +547,8 @@ MODULE_HINTS = {
 def _exercises() -> list[Exercise]:
     common = {"notebook": NOTEBOOK, "kind": "function"}
     own = {"library_attention": False}  # "write …": the library's attention is what the cell compares with
-    torch_ = {**common, "framework": "torch"}
+    # float32 in, float32 out: a float64 result (a NumPy round trip, a .double()) breaks the comparisons after it
+    torch_ = {**common, "framework": "torch", "dtype": "float32"}
     tf_ = {**common, "framework": "tensorflow",
            # the PyTorch functions above, run and wrapped in a TensorFlow tensor, are not the TensorFlow version
            "not_with": ("torch", "F", "causal_attention", "multi_head_attention", "split_heads", "merge_heads")}
@@ -577,7 +578,6 @@ def _exercises() -> list[Exercise]:
             inputs=dropout_inputs,
             reference=ref_dropout,
             mistakes=DROPOUT_MISTAKES,
-            dtype="float32",  # the weights are float32: a float64 result breaks the comparisons that follow
             **torch_,
         ),
         Exercise(

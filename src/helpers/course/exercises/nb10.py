@@ -25,7 +25,7 @@ import numpy as np
 
 from ..mistakes import MISTAKES
 from ..reference import softmax
-from ..spec import Exercise, register, upstream_of
+from ..spec import Exercise, Probe, register, upstream_of
 
 NOTEBOOK = "10_tiny_attention_model"
 
@@ -480,6 +480,15 @@ def copied_answer_half(fresh_tokens, **_):
     return {"fresh_predictions": tokens[:, tokens.shape[1] // 2 + 1:]}
 
 
+LAYER_COPIES = 1000
+
+
+def layer_probe_inputs(rng=None) -> dict:
+    """The example's first sequence, 1000 times: the layer's own dropout draws (keep=None), one per copy,
+    must change the outputs and average to the evaluation output (as in notebook 06)."""
+    return {"x": np.repeat(_attention_example(None)["x_demo"][:1], LAYER_COPIES, axis=0)}
+
+
 # --- the notebook's world ----------------------------------------------------------------------------
 
 
@@ -593,6 +602,8 @@ def _exercises() -> list[Exercise]:
             framework="torch",
             module="mhsa",
             trainable=4,
+            # its own draw when given none (the buffer is given, not asked for: a mask made in forward is right)
+            probes=(Probe("module_dropout", layer_probe_inputs, lambda inputs: 0, "missing_dropout"),),
             atol=1e-5,
             **common,
         ),
