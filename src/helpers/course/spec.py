@@ -122,6 +122,9 @@ class Exercise:
     module: str | None = None
     trainable: int = 0
     probes: tuple[Probe, ...] = ()
+    # function steps: one more trial, a fresh draw cut to edge sizes (one query, a width of 1), where the
+    # variants need not differ; it catches code right only while every axis is longer than 1 (a final squeeze)
+    edge: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     # value steps: names the cell must use to compute its answer (e.g. the trained ``model`` whose
     # guesses are asked for); a cell that never mentions one is not doing the step, whatever it gives
     computed_with: tuple[str, ...] = ()
@@ -299,6 +302,19 @@ def separates(ex: Exercise, inputs: Mapping[str, Any]) -> bool:
     return True
 
 
+def one_row(rows: str, column: str | None = None) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """An :attr:`Exercise.edge`: the draw with one row of ``rows`` (one token, one query) and, with
+    ``column``, one column of that argument (values of width 1)."""
+    def cut(inputs: dict[str, Any]) -> dict[str, Any]:
+        out = dict(inputs)
+        out[rows] = np.asarray(out[rows])[..., :1, :]
+        if column is not None:
+            out[column] = np.asarray(out[column])[..., :1]
+        return out
+
+    return cut
+
+
 def draw(ex: Exercise, rng: np.random.Generator) -> dict[str, Any]:
     """Fresh inputs on which the reference and every catalogued variant can be told apart."""
     for _ in range(MAX_DRAWS):
@@ -343,6 +359,8 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
             others = set().union(*(_varied(t, notebook) for i, t in enumerate(fresh) if i != k))
             if len((others | _varied(candidate, notebook)) & wanted) > len(seen & wanted):
                 fresh[k] = candidate
+    if ex.kind == "function" and ex.edge is not None and rngs:
+        fresh.append(ex.edge(ex.inputs(rngs[0])))
     probe_rng = rngs[0] if rngs else np.random.default_rng(0)
     probe_inputs = [p.inputs(probe_rng) for p in ex.probes]
     data = {
@@ -531,6 +549,11 @@ def shape_message(label: str, g: np.ndarray, w: np.ndarray, product: bool = True
         if len(gs) > len(ws):
             return msg + " It has an extra axis of length 1: one `keepdim=True` / `keepdims=True` too many, " \
                          "or an axis to squeeze away."
+        if sum(n == 1 for n in ws) > 1 or (ws and ws[0] == 1 and len(ws) > len(gs)):
+            lost = "an axis" if len(ws) - len(gs) == 1 else "axes"
+            return msg + f" It lacks {lost} of length 1 (these inputs have one row, or a width of 1): a `squeeze()` " \
+                         "removes every such axis, whatever the sizes are; or a `keepdim=True` / `keepdims=True` is " \
+                         "missing. Return the shape the step gives for any sizes."
         return msg + " It lacks an axis of length 1: keep it with `keepdim=True` / `keepdims=True`, or add it " \
                      "back (`[:, None]`, a reshape)."
     if g.size == w.size:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..reference import global_softmax, self_attention, softmax, sum_normalise
-from ..spec import Exercise, register, upstream_of
+from ..spec import Exercise, one_row, register, upstream_of
 
 NOTEBOOK = "02_dot_products_to_trainable_weights"
 SEED = "001_8601a33d321beecd.txt"  # every number it prints must appear in the stored outputs
@@ -199,7 +199,8 @@ def _trainable_inputs(rng: np.random.Generator | None = None) -> dict:
         x, d_k = X, 2
         weights = (W_QUERY, W_KEY, W_VALUE)
     else:
-        d_k, n = int(rng.choice([1, 3, 4, 5])), int(rng.integers(3, 9))
+        # n never 3: x.numel() would then be 9, the count of a module's rows (len(p) for each parameter)
+        d_k, n = int(rng.choice([1, 3, 4, 5])), int(rng.choice([4, 5, 7, 8]))
         x = rng.normal(0.0, 1.5, size=(n, d_model)).round(2)
         weights = tuple(rng.uniform(0.0, 1.0, size=(d_model, d_k)) for _ in range(3))
     return {"x": x, "d_model": d_model, "d_k": d_k, "sa_v1": dict(zip(("w_query", "w_key", "w_value"), weights))}
@@ -503,6 +504,7 @@ PART_2 = [
         answers=("self_attention",),
         inputs=_function_inputs,
         reference=attention,
+        edge=one_row("x", "w_value"),  # one token, values of width 1: the answer is (1, 1), not squeezed
         mistakes={**ATTENTION_MISTAKES,
                   "scale_by_d_v": lambda **i: attention(**i, scale=float(np.sqrt(i["w_value"].shape[-1])))},
         hints={**ATTENTION_HINTS,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..reference import global_softmax, softmax, sum_normalise
-from ..spec import Exercise, register, upstream_of
+from ..spec import Exercise, one_row, register, upstream_of
 from . import nb01
 from .nb01 import (
     QKV_MISTAKES,
@@ -499,6 +499,6 @@ register(
         "03.attention_outputs", notebook=NOTEBOOK, title="Self-attention as one function",
         answers=("attention_outputs",), kind="function", framework="torch", inputs=fn_inputs,
         reference=ref_fn, mistakes=FN_MISTAKES, atol=1e-5, points=2, hints=HINTS["attention_outputs"],
-        how={"implicit_softmax_dim": False}, dtype="float32",
+        how={"implicit_softmax_dim": False}, dtype="float32", edge=one_row("x", "w_value"),
     ),
 )

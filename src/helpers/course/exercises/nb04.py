@@ -35,7 +35,7 @@ from functools import partial
 import numpy as np
 
 from ..reference import global_softmax, softmax
-from ..spec import Exercise, register, upstream_of
+from ..spec import Exercise, one_row, register, upstream_of
 
 NOTEBOOK = "04_attention_from_scratch_tensorflow"
 SEED = "003_9ffdeb4a97181e8e.txt"  # every number it prints must appear in the stored outputs
@@ -847,6 +847,7 @@ def _exercises() -> list[Exercise]:
             notebook=NOTEBOOK,
             framework="tensorflow",
             dtype="float32",
+            edge=one_row("q", "v"),  # one query, values of width 1: the answer is (1, 1), not squeezed
             points=2,
         ),
         Exercise(
@@ -861,6 +862,7 @@ def _exercises() -> list[Exercise]:
             notebook=NOTEBOOK,
             framework="tensorflow",
             dtype="float32",
+            edge=one_row("x", "w_value"),
             depends_on=("04.scaled_attention",),
             points=2,
         ),

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..reference import global_softmax, self_attention, softmax, sum_normalise, unstable_softmax
-from ..spec import Exercise, register, upstream_of
+from ..spec import Exercise, one_row, register, upstream_of
 
 NOTEBOOK = "05_numpy_self_attention_bug"
 SEED = "004_0a3221decd775555.txt"  # every number it prints must appear in the stored outputs
@@ -424,6 +424,7 @@ register(
         inputs=softmax_inputs,
         reference=ref_softmax,
         mistakes=SOFTMAX_MISTAKES,
+        edge=one_row("scores"),  # one row of scores: the answer is (1, n), not squeezed
         points=2,
         hints={
             "softmax_wrong_axis": "Your softmax normalised each column. Each row must sum to 1: take the "
@@ -457,6 +458,7 @@ register(
         inputs=attention_inputs,
         reference=ref_self_attention,
         mistakes=ATTENTION_MISTAKES,
+        edge=one_row("x", "w_value"),
         points=2,
         depends_on=("05.softmax",),
         hints={
