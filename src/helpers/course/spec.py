@@ -1054,7 +1054,7 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
         return problem
     fail = None
     for i, (got, inputs) in enumerate(zip(answers, plan.inputs)):
-        trial = "" if i == 0 else " on random inputs"
+        trial = "" if i == 0 else f" on random inputs ({_describe_inputs(inputs)})"
         fail = _compare(ex, got, ex.expected(inputs), trial)
         if fail:
             break

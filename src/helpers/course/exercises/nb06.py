@@ -91,8 +91,9 @@ def padded_inputs(rng=None) -> dict:
     b = int(rng.integers(2, 4))
     inp = _qkv(rng, (b,))
     n = inp["q"].shape[-2]
-    lengths = rng.integers(1, n, size=b)  # every sentence but the first is padded
-    lengths[0] = n  # one sentence fills the batch, as in a real padded batch
+    # every sentence padded: a batch padded to a fixed length (a multiple of 8, the model's maximum) has no
+    # sentence that fills it, so a mask as wide as the longest sentence (arange(lengths.max())) shows
+    lengths = rng.integers(1, n, size=b)
     inp["lengths"] = lengths
     return inp
 
@@ -356,8 +357,7 @@ def world(rng: np.random.Generator | None = None) -> dict:
         d = h * dh
         heads = {"x_mha": rng.normal(size=(b, s, d)), **_weights(rng, d), "num_heads": h}
         batch, n = int(rng.integers(2, 4)), int(rng.integers(4, MAX_LEN))
-        lengths = rng.integers(1, n, size=batch)
-        lengths[0] = n
+        lengths = rng.integers(1, n, size=batch)  # every sentence padded, as in padded_inputs
         p = float(rng.choice([0.1, 0.2, 0.3]))
         part5 = {"x_pad": rng.normal(size=(batch, n, d)), "lengths_pad": lengths, "p_drop": p,
                  "keep_draw": (rng.random((batch, h, n, n)) >= p).astype(np.float64)}
@@ -568,6 +568,10 @@ def _exercises() -> list[Exercise]:
             reference=ref_padded,
             mistakes=PADDED_MISTAKES,
             hints=PADDED_HINTS,
+            raised_hints=((r"must match the size of tensor",
+                           "(If your mask is made from the longest length, lengths.max(): it is narrower than the "
+                           "keys when every sentence of a batch is padded, as in a batch padded to a fixed length. "
+                           "Make it as wide as the key axis, k.shape[-2].)"),),
             how=own,
             **torch_,
         ),

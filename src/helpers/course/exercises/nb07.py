@@ -401,6 +401,12 @@ def key_probe_inputs(rng):
             "block_size": block}
 
 
+def one_block(inputs: dict) -> dict:
+    """The edge trial of the blockwise steps: a block larger than the sequence (the notebook's own cell tries
+    block sizes up to 10), so a special case for "one block" is tried too."""
+    return {**inputs, "block_size": int(np.shape(inputs["k"])[0]) + 2}
+
+
 def long_flash(rng):
     """n = 1536 keys in blocks of 16, narrow queries and values: one n × n matrix of booleans (n² bytes,
     2.25 MiB) is already well above what a few n × block arrays of float64 take, so a mask of the whole
@@ -494,6 +500,7 @@ register(
         mistakes=FLASH_MISTAKES,
         probes=(Probe("peak_memory", long_flash, flash_memory_limit, "full_score_matrix"),
                 Probe("key_blocks", key_probe_inputs, lambda inputs: 0, "keys_not_in_blocks")),
+        edge=one_block,
         raises={r"\bKeysNotInBlocks\b": "keys_not_in_blocks"},
         hints={
             "max_not_running": "Your m is the maximum of the current block only, not of every score so far. "
@@ -533,6 +540,7 @@ register(
             Probe("peak_memory", long_flash, flash_memory_limit, "full_score_matrix"),
             Probe("causal_blocks", causal_probe_inputs, lambda inputs: 0, "future_blocks_computed"),
         ),
+        edge=one_block,
         raises={r"\bScoresAboveTheDiagonal\b": "future_blocks_computed"},
         hints={
             "missing_scale": "Your scores were not divided by √d_k. Divide each block of scores by the square "

@@ -230,8 +230,9 @@ def padded_inputs(rng=None) -> dict:
     b = int(rng.integers(2, 4))
     n_q, n_k = _two_lengths(rng)
     d, d_v = int(rng.integers(2, 6)), int(rng.integers(2, 6))
-    lengths = rng.integers(1, n_k, size=b)  # every sentence but the first is padded
-    lengths[0] = n_k  # one sentence fills the batch, as in a real padded batch
+    # every sentence padded: a batch padded to a fixed length (a multiple of 8, the model's maximum) has no
+    # sentence that fills it, so a mask as wide as the longest sentence (arange(enc_lengths.max())) shows
+    lengths = rng.integers(1, n_k, size=b)
     return {"q": rng.normal(size=(b, n_q, d)), "k": rng.normal(size=(b, n_k, d)), "v": rng.normal(size=(b, n_k, d_v)),
             "enc_lengths": lengths}
 
@@ -417,6 +418,10 @@ def cache_bytes_inputs(rng=None) -> dict:
 
 # --- hints in this notebook's words -----------------------------------------------------------
 
+NARROW_MASK_HINT = ("(If your mask is made from the longest length, enc_lengths.max(), or by tf.sequence_mask without "
+                    "maxlen: it is narrower than the keys when every source of a batch is padded, as in a batch "
+                    "padded to a fixed length. Make it as wide as the key axis, k.shape[1].)")
+
 SCALE_HINT = ("Your scores were not divided by √d_k. Divide them by the square root of the key size "
               "(k.shape[-1]) before the softmax.")
 CROSS_HINTS = {
@@ -483,7 +488,9 @@ DECODE_HINTS = {
 def _exercises() -> list[Exercise]:
     common = {"notebook": NOTEBOOK, "kind": "function"}
     torch_ = {**common, "framework": "torch"}
-    padded = {"inputs": padded_inputs, "reference": ref_padded, "mistakes": PADDED_MISTAKES}
+    padded = {"inputs": padded_inputs, "reference": ref_padded, "mistakes": PADDED_MISTAKES,
+              "raised_hints": ((r"must match the size of tensor|must be broadcastable|Incompatible shapes",
+                                NARROW_MASK_HINT),)}
     return [
         Exercise("09.cross_attention", title="Cross-attention", answers=("cross_attention",), inputs=cross_inputs,
                  reference=ref_cross, mistakes=CROSS_MISTAKES, hints=CROSS_HINTS, how={"library_attention": False},

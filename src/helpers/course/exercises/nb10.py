@@ -150,6 +150,10 @@ ATTENTION_MISTAKES = {
 }
 
 ATTENTION_HINTS = {
+    "not_as_asked": "Your layer's output does not depend on its buffer `causal_mask`: the forward makes the causal "
+    "mask again (or lets the fused function make it) instead of reading the buffer the __init__ registers. Part 6 "
+    "switches the mask off through that buffer, to show what the model does without it: use "
+    "self.causal_mask[:seq, :seq].",
     "missing_scale": "Your scores were not divided by √d_head. Inside each head, divide q·kᵀ by the square root of "
     "the head size (q.shape[-1]) before the softmax.",
     "scale_by_d_model": "You divided the scores by √d_model. Each head's scores are dot products of vectors of size "
@@ -602,8 +606,10 @@ def _exercises() -> list[Exercise]:
             framework="torch",
             module="mhsa",
             trainable=4,
-            # its own draw when given none (the buffer is given, not asked for: a mask made in forward is right)
-            probes=(Probe("module_dropout", layer_probe_inputs, lambda inputs: 0, "missing_dropout"),),
+            # its own draw when given none; and its causal mask read from the buffer, which part 6 switches off
+            # (a mask made again in forward, or the fused function's is_causal, would keep the model honest there)
+            probes=(Probe("module_dropout", layer_probe_inputs, lambda inputs: 0, "missing_dropout",
+                          buffer="causal_mask"),),
             atol=1e-5,
             **common,
         ),
