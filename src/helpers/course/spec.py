@@ -627,11 +627,11 @@ def _grad_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     if not cut:
         return None
     what = f"`{cut[0]}`" if ex.kind == "value" else f"The result of `{cut[0]}`"
-    return _fail(ex, "gradient_cut", f"{what} does not require a gradient: the computation is cut off from the "
-                                     "weights (a `.detach()`, `torch.no_grad()` or a trip through NumPy in the "
-                                     "forward pass), so `loss.backward()` cannot reach them and training cannot "
-                                     "change them. Keep every step in torch operations on the parameters; detach "
-                                     "only to print.")
+    whom = "the weights" if ex.kind == "value" else "the inputs that need a gradient (all of them, or some)"
+    return _fail(ex, "gradient_cut", f"{what} is cut off from {whom}: a `.detach()`, `torch.no_grad()` or a trip "
+                                     "through NumPy on the way, so `loss.backward()` cannot reach them and training "
+                                     "cannot change them. Keep every step in torch operations on the parameters; "
+                                     "detach only to print.")
 
 
 def _is_float(dtype: str) -> bool:

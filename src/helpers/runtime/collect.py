@@ -614,8 +614,9 @@ def _call(fn: Callable[..., Any], name: str, args: list[Any], which: str, shapes
 
 def _keeps_grad(fn: Callable[..., Any], name: str, inputs: Mapping[str, Any]) -> bool | None:
     """Called on float inputs that require a gradient (as trainable weights do), does ``fn`` return a result
-    that still requires one? False when it cuts the graph (``.detach()``, ``torch.no_grad()``, a NumPy
-    round trip); None when that cannot be told (it raised, or returned no tensor)."""
+    that still requires one, and does the gradient of its sum reach every one of those inputs? False when it
+    cuts the graph (``.detach()``, ``torch.no_grad()``, a NumPy round trip), for all inputs or for one; None
+    when that cannot be told (it raised, or returned no tensor)."""
     args = []
     for v in inputs.values():
         t = to_framework(v, "torch")
@@ -626,9 +627,17 @@ def _keeps_grad(fn: Callable[..., Any], name: str, inputs: Mapping[str, Any]) ->
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = fn(*args)
+            if not getattr(result, "requires_grad", False):
+                return False if hasattr(result, "requires_grad") else None
+            # every input that needs a gradient must get one: `table.detach()` cuts the table off, although the
+            # result still requires a gradient through x
+            import torch
+
+            wanting = [a for a in args if getattr(a, "requires_grad", False)]
+            grads = torch.autograd.grad(result.sum(), wanting, allow_unused=True)
     except Exception:
         return None
-    return bool(result.requires_grad) if hasattr(result, "requires_grad") else None
+    return all(g is not None for g in grads)
 
 
 def _shapes(inputs: Mapping[str, Any]) -> str:

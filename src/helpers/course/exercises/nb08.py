@@ -272,8 +272,8 @@ def learned_inputs(rng=None) -> dict:
     if rng is None:
         d = notebook_data()
         return {"x": np.stack([d["x"], d["x"][PERM]]), "table": d["table"]}
-    n, d_model = int(rng.integers(3, 8)), int(rng.integers(2, 7))
-    lead = [(), (int(rng.integers(2, 4)),)][int(rng.integers(2))]
+    n, d_model = int(rng.choice([k for k in range(3, 8) if k != len(SENTENCE)])), int(rng.integers(2, 7))
+    lead = ()  # no batch axis (the notebook's x has one): a table[None, :n] shows as an extra axis
     max_len = n + int(rng.integers(2, 8))
     return {"x": rng.normal(size=(*lead, n, d_model)), "table": rng.normal(size=(max_len, d_model))}
 
@@ -304,7 +304,9 @@ def rope_inputs(rng=None) -> dict:
         d = notebook_data()
         return {"x": d["x"] @ d["w_query"], "positions": np.arange(len(SENTENCE))}
     n, d = int(rng.integers(3, 8)), int(rng.choice([4, 6, 8, 12]))
-    lead = [(), (int(rng.integers(2, 4)),)][int(rng.integers(2))]
+    # always a batch axis in front ("a batch axis may come first"; the notebook's own x has none), so that
+    # x.shape[1] for d, or pairs taken along axis 1, show on every draw
+    lead = (int(rng.integers(2, 4)),)
     return {"x": rng.normal(size=(*lead, n, d)), "positions": rng.integers(0, 20, size=n)}
 
 
@@ -417,7 +419,9 @@ def _exercises() -> list[Exercise]:
         ),
         Exercise(
             "08.learned_positions", title="Learned position vectors", answers=("add_learned_positions",),
-            inputs=learned_inputs, reference=ref_learned, mistakes=LEARNED_MISTAKES, hints=LEARNED_HINTS, **fn,
+            inputs=learned_inputs, reference=ref_learned, mistakes=LEARNED_MISTAKES, hints=LEARNED_HINTS,
+            keeps_grad=True,  # the table is trained: its gradient must reach it (no .detach())
+            **fn,
         ),
         Exercise(
             "08.rope", title="The rotation of RoPE", answers=("apply_rope",), inputs=rope_inputs,
