@@ -125,6 +125,9 @@ class Exercise:
     # function steps: one more trial, a fresh draw cut to edge sizes (one query, a width of 1), where the
     # variants need not differ; it catches code right only while every axis is longer than 1 (a final squeeze)
     edge: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # value steps whose TO-DO is a function that the cell calls (``train_step``): one that uses a model of the
+    # notebook's globals instead of the one it is given is named, although the cell hands it that very model
+    functions: tuple[str, ...] = ()
     # value steps: names the cell must use to compute its answer (e.g. the trained ``model`` whose
     # guesses are asked for); a cell that never mentions one is not doing the step, whatever it gives
     computed_with: tuple[str, ...] = ()
@@ -374,6 +377,7 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
         "not_with": list(ex.not_with),
         "how": dict(ex.how),
         "keeps_grad": ex.keeps_grad,
+        "functions": list(ex.functions),
         "count_rows": [b.name for b in ex.budgets],
         "module": ex.module,
         "probes": [{"kind": p.kind, "inputs": pi, "stream": p.stream, "buffer": p.buffer}
@@ -547,8 +551,9 @@ def shape_message(label: str, g: np.ndarray, w: np.ndarray, product: bool = True
     msg = f"{label} has shape {gs}, expected {ws}."
     if _squeezed(gs) == _squeezed(ws):
         if len(gs) > len(ws):
-            return msg + " It has an extra axis of length 1: one `keepdim=True` / `keepdims=True` too many, " \
-                         "or an axis to squeeze away."
+            return msg + " It has an extra axis of length 1: rows that already had it stacked (torch.stack / " \
+                         "np.stack of (1, d) pieces: concatenate them instead), a `[None]` or `unsqueeze` too many, " \
+                         "or one `keepdim=True` / `keepdims=True` too many."
         if sum(n == 1 for n in ws) > 1 or (ws and ws[0] == 1 and len(ws) > len(gs)):
             lost = "an axis" if len(ws) - len(gs) == 1 else "axes"
             return msg + f" It lacks {lost} of length 1 (these inputs have one row, or a width of 1): a `squeeze()` " \
@@ -598,8 +603,11 @@ def _framework_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None
             label = f"`{name}`" if ex.kind == "value" else f"`{name}(...)` returns"
             verb = "is" if ex.kind == "value" else ""
             got = _FRAMEWORK_NAMES.get(str(fw), "something else")
+            how = (f"Build it with {_OPS[ex.framework]} operations." if fw != "python" else
+                   "Return the tensor itself: `.item()`, `float(...)` or `.tolist()` turn a tensor into plain Python "
+                   "values, which no later step can differentiate or compute on as a tensor.")
             text = (f"{label} {verb} {got}; this step is about {_FRAMEWORK_NAMES[ex.framework]}. "
-                    f"Build it with {_OPS[ex.framework]} operations.").replace("  ", " ")
+                    f"{how}").replace("  ", " ")
             return _fail(ex, "wrong_framework", text)
     return None
 
@@ -611,9 +619,9 @@ def _items_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
         if fw in ("torch", "tensorflow"):
             kind = {"torch": "PyTorch", "tensorflow": "TensorFlow"}[fw]
             return _fail(ex, "not_a_number", f"The entries of `{name}` are {kind} tensors, not Python "
-                                             "numbers: return `loss.item()`. A tensor still holds the whole "
-                                             "computation behind it, so a list of them keeps every step's graph "
-                                             "in memory.")
+                                             "numbers: return `loss.item()`, a plain float to add up and plot "
+                                             "(a tensor that is not detached also keeps its step's whole "
+                                             "computation in memory).")
     return None
 
 
@@ -964,6 +972,11 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                            f"Your {names} {'is' if len(ex.answers) == 1 else 'are'} right on this notebook's numbers, "
                            "but the cell that computes it could not be found, so it could not be tried on other "
                            f"inputs. Compute it in a cell of its own ({ex.answers[0]} = …) and run that cell.")
+        if models := record.get("models_read"):
+            names = ", ".join(f"`{n}`" for n in models)
+            return _fail(ex, "reads_globals", f"`{ex.functions[0]}` uses the notebook's {names} instead of the model "
+                                              "it is given: right here only because the cell hands it that very "
+                                              "model. Use its `model` argument.")
         for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
                       _items_problem(ex, record.get("facts") or {}),
                       _mutation_problem(ex, record), _module_problem(ex, record), _grad_problem(ex, record),
@@ -1060,6 +1073,9 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
             break
     if len(answers) < len(plan.inputs) and fail is None:
         fail = f"`{ex.answers[0]}` was not called on every input."
+    if fail is None and record.get("models_read"):  # right here only because the notebook's model is the one given
+        return _fail(ex, "reads_globals", _reads_globals(ex, record, "so it trains or runs that model whatever "
+                                                                     "model it is given. Use its `model` argument."))
     if fail is None:
         for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
                       _mutation_problem(ex, record), _probe_problem(ex, plan, record), _grad_problem(ex, record)):

@@ -154,6 +154,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         record["how"] = {k: how.get(k) is True for k in ex.how if k in how}
     record["globals_read"] = _names(raw.get("globals_read") or [], set(), "the globals read")
     record["globals_in"] = _names(raw.get("globals_in") or [], set(), "where the globals are read")
+    record["models_read"] = _names(raw.get("models_read") or [], set(), "the models read")
     module = raw.get("module")
     if isinstance(module, dict):
         params = module.get("params")

@@ -355,7 +355,7 @@ def _global_names(code: types.CodeType) -> set[str]:
 
 
 def _data_globals(fn: Any) -> tuple[list[str], str | None]:
-    """Names of notebook data (arrays, tensors) the function reads from its globals — or, when it reads
+    """Names of notebook data (arrays, tensors, models) the function reads from its globals — or, when it reads
     none itself, that the methods of a class of the notebook it uses read (a module's ``forward``), with
     that method's name."""
     code = getattr(fn, "__code__", None)
@@ -365,7 +365,7 @@ def _data_globals(fn: Any) -> tuple[list[str], str | None]:
 
     def data(names: set[str]) -> list[str]:
         return [n for n in sorted(names) if (v := glob.get(n)) is not None
-                and framework_of(v) in ("torch", "tensorflow", "numpy") and hasattr(v, "shape")]
+                and (framework_of(v) in ("torch", "tensorflow", "numpy") and hasattr(v, "shape") or _is_model(v))]
 
     names = _global_names(code)
     if found := data(names):
@@ -380,6 +380,14 @@ def _data_globals(fn: Any) -> tuple[list[str], str | None]:
                     (found := data(_global_names(inner))):
                 return found, f"{cls.__name__}.{attr}"
     return [], None
+
+
+def _is_model(value: Any) -> bool:
+    """A model object of the notebook (a PyTorch module, a Keras layer): a function that uses one from its
+    globals, instead of the one it is given, works on that model only."""
+    torch, keras = sys.modules.get("torch"), sys.modules.get("keras")
+    return bool(torch is not None and isinstance(value, torch.nn.Module)
+                or keras is not None and isinstance(value, keras.layers.Layer))
 
 
 def _module_facts(module: Any, reads: Iterable[str] = ()) -> dict[str, Any] | None:
@@ -517,6 +525,10 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
     if run is not None and run.error:
         record["raised"] = {"message": run.error, "line": run.line}
     record["mutated"] = sorted(mutated)
+    # the step's own functions that the cell calls (10.train_step): a model read from the notebook's globals
+    record["models_read"] = sorted({n for f in plan.get("functions") or () if callable(namespace.get(f))
+                                    for n in _data_globals(namespace[f])[0]
+                                    if _is_model(getattr(namespace[f], "__globals__", {}).get(n))})
     if plan.get("module"):
         record["module"] = _module_facts(namespace.get(plan["module"]), plan.get("reads") or ())
         module = namespace.get(plan["module"])
@@ -659,8 +671,9 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
         return _error("not_callable", f"`{name}` should be a function, but it is a {type(fn).__name__}.")
     framework = plan.get("framework")
     read, where = _data_globals(fn)
+    glob = getattr(fn, "__globals__", None) or {}
     record: dict[str, Any] = {"answers": [], "globals_read": read, "globals_in": [where] if where else [],
-                              "mutated": []}
+                              "mutated": [], "models_read": [n for n in read if _is_model(glob.get(n))]}
     own = definition_source(run.source, name) if run is not None else None  # not the cell's given code
     if own is not None and plan.get("how"):
         record["how"] = code_features(own)
