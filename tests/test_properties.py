@@ -62,7 +62,8 @@ def test_a_random_wrong_entry_is_never_diagnosed_as_a_mistake(ex, data):
 def test_float32_rounding_is_accepted(ex, eps):  # every exercise, every run (a sample once missed 02.sa_v1)
     right = ex.expected(ex.inputs())
     ns = answer_namespace(ex, None)
-    ns.update({n: in_framework((right[n] * (1 + eps)).astype(np.float32), ex.framework) for n in ex.answers})
+    ns.update({n: int(right[n]) if ex.predicts == "axis"  # an axis is an integer: nothing to round
+               else in_framework((right[n] * (1 + eps)).astype(np.float32), ex.framework) for n in ex.answers})
     if ex.keeps_grad:  # the output of a trainable module carries its gradient
         ns.update({n: ns[n].requires_grad_(True) for n in ex.answers})
     assert judge(ex, ns, cell=student_cell(ex, None)).status == "pass"

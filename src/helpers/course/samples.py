@@ -34,6 +34,13 @@ def in_framework(arr: Any, framework: str | None, dtype: str | None = None) -> A
     return to_framework(arr, framework or "numpy", dtype)
 
 
+def _answer(ex: Exercise, arr: Any, framework: str | None) -> Any:
+    """One answer as a student writes it: an axis prediction is a Python integer, as in the notebook's cell."""
+    if ex.predicts == "axis":
+        return int(round(float(np.asarray(arr))))
+    return in_framework(arr, framework, _asked(ex))
+
+
 def _asked(ex: Exercise) -> str | None:
     """The exact dtype an exercise asks for, if it names one that is not a framework's default float."""
     return ex.dtype if ex.dtype in ("int32", "float64") else None
@@ -59,7 +66,7 @@ def answer_namespace(ex: Exercise, code: str | None = None, framework: str | Non
         out = ex.expected(inputs) if code is None else ex.variant(code, inputs)
         ns = {name: (value if isinstance(value, list) else in_framework(value, ex.framework))
               for name, value in inputs.items() if isinstance(value, (list, np.ndarray))}
-        ns.update({name: in_framework(out[name], framework, _asked(ex)) for name in ex.answers})
+        ns.update({name: _answer(ex, out[name], framework) for name in ex.answers})
         if ex.keeps_grad:  # as the output of a trainable module is
             ns.update({name: ns[name].requires_grad_(True) for name in ex.answers})
         if ex.module:
@@ -84,7 +91,7 @@ def student_cell(ex: Exercise, code: str | None = None, framework: str | None = 
     def cell(**inputs: Any) -> dict[str, Any]:
         plain = _plain(inputs)
         out = ex.expected(plain) if code is None else ex.variant(code, plain)
-        return {name: in_framework(out[name], framework, _asked(ex)) for name in ex.answers}
+        return {name: _answer(ex, out[name], framework) for name in ex.answers}
 
     return cell
 

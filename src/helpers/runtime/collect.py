@@ -328,7 +328,8 @@ def _snapshot(values: Mapping[str, Any]) -> dict[str, np.ndarray]:
 
 def _facts(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {"framework": {n: framework_of(v) for n, v in values.items()},
-            "dtype": {n: dtype_name(v) for n, v in values.items()},
+            # a Python number has no dtype: its type, so that an axis of 1.0 is not taken for the integer 1
+            "dtype": {n: dtype_name(v) if not isinstance(v, float) else "float" for n, v in values.items()},
             "items": {n: _items_framework(v) for n, v in values.items()},
             "grad": {n: bool(v.requires_grad) for n, v in values.items()
                      if framework_of(v) == "torch" and hasattr(v, "requires_grad")}}
