@@ -1047,8 +1047,9 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                     return check
             at = f" on line {raised['line']}" if raised.get("line") else ""
             return _fail(ex, "cell_raised", f"The cell that defines {', '.join(f'`{n}`' for n in ex.answers)} raised "
-                                            f"{raised.get('message', '')}{at} the last time it ran. Fix that line and "
-                                            "run the cell again." + _raised_hint(ex, str(raised.get("message", ""))),
+                                            f"{raised.get('message', '')}{at} the last time it ran. Fix what made it "
+                                            "fail (that line, or a value your lines before it made) and run the cell "
+                                            "again." + _raised_hint(ex, str(raised.get("message", ""))),
                                             note)
         message = fail0 or (f"Right on this notebook's numbers, but run again on other inputs, "
                             f"your cell raised {replay_error.get('message', '')}."

@@ -645,9 +645,10 @@ WEIGHTS_HINTS = {
     "missing_keepdim": "Your row sums lost their axis: a (4,) tensor divides a (4, 4) one column by column, so "
     "entry (i, j) was divided by row j's sum. Keep the axis (keepdims=True in tf.reduce_sum), or use "
     "tf.nn.softmax.",
-    "fixed_scale": "You divided by 2 whatever the keys: √4 typed in, or the square root of keys.shape[0], the "
-    "first axis, which counts the words (n = 4, like d_k here). d_k is the width of a key, the last axis of "
-    "`keys`: tf.shape(keys)[-1]. For keys of another width the two differ.",
+    "fixed_scale": "You divided by 2 whatever the keys: √4 typed in, the square root of keys.shape[0] (the "
+    "first axis, which counts the words: n = 4, like d_k here), or a square root cut to a whole number by int() "
+    "(int(√5) is 2 as well). d_k is the width of a key, the last axis of `keys`: tf.shape(keys)[-1], and its "
+    "square root stays a float.",
     "scale_by_d_model": "You divided by √d_model, the width of x (or the rows of w_key). The scores are dot "
     "products of queries and keys, so divide by √d_k, the width of a key: the last axis of `keys`. Here both "
     "are 4; in general they differ.",
@@ -715,8 +716,9 @@ NUMPY_HINTS = {
     "s.max(axis=-1, keepdims=True).",
     "sum_wrong_axis": "You divided by the sums of the columns (axis=0). Each row of weights must sum to 1: "
     "divide by each row's own sum, over axis=-1 with keepdims=True.",
-    "fixed_scale": "You divided by 2 whatever the keys: np.sqrt(4) typed in, or the square root of k.shape[0], "
-    "the first axis, which counts the words (4, like d_k here). d_k is the width of a key: k.shape[-1].",
+    "fixed_scale": "You divided by 2 whatever the keys: np.sqrt(4) typed in, the square root of k.shape[0] (the "
+    "first axis, which counts the words: 4, like d_k here), or a square root cut to a whole number by int(). d_k "
+    "is the width of a key: k.shape[-1], and its square root stays a float.",
     "scale_by_d_model": "You divided by √d_model, the width of x_np (or the rows of w_key_np). Divide by √d_k, "
     "the width of a key: the last axis of the keys (or of w_key_np). Here both are 4; in general they differ.",
 }
@@ -818,7 +820,9 @@ def _exercises() -> list[Exercise]:
               ref_qkv, reads=("word_emb_stack", "w_query", "w_key", "w_value"),
               mistakes={"swapped_projections": _qkv_swapped, "elementwise_product": _qkv_elementwise,
                         "missing_squeeze": _qkv_unsqueezed, "product_order_reversed": _qkv_reversed},
-              hints=QKV_HINTS, dtype="int32"),
+              hints=QKV_HINTS, dtype="int32",
+              # "from x": the words' own query_1 … query_4 of step 3, concatenated, give the same numbers
+              computed_with=("w_query", "w_key", "w_value")),
         value("04.scores", "The score matrix", ("attn_scores",), ref_scores, reads=("queries", "keys"),
               mistakes=SCORES_MISTAKES, hints=SCORES_HINTS, dtype="int32"),
         value("04.weights", "The weight matrix", ("attn_weights",), ref_weights, reads=("attn_scores", "keys"),
