@@ -122,8 +122,9 @@ class Exercise:
     module: str | None = None
     trainable: int = 0
     probes: tuple[Probe, ...] = ()
-    # function steps: one more trial, a fresh draw cut to edge sizes (one query, a width of 1), where the
-    # variants need not differ; it catches code right only while every axis is longer than 1 (a final squeeze)
+    # one more trial (a value step: one more replay), a fresh draw cut to edge sizes (one query, a width of 1),
+    # where the variants need not differ; it catches code right only while every axis is longer than 1 (a
+    # final squeeze)
     edge: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     # value steps whose TO-DO is a function that the cell calls (``train_step``): one that uses a model of the
     # notebook's globals instead of the one it is given is named, although the cell hands it that very model
@@ -362,7 +363,7 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
             others = set().union(*(_varied(t, notebook) for i, t in enumerate(fresh) if i != k))
             if len((others | _varied(candidate, notebook)) & wanted) > len(seen & wanted):
                 fresh[k] = candidate
-    if ex.kind == "function" and ex.edge is not None and rngs:
+    if ex.edge is not None and rngs:  # a function's extra trial, a value step's extra replay
         fresh.append(ex.edge(ex.inputs(rngs[0])))
     probe_rng = rngs[0] if rngs else np.random.default_rng(0)
     probe_inputs = [p.inputs(probe_rng) for p in ex.probes]

@@ -569,6 +569,7 @@ PART_2 = [
         inputs=_one_width_inputs,
         reference=attention,
         mistakes=ATTENTION_MISTAKES,
+        edge=one_row("x"),  # one token: the outputs are (1, d_k), not squeezed
         hints={
             **ATTENTION_HINTS,
             "swapped_projections": "Your keys and values use each other's layers. Keys come from "
