@@ -396,6 +396,8 @@ def _module(x_pad, lengths_pad, w_query, w_key, w_value, w_out, num_heads, p_dro
         allowed = allowed & real[:, None, :, None]
     if padding == "inverted":
         allowed = allowed & ~real[:, None, None, :]
+    if padding == "off_by_one":  # j <= length: one padded key shown to every query of a padded sentence
+        allowed = allowed & _real(lengths_pad, n, off_by_one=True)[:, None, None, :]
     if dropout == "scores":  # the masked scores dropped (−∞ · 0 = NaN), then the softmax
         with np.errstate(invalid="ignore"):
             hidden = np.where(allowed, scores, -np.inf)
@@ -440,6 +442,7 @@ MODULE_MISTAKES = {
     # with the causal mask, masking the padded queries only or queries and keys give the same rows
     "fully_masked_row": _variant(padding="both"),
     "padding_mask_inverted": _variant(padding="inverted"),
+    "padding_mask_off_by_one": _variant(padding="off_by_one"),
     "mask_after_softmax": _variant(how="after"),
     "mask_with_zero": _variant(how="zero"),
     "heads_reshaped_without_transpose": _variant(wrong_heads=True),
