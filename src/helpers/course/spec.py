@@ -129,6 +129,9 @@ class Exercise:
     # value steps whose TO-DO is a function that the cell calls (``train_step``): one that uses a model of the
     # notebook's globals instead of the one it is given is named, although the cell hands it that very model
     functions: tuple[str, ...] = ()
+    # value steps whose ``module`` must be in evaluation mode: wrong answers from a module left in training mode
+    # are named (dropout_in_eval)
+    in_eval: bool = False
     # value steps: names the cell must use to compute its answer (e.g. the trained ``model`` whose
     # guesses are asked for); a cell that never mentions one is not doing the step, whatever it gives
     computed_with: tuple[str, ...] = ()
@@ -1056,6 +1059,9 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                             f"your cell raised {replay_error.get('message', '')}."
                             + _raised_hint(ex, str(replay_error.get("message", ""))))
         return Outcome(ex.id, "fail", 0, ex.points, message + note)
+    if ex.in_eval and (record.get("module") or {}).get("training"):
+        # wrong guesses from a model still in training mode: its dropout draws change them at random
+        return _fail(ex, "dropout_in_eval", note=note)
     if fail0 is not None:
         return Outcome(ex.id, "fail", 0, ex.points, fail0 + note)
     first = next(f for f in fails if f)

@@ -166,6 +166,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
             # only the step's own names can be reported as read (a recorder cannot make the grader print others)
             "globals_read": _names(module.get("globals_read") or [], set(ex.reads) or {""}, "the globals read"),
             "globals_in": _text(module.get("globals_in"), 100) if module.get("globals_in") else None,
+            "training": module.get("training") is True,
         }
     probes = raw.get("probes")
     if isinstance(probes, dict):

@@ -401,7 +401,8 @@ def _module_facts(module: Any, reads: Iterable[str] = ()) -> dict[str, Any] | No
     params = [[name, list(getattr(p, "shape", ())), bool(getattr(p, "requires_grad", False))] for name, p in named()]
     plain = [name for name, value in vars(module).items()
              if framework_of(value) == "torch" and hasattr(value, "requires_grad") and not name.startswith("_")]
-    facts: dict[str, Any] = {"params": params, "plain_tensors": plain, "globals_read": [], "globals_in": None}
+    facts: dict[str, Any] = {"params": params, "plain_tensors": plain, "globals_read": [], "globals_in": None,
+                             "training": bool(getattr(module, "training", False))}
     wanted = set(reads)
     for cls in type(module).__mro__:
         if cls.__module__.split(".")[0] in ("torch", "builtins"):

@@ -681,10 +681,15 @@ def _exercises() -> list[Exercise]:
             reads=("fresh_tokens",),
             computed_with=("model",),  # the rule typed in by hand (reversing the digits) gives the same numbers
             how={"no_grad": True},  # the TO-DO: "in evaluation mode … and without keeping track of gradients"
+            module="model",  # its mode is recorded: guesses made in training mode are named
+            in_eval=True,
             mistakes={"copied_answer": copied_answer_half},
             hints={"copied_answer": "Your `fresh_predictions` are the tokens after the separator, copied from "
                    "`fresh_tokens`, not the model's guesses. Run the trained model on `fresh_tokens` and take its "
-                   "guesses (the tokens with the largest logits) at the positions that guess the answer."},
+                   "guesses (the tokens with the largest logits) at the positions that guess the answer.",
+                   "dropout_in_eval": "Your model is still in training mode (`model.training` is True), so its "
+                   "dropout drops attention weights at random and some guesses change. Call `model.eval()` before "
+                   "it guesses."},
             points=2,
             **common,
         ),
