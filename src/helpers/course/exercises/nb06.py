@@ -306,7 +306,7 @@ def merge_heads_wrong_transpose(x):
 
 def _heads_scores(x, w_query, w_key, w_value, num_heads, wrong_heads=False, scale="head"):
     """Queries, keys and values split into heads, and the scores of every head."""
-    split = split_heads_wrong if wrong_heads else split_heads
+    split = {False: split_heads, True: split_heads_wrong, "interleaved": split_heads_interleaved}[wrong_heads]
     q, k, v = (split(x @ w, int(num_heads)) for w in (w_query, w_key, w_value))
     scores = causal_scores(q, k, scale=scale == "head")
     if scale == "model":
@@ -318,7 +318,9 @@ def _mha(x, w_query, w_key, w_value, w_out, num_heads, wrong_heads=False, scale=
          wrong_merge=False):
     scores, v = _heads_scores(x, w_query, w_key, w_value, num_heads, wrong_heads, scale)
     allowed = np.ones(scores.shape[-2:], dtype=bool)
-    merged = (merge_heads_wrong if wrong_heads or wrong_merge else merge_heads)(_attend(scores, allowed, v, axis=axis))
+    merge = merge_heads_interleaved if wrong_heads == "interleaved" else \
+        merge_heads_wrong if wrong_heads or wrong_merge else merge_heads
+    merged = merge(_attend(scores, allowed, v, axis=axis))
     return merged @ (w_out if project is True else w_out.T) if project else merged
 
 
@@ -334,6 +336,8 @@ MHA_MISTAKES = {
     "missing_output_projection": lambda **i: _mha(**i, project=False),
     "heads_merged_without_transpose": lambda **i: _mha(**i, wrong_merge=True),
     "output_projection_transposed": lambda **i: _mha(**i, project="transposed"),
+    # (batch, seq, d_head, heads) both ways: every head gets features spread over the whole row
+    "heads_interleaved": lambda **i: _mha(**i, wrong_heads="interleaved"),
 }
 
 
