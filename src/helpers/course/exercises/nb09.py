@@ -200,7 +200,9 @@ def _padded(q, k, v, enc_lengths, *, padding="keys", causal=False, how="inf", sc
     n_q, n_k = q.shape[-2], k.shape[-2]
     allowed = {"keys": _real_keys(enc_lengths, n_k), "none": np.ones((1, 1, n_k), bool),
                "inverted": ~_real_keys(enc_lengths, n_k),
-               "off_by_one": _real_keys(enc_lengths, n_k, off_by_one=True)}[padding]
+               "off_by_one": _real_keys(enc_lengths, n_k, off_by_one=True),
+               # the source's lengths applied to the decoder's queries (rows): a row past the length has no key
+               "queries": np.arange(n_q)[None, :, None] < np.asarray(enc_lengths)[:, None, None]}[padding]
     if causal:
         allowed = allowed & np.tril(np.ones((n_q, n_k), bool))
     return _attend(_scores(q, k, scale), v, allowed, how, axis)
@@ -214,6 +216,7 @@ PADDED_MISTAKES = {
     "missing_padding_mask": lambda **i: _padded(**i, padding="none"),
     "padding_mask_inverted": lambda **i: _padded(**i, padding="inverted"),
     "padding_mask_off_by_one": lambda **i: _padded(**i, padding="off_by_one"),
+    "fully_masked_row": lambda **i: _padded(**i, padding="queries"),
     "cross_causal_mask": lambda **i: _padded(**i, causal=True),
     "mask_with_zero": lambda **i: _padded(**i, how="zero"),
     # the weights of the padded keys zeroed after the softmax; the same numbers as the padded values set to 0
