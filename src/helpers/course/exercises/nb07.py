@@ -480,6 +480,9 @@ register(
                 Probe("peak_memory", long_stream, lambda inputs: 32 * 1024, "not_one_pass")),
         # math.exp raises where np.exp gives inf: only a positive exponent above 709 overflows here
         raises={r"\bOverflowError\b": "positive_exponent"},
+        raised_hints=((r"'OneShot'", "(The check hands your function its scores as a stream that can be read "
+                       "once, from first to last, as the step says: no len(), no indexing, no second pass. Go "
+                       "through it with one `for s in scores:` loop.)"),),
         hints={
             "unstable_softmax": "You added up exp(score) itself, without subtracting the running maximum: exp "
             "overflows for large scores and underflows to 0 for very negative ones. Add exp(score − m), and rescale "
