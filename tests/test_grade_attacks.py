@@ -924,7 +924,8 @@ def _blank(*sources):
 
 class TestBlankNotebookGetsNothing:
     @pytest.fixture(scope="class")
-    def blank(self, tmp_path_factory):
+    @staticmethod
+    def blank(tmp_path_factory):
         base = tmp_path_factory.mktemp("blank")
         root, out = base / "submissions", base / "grades"
         place(root, "honest_full", SOLUTION)
