@@ -39,6 +39,12 @@ Arrays = Mapping[str, np.ndarray]
 SEPARATION = 10  # variants must differ by this many times the tolerance on every fresh draw
 TYPED_IN = 1e-3  # how close numbers copied from a printout (4 decimals) come to the notebook's
 MAX_DRAWS = 200
+# A float32 computation's error, counted at its inputs: a few units in the last place of float32 (PyTorch and
+# TensorFlow steps get float32 tensors) or of float64 (NumPy steps keep float64). Some wrong variants are
+# ill-conditioned on some draws (a sum-normalisation whose row of scores sums to almost 0): there, a student's
+# float32 code with that mistake misses the float64 variant by its rounding alone. When no variant matches
+# at the tolerance, :func:`diagnose` looks again, allowing each variant the change such an error makes in it.
+ROUNDING_ULPS = 16
 
 
 @dataclass(frozen=True)
@@ -273,13 +279,16 @@ def _load_all() -> None:
 # --------------------------------------------------------------------------- fresh inputs
 
 
-def _close(a: Arrays, b: Arrays, names: Sequence[str], rtol: float, atol: float) -> bool:
-    """Same shapes and values; NaN matches NaN and inf matches an inf of the same sign."""
+def _close(a: Arrays, b: Arrays, names: Sequence[str], rtol: float, atol: float,
+           slack: Mapping[str, np.ndarray] | None = None) -> bool:
+    """Same shapes and values; NaN matches NaN and inf matches an inf of the same sign. ``slack``: a further
+    absolute tolerance per entry (twice a variant's own rounding sensitivity, :func:`_slack`)."""
     for n in names:
         if n not in a or n not in b or a[n].shape != b[n].shape:
             return False
+        tol = atol + 2 * slack[n] if slack is not None and n in slack else atol
         with np.errstate(invalid="ignore", over="ignore"):
-            if not np.allclose(a[n], b[n], rtol=rtol, atol=atol, equal_nan=True):
+            if not np.allclose(a[n], b[n], rtol=rtol, atol=tol, equal_nan=True):
                 return False
     return True
 
@@ -880,7 +889,12 @@ def diagnose(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -
     """Name the mistake whose wrong variant reproduces the answer on every trial where it can be
     told apart from the reference. When several do, the one that explains the answer on the most
     trials wins (a variant that cannot be told apart on some trial says nothing there); returns None
-    when no variant matches, or several match equally."""
+    when no variant matches, or several match equally. When none matches at the tolerance, each variant
+    is allowed the change that a float32 computation's rounding makes in it (see :data:`ROUNDING_ULPS`)."""
+    return _diagnose(ex, trials, False) or _diagnose(ex, trials, True)
+
+
+def _diagnose(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]], rounding: bool) -> str | None:
     matches: dict[str, frozenset[int]] = {}
     for code in ex.mistakes:
         informative: set[int] = set()
@@ -894,13 +908,44 @@ def diagnose(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -
             if _close(wrong, right, ex.answers, ex.rtol, ex.atol):
                 continue
             informative.add(t)
-            if not _close(got, wrong, ex.answers, ex.rtol, ex.atol):
+            if not _close(got, wrong, ex.answers, ex.rtol, ex.atol, _slack(ex, code, inputs, wrong) if rounding
+                          else None):
                 ok = False
                 break
         if ok and informative:
             matches[code] = frozenset(informative)
     best = [c for c, seen in matches.items() if not any(seen < other for other in matches.values())]
     return best[0] if len(best) == 1 else None
+
+
+def _rounded(ex: Exercise, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """``inputs`` as the student's code is handed them (float32 for PyTorch and TensorFlow), each float moved
+    by up to :data:`ROUNDING_ULPS` units in the last place of that precision (a fixed pattern)."""
+    single = (ex.framework or "numpy") != "numpy"
+    eps = 2.0 ** -24 if single else 2.0 ** -53
+    noise = np.random.default_rng(0)
+    out = dict(inputs)
+    for key, value in inputs.items():
+        if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+            if single:
+                value = value.astype(np.float32).astype(np.float64)
+            out[key] = value * (1 + ROUNDING_ULPS * eps * noise.uniform(-1, 1, size=value.shape))
+    return out
+
+
+def _slack(ex: Exercise, code: str, inputs: Mapping[str, Any], wrong: Arrays) -> dict[str, np.ndarray] | None:
+    """How far variant ``code`` moves, entry by entry, when its inputs carry a rounding error (:func:`_rounded`)."""
+    try:
+        moved = ex.variant(code, _rounded(ex, inputs))
+    except Exception:
+        return None
+    out = {}
+    for n in ex.answers:
+        if n not in moved or n not in wrong or moved[n].shape != wrong[n].shape:
+            return None
+        with np.errstate(invalid="ignore", over="ignore"):
+            out[n] = np.nan_to_num(np.abs(moved[n].astype(float) - wrong[n].astype(float)), nan=0.0, posinf=0.0)
+    return out
 
 
 def _same(a: np.ndarray, b: np.ndarray, ex: Exercise) -> bool:
