@@ -237,3 +237,24 @@ def test_notebook_metadata_is_what_jupyterlab_writes(path):
         f"stored with Python {info['version']}, this environment runs {platform.python_version()}: JupyterLab "
         "would rewrite language_info on open; re-store the outputs with `make solutions`"
     )
+
+
+def test_later_names_are_what_the_given_lines_and_later_cells_read():
+    """A student's cell that binds one of these anew breaks the notebook below it (the checks say so)."""
+    nb = _nb("n = 3\nw = 2\nscores = [1, 2]\ntemp = 0",
+             "### BEGIN SOLUTION\nweights = [s / n for s in scores]\n### END SOLUTION\nprint(weights, temp)",
+             'check("99.weights")',
+             "print(n)\nsquares = [w * w for w in range(4)]\nscores = [0]\nprint(scores)")
+    names = build.later_names(nb, "99_demo.ipynb")
+    # `temp`: read by the cell's given line; `n`: by a later cell. Not `w` (a comprehension's own variable
+    # there), not `scores` (bound again before it is read), not `weights` (the cell's own answer).
+    assert names == {"99.weights": ["n", "temp"]}
+
+
+def test_committed_later_names_are_in_sync(capsys):
+    from helpers.course.later_names import LATER_NAMES
+
+    wanted = {ex_id: tuple(names) for p in sorted(SOLUTIONS.glob("*.ipynb"))
+              for ex_id, names in build.later_names(build.read_notebook(p), p.name).items()}
+    assert LATER_NAMES == wanted
+    assert LATER_NAMES["09.decode"] and "n" in LATER_NAMES["09.decode"]

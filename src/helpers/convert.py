@@ -115,6 +115,9 @@ def to_array(obj: Any, name: str = "answer", *, dtype: Any = np.float64, finite:
         arr = obj
     elif isinstance(obj, (np.generic, numbers.Number)) and not isinstance(obj, bool):
         arr = np.asarray(obj)
+    elif isinstance(obj, tuple) and any(v is None for v in obj):
+        raise AnswerError("returns_tuple", f"`{name}` is a tuple of {len(obj)} values, one of them None, not one "
+                                           "tensor: hand in only the result (`return out, None` returns a tuple).")
     elif isinstance(obj, (list, tuple)):
         arr = _from_nested(obj, name)
     else:

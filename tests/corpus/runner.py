@@ -21,7 +21,9 @@ the attempt after that other exercise's TO-DO cell instead of the solution's.
 
 The runner starts one kernel per notebook and executes the solution notebook top to bottom. At
 each TO-DO cell it first plays every attempt at it — the attempt's cell, then the check cell(s)
-that follow it — and records what the check printed; then it runs the solution's own cell, so the
+that follow it — and records what the check printed; after each attempt it runs again the earlier
+solution cells that bind what the attempt (or its ``before:``) bound beyond the cell's own names, so
+the next attempt starts from the notebook's values. Then it runs the solution's own cell, so the
 next steps start from the right values, exactly as a student who fixes the cell and goes on.
 """
 
@@ -219,9 +221,10 @@ def run_notebook(notebook: str, attempts: list[Attempt], timeout: int = 300) -> 
         client.execute_cell(cell, scratch, store_history=True)
         return _text(cell.outputs)
 
-    def restore(before: str, upto: int) -> None:
-        """Run again the solution's cells that bind what ``before`` changed."""
-        changed = assigned_names(before)
+    def restore(changed: set[str], upto: int) -> None:
+        """Run again the solution's cells (before cell ``upto``) that bind the names in ``changed``."""
+        if not changed:
+            return
         for j in range(upto):
             c = nb.cells[j]
             if c.cell_type == "code" and assigned_names(c.source) & changed:
@@ -241,6 +244,9 @@ def run_notebook(notebook: str, attempts: list[Attempt], timeout: int = 300) -> 
                     out += run(nb.cells[j].source)
                 status, code, message = _verdict(out, a.exercise)
                 yield Result(a, status, code, message, out)
-                if a.before:
-                    restore(a.before, i)
+                # what the attempt (or the code before it) bound that the solution's own cell does not: an earlier
+                # step's variable it overwrote, which the next attempts must find as the notebook has it
+                stray = assigned_names(a.before or "") | (assigned_names(attempt_source(a, cell.source))
+                                                          - assigned_names(cell.source))
+                restore(stray, i)
             run(cell.source)

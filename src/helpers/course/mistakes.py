@@ -566,6 +566,12 @@ _PROPERTY_ROWS = [
     ("init_unscaled", "random weights not scaled by 1/√d_model",
      "Your module's weights start random but not at the spread the step asks for: divide torch.randn(d_model, "
      "d_model) by √d_model, so that x @ w keeps entries of about the size of x's."),
+    ("overwrites_variable", "a variable of the notebook assigned anew",
+     "Your cell also assigns a variable that an earlier step computed and later cells read: after it, those cells "
+     "see something else. Keep your own results under new names."),
+    ("misspelled_name", "the answer's name misspelled",
+     "Your latest run of the cell assigns a name close to the answer's but not it: the answer's variable still "
+     "holds a value from an earlier run. Use the name the step asks for."),
     ("reads_globals", "a function that reads the notebook's variables",
      "Your function reads the notebook's variables instead of its own arguments."),
     ("hard_coded", "numbers typed in rather than computed",

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..convert import AnswerError, nonfinite_problem
+from .later_names import LATER_NAMES
 from .mistakes import MISTAKES
 
 __all__ = ["Exercise", "Outcome", "Plan", "Probe", "REGISTRY", "RowBudget", "draw", "evaluate", "exercises_for", "get",
@@ -392,6 +393,11 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
         "keeps_grad": ex.keeps_grad,
         "functions": list(ex.functions),
         "count_rows": [b.name for b in ex.budgets],
+        "later": list(LATER_NAMES.get(ex.id, ())) if ex.kind == "value" else [],
+        "others": sorted({n for other in exercises_for(ex.notebook) for n in other.answers} - set(ex.answers)),
+        # predicted axes are the same for any inputs: a replay keeps the student's own (a cell may use it as `dim=`)
+        "own": sorted({n for other in exercises_for(ex.notebook) if other.predicts == "axis"
+                       for n in other.answers} - set(ex.answers)),
         "module": ex.module,
         "probes": [{"kind": p.kind, "inputs": pi, "stream": p.stream, "buffer": p.buffer}
                    for p, pi in zip(ex.probes, probe_inputs)],
@@ -615,6 +621,9 @@ def _framework_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None
         if fw != ex.framework:
             label = f"`{name}`" if ex.kind == "value" else f"`{name}(...)` returns"
             verb = "is" if ex.kind == "value" else ""
+            if container := (facts.get("container") or {}).get(name):
+                text = f"{label} {verb} " + _container_text(ex, container, facts.get("items", {}).get(name))
+                return _fail(ex, "wrong_framework", text.replace("  ", " "))
             got = _FRAMEWORK_NAMES.get(str(fw), "something else")
             how = (f"Build it with {_OPS[ex.framework]} operations." if fw != "python" else
                    "Return the tensor itself: `.item()`, `float(...)` or `.tolist()` turn a tensor into plain Python "
@@ -623,6 +632,23 @@ def _framework_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None
                     f"{how}").replace("  ", " ")
             return _fail(ex, "wrong_framework", text)
     return None
+
+
+def _container_text(ex: Exercise, container: Sequence[Any], items: str | None) -> str:
+    """What to say of a tuple or a list handed in where the step asks for one tensor (the rest of a sentence)."""
+    kind, length = str(container[0]), int(container[1])
+    what = _FRAMEWORK_NAMES[ex.framework or "numpy"]
+    ops = {"torch": ("torch.stack", "torch.cat"), "tensorflow": ("tf.stack", "tf.concat"),
+           "numpy": ("np.stack", "np.concatenate")}[ex.framework or "numpy"]
+    if kind == "tuple" and length == 1:
+        return (f"a tuple of one value; this step asks for {what}. A trailing comma (`return x,` or `= (x,)`) "
+                "makes a tuple: leave it out.")
+    if kind == "tuple":
+        return (f"a tuple of {length} values; this step asks for {what}. Return (or assign) only the result the "
+                "step names.")
+    pieces = "tensors" if items in ("torch", "tensorflow") else "values"
+    return (f"a Python list of {length} {pieces}; this step asks for {what}. Put the pieces together: {ops[1]} "
+            f"joins them along an axis they already have, {ops[0]} along a new one.")
 
 
 def _items_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
@@ -789,6 +815,25 @@ def _mutation_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None
                                       "too. Compute into a new tensor instead (e.g. `s = s - m`), then run again "
                                       "the cells that compute the variables you passed in: they hold the changed "
                                       "values now.")
+
+
+def _rebound_problem(ex: Exercise, record: Mapping[str, Any], names: Sequence[str] | None = None) -> Outcome | None:
+    """The cell binds anew a name that later cells of the notebook read (``record["rebound"]``, or ``names``)."""
+    rebound = list(names if names is not None else record.get("rebound") or [])
+    if not rebound:
+        return None
+    name = rebound[0]
+    owner = producer(ex, name)
+    whose = f"the answer of {owner.id}" if owner else "a variable the notebook defines earlier"
+    others = f" (and {', '.join(f'`{n}`' for n in rebound[1:])})" if len(rebound) > 1 else ""
+    if name in LATER_NAMES.get(ex.id, ()):
+        harm = "which the cells further down read: after your cell it holds something else, and they go wrong"
+    else:
+        harm = ("which your cell starts from: after one run it holds something else, so running the cell again "
+                "gives another answer")
+    return _fail(ex, "overwrites_variable",
+                 f"Your cell also assigns `{name}`{others}, {whose}, {harm}. Keep your own results under new names, "
+                 f"then run again the cell that computes `{name}` and this one.")
 
 
 def _probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome | None:
@@ -971,6 +1016,28 @@ def _upstream_note(ex: Exercise, wrong: Sequence[str]) -> str:
             f"{_rerun_note(ex, wrong)}.")
 
 
+def _used_note(ex: Exercise, record: Mapping[str, Any], skip: Sequence[str]) -> str:
+    """Another step's answer the cell uses (besides the inputs it starts from) that is not right yet."""
+    wrong = []
+    for name, value in sorted((record.get("used") or {}).items()):
+        owner = producer(ex, name) or next((o for o in exercises_for(ex.notebook) if o.kind == "value"
+                                            and name in o.answers and o is not ex), None)
+        if name in skip or name in ex.reads or owner is None:
+            continue
+        try:
+            want = owner.expected(owner.inputs(None))[name]
+        except Exception:  # noqa: BLE001 — a reference that cannot say: no note
+            continue
+        if owner.predicts == "axis" and _integral(np.asarray(value)) and round(float(value)) < 0:
+            value = np.asarray(float(round(float(value)) + owner.ndim))
+        if not _same(np.asarray(value, float), np.asarray(want, float), owner):
+            wrong.append(f"`{name}` ({owner.id})")
+    if not wrong:
+        return ""
+    return (f" Note: your cell uses {', '.join(wrong)}, which {'is' if len(wrong) == 1 else 'are'} not right yet "
+            "either.")
+
+
 def _inlined(ex: Exercise, plan: Plan, replays: Sequence[Arrays]) -> str | None:
     """The input whose notebook value the cell uses instead of the variable (typed-in numbers): on
     every replay, the answer is what the notebook's value of that one input would give."""
@@ -1033,8 +1100,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                                               "model. Use its `model` argument.")
         for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
                       _items_problem(ex, record.get("facts") or {}),
-                      _mutation_problem(ex, record), _module_problem(ex, record), _grad_problem(ex, record),
-                      _budget_problem(ex, plan, record),
+                      _mutation_problem(ex, record), _rebound_problem(ex, record), _module_problem(ex, record),
+                      _grad_problem(ex, record), _budget_problem(ex, plan, record),
                       _module_probe_problem(ex, plan, record)):
             if check is not None:
                 return check
@@ -1042,6 +1109,11 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
 
     upstream = {n: a for n, a in (record.get("upstream") or {}).items() if n in world0}
     wrong_up = [n for n in ex.reads if n in upstream and not _same(upstream[n], np.asarray(world0[n], float), ex)]
+    # an input that is wrong because this very cell changed it (in place, or bound anew): that is what to fix
+    if own := [n for n in wrong_up if n in (record.get("mutated") or [])]:
+        return _mutation_problem(ex, {"mutated": own}) or _fail(ex, "mutates_input")
+    if own := [n for n in wrong_up if n in (record.get("rebound") or [])]:
+        return _rebound_problem(ex, record, own) or _fail(ex, "overwrites_variable")
     student_world = {**world0, **upstream} if wrong_up else world0
     code_right = bool(replay.get("available")) and not replay_error and len(replays) == ex.replays \
         and not any(fails)
@@ -1061,7 +1133,7 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
             )
     trials = [(got0, student_world)] + [(got, plan.inputs[i]) for i, got in enumerate(replays, start=1)
                                         if i < len(plan.inputs)]
-    note = _upstream_note(ex, wrong_up)
+    note = _upstream_note(ex, wrong_up) + _used_note(ex, record, wrong_up)
     code = diagnose(ex, trials)
     if code:
         return _fail(ex, code, note=note)

@@ -9,9 +9,11 @@ from __future__ import annotations
 import ast
 import builtins
 import re
+import symtable
 from collections.abc import Iterable, Sequence
 
-__all__ = ["assigned_names", "code_features", "defining_cell", "filled_at", "first_code_line", "mentioned_names"]
+__all__ = ["assigned_names", "code_features", "defining_cell", "filled_at", "first_code_line", "free_names",
+           "mentioned_names"]
 
 _MAGIC = re.compile(r"^(\s*)([%!].*)$", re.M)
 # For a cell that does not parse (a syntax error): the names on the left of a top-level `=`.
@@ -108,6 +110,25 @@ def mentioned_names(source: str) -> set[str]:
     if tree is None:
         return set()
     return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+
+
+def free_names(source: str) -> set[str]:
+    """The names a cell reads that it does not bind at its top level: the notebook's variables it uses. Names
+    local to a function, a lambda or a comprehension of the cell (``for w in ...`` inside a generator) are not
+    free; a name the cell both reads and binds at its top level is not either."""
+    text = _MAGIC.sub(lambda m: m.group(1) + "pass", source)
+    try:
+        top = symtable.symtable(text, "<cell>", "exec")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    bound = {sym.get_name() for sym in top.get_symbols() if sym.is_assigned() or sym.is_imported()}
+    found = {sym.get_name() for sym in top.get_symbols() if sym.is_referenced()} - bound
+    todo = list(top.get_children())
+    while todo:
+        table = todo.pop()
+        found |= {sym.get_name() for sym in table.get_symbols() if sym.is_referenced() and sym.is_global()} - bound
+        todo.extend(table.get_children())
+    return found
 
 
 def _filled(node: ast.AST) -> set[str]:

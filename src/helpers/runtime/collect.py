@@ -108,6 +108,8 @@ def _mimic(value: Any, like: Any, framework: str | None) -> Any:
         return _module_like(value, like)
     if isinstance(value, np.generic):
         value = np.asarray(value)
+    if isinstance(value, np.ndarray) and (plain := _plain_like(value, like)) is not None:
+        return plain
     if isinstance(value, list) or not isinstance(value, np.ndarray):
         return copy.deepcopy(value)
     fw = framework_of(like) if like is not None else None
@@ -120,6 +122,23 @@ def _mimic(value: Any, like: Any, framework: str | None) -> Any:
         return to_framework(value, fw, dtype)
     except (TypeError, ValueError):
         return to_framework(value, fw)
+
+
+def _plain_like(value: np.ndarray, like: Any) -> Any:
+    """``value`` as the plain Python value the student's own variable is (a predicted shape is a tuple of ints,
+    an axis or a size an int): a later cell uses it as such (``reshape(scores_shape)``, ``dim=softmax_axis``).
+    None when ``like`` is not a plain number or a flat tuple/list of numbers."""
+    if isinstance(like, bool) or not isinstance(like, (int, float, tuple, list)):
+        return None
+    whole = bool(np.all(np.isfinite(value))) and bool(np.all(value == np.round(value)))
+    if isinstance(like, (int, float)):
+        if value.ndim:
+            return None
+        return int(value) if isinstance(like, int) and whole else type(like)(float(value))
+    if value.ndim != 1 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in like):
+        return None
+    items = [int(v) if whole and all(isinstance(u, int) for u in like) else float(v) for v in value]
+    return type(like)(items)
 
 
 def _module_like(params: Mapping[str, Any], module: Any) -> Any:
@@ -311,6 +330,33 @@ def _mutated(before: Mapping[str, np.ndarray], after: Mapping[str, Any]) -> list
     return changed
 
 
+def _rebound(old: Any, new: Any) -> bool:
+    """Is ``new`` (what a name holds after the replayed cell) another value than ``old`` (what it held before)?
+    Only data is compared (tensors, arrays, numbers, tuples); functions, classes and modules are not."""
+    if new is old:
+        return False
+    for v in (old, new):
+        if callable(v) and not hasattr(v, "shape") or isinstance(v, (str, bytes, dict, type(None))):
+            return False
+    try:
+        a, b = to_array(old, "old", finite=False), to_array(new, "new", finite=False)
+    except AnswerError:
+        return False
+    return a.shape != b.shape or dtype_name(old) != dtype_name(new) or not np.array_equal(a, b, equal_nan=True)
+
+
+def _rerun_differs(code: Any, ns: Mapping[str, Any], answers: Sequence[str]) -> bool:
+    """Run the cell once more where its last run left the namespace: does it give other answers (it started from
+    an input that its own first run changed, such as `attn_scores = softmax(attn_scores)`)?"""
+    try:
+        again = _replay(code, ns, {}, answers)
+        return any(n in ns and n in again and _rebound(ns[n], again[n]) for n in answers)
+    except BaseException as exc:  # noqa: BLE001 — the student's cell, run again: anything can happen
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return True
+
+
 def _snapshot(values: Mapping[str, Any]) -> dict[str, np.ndarray]:
     out = {}
     for name, value in values.items():
@@ -331,6 +377,8 @@ def _facts(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             # a Python number has no dtype: its type, so that an axis of 1.0 is not taken for the integer 1
             "dtype": {n: dtype_name(v) if not isinstance(v, float) else "float" for n, v in values.items()},
             "items": {n: _items_framework(v) for n, v in values.items()},
+            # a tuple or list where one tensor is asked for: its kind and length, so the message can say so
+            "container": {n: [type(v).__name__, len(v)] for n, v in values.items() if type(v) in (list, tuple)},
             "grad": {n: bool(v.requires_grad) for n, v in values.items()
                      if framework_of(v) == "torch" and hasattr(v, "requires_grad")}}
 
@@ -457,11 +505,23 @@ class OneShot:
 # ----------------------------------------------------------------------------- collect
 
 
+def _misspelled_error(plan: Mapping[str, Any], history: History | None, run: Run | None) -> dict[str, Any] | None:
+    if history is None:
+        return None
+    found = history.misspelled(plan["answers"], run, plan.get("others") or ())
+    if found is None:
+        return None
+    name, typo = found
+    return _error("misspelled_name", f"Your latest run of this step's cell assigns `{typo}`, not `{name}`: `{name}` "
+                                     "still holds what an earlier run gave it, and that is not what you just wrote. "
+                                     f"Name it `{name}` and run the cell again.")
+
+
 def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history: History | None,
                   run: Run | None, cell: Any, shell: Any) -> dict[str, Any]:
     answers = list(plan["answers"])
     what = ", ".join(f"`{n}`" for n in answers)
-    if err := _stale_error(history, run, answers, what):
+    if err := _stale_error(history, run, answers, what) or _misspelled_error(plan, history, run):
         return err
     values = {}
     for name in answers:
@@ -484,15 +544,21 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
         record["forbidden"] = sorted(set(plan.get("not_with") or ()) & mentioned)
     if source is not None:
         record["how"] = code_features(source)
+        # other steps' answers the cell uses besides the ones it starts from (a predicted axis as `dim=`)
+        record["used"] = _snapshot({n: namespace[n] for n in sorted(set(plan.get("others") or ())
+                                                                     & mentioned_names(source)) if n in namespace})
     if code is None and run is not None:
         code = _compile_cell(run.source, shell)
     elif isinstance(code, str):
         code = _compile_cell(code, shell)
     record["replay"] = {"available": bool(trials) and code is not None, "error": None}
     mutated: set[str] = set()
+    rebound: set[str] = set()
+    later = [n for n in plan.get("later") or () if n not in answers]
     if record["replay"]["available"]:
         for i, world in enumerate(trials, start=1):
-            overlay = {name: _mimic(value, namespace.get(name), plan.get("framework")) for name, value in world.items()}
+            overlay = {name: _mimic(value, namespace.get(name), plan.get("framework")) for name, value in world.items()
+                       if name not in (plan.get("own") or ()) or name not in namespace}
             before = _snapshot(overlay)
             rows: dict[str, int] = {}
             for name in plan.get("count_rows") or ():
@@ -509,6 +575,13 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
             # in place: the very objects handed to the cell changed (a name the cell binds anew, such as
             # a loop variable or a step of the same cell computed again, is not a change of its input)
             mutated.update(_mutated(before, overlay))
+            # a name the notebook reads further down, bound anew by the cell to something else; or an input the
+            # cell starts from, bound anew so that running the cell again gives another answer
+            changed = {n for n in set(later) | set(overlay) - set(answers)
+                       if n in ns and _rebound(overlay[n] if n in overlay else namespace.get(n), ns[n])}
+            rebound.update(changed & set(later))
+            if (changed - set(later)) and not rebound and _rerun_differs(code, ns, answers):
+                rebound.update(changed - set(later))
             got = {}
             for name in answers:
                 if name not in ns:
@@ -527,6 +600,7 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
     if run is not None and run.error:
         record["raised"] = {"message": run.error, "line": run.line}
     record["mutated"] = sorted(mutated)
+    record["rebound"] = sorted(rebound)
     # the step's own functions that the cell calls (10.train_step): a model read from the notebook's globals
     record["models_read"] = sorted({n for f in plan.get("functions") or () if callable(namespace.get(f))
                                     for n in _data_globals(namespace[f])[0]
@@ -662,7 +736,7 @@ def _shapes(inputs: Mapping[str, Any]) -> str:
 def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history: History | None,
                      run: Run | None) -> dict[str, Any]:
     name = plan["answers"][0]
-    if err := _stale_error(history, run, [name], f"`{name}`"):
+    if err := _stale_error(history, run, [name], f"`{name}`") or _misspelled_error(plan, history, run):
         return err
     if name not in namespace:
         return _error("not_done", f"`{name}` is not defined yet. Fill in the TO-DO cell above and run it.")

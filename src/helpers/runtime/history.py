@@ -9,6 +9,7 @@ namespace is stale — left over from an earlier run — and the check says so i
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -146,6 +147,23 @@ class History:
                 return run
         return None
 
+    def misspelled(self, names: Iterable[str], run: Run | None, known: Iterable[str] = ()) -> tuple[str, str] | None:
+        """A run later than ``run`` (the latest one that binds one of ``names``) that binds instead a name one or
+        two letters away from one of them — ``attn_score`` for ``attn_scores`` — while it reads that name or is
+        an edit of ``run``'s cell: a typo, which leaves the answer holding the value ``run`` gave it. Returns
+        (the answer's name, the misspelled one). Names in ``known`` (other answers of the notebook) are real."""
+        wanted, real = set(names), set(known)
+        at = next((i for i in range(len(self.runs) - 1, -1, -1) if self.runs[i] is run), None)
+        later = list(self.runs) if run is None else self.runs[at + 1:] if at is not None else []
+        for other in reversed(later):
+            for bound in sorted(other.names - wanted - real):
+                for name in sorted(wanted):
+                    if len(name) >= 4 and _distance(bound, name) <= 2 and \
+                            (name in mentioned_names(other.source)
+                             or run is not None and _similar(other.source, run.source)):
+                        return name, bound
+        return None
+
     def placeholder_since(self, names: Iterable[str], run: Run | None) -> Run | None:
         """A run of an untouched TO-DO cell that mentions one of ``names`` (e.g. prints it), later
         than ``run``: the student's step for these names is still to do, whatever they hold."""
@@ -156,6 +174,22 @@ class History:
             if other.placeholder and other.mentions & wanted:
                 return other
         return None
+
+
+def _distance(a: str, b: str) -> int:
+    """Levenshtein distance (small names only)."""
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, start=1):
+        cur = [i]
+        for j, cb in enumerate(b, start=1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+def _similar(a: str, b: str) -> bool:
+    """Two versions of one cell (an edit), rather than two different cells."""
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() >= 0.6
 
 
 def install(shell: Any = None) -> History | None:
