@@ -124,3 +124,27 @@ def test_a_mistake_is_named_where_its_variant_is_ill_conditioned():
     got = ex.variant("sum_normalisation", as_float32)
     assert not spec._close(got, ex.variant("sum_normalisation", inputs), ex.answers, ex.rtol, ex.atol)
     assert spec.diagnose(ex, [(got, inputs)]) == "sum_normalisation"
+
+
+@pytest.mark.parametrize("ex", [pytest.param(e, id=e.id) for e in EXERCISES if spec.seeds_needed(e)])
+def test_every_size_that_can_change_does_in_some_trial(ex):
+    """A size typed in (2 heads, p = 0.2, a 5 × 5 mask, a cache of 8 rows) passes only when no trial changes it:
+    every size the fresh inputs can take otherwise differs from the notebook's in some trial, and every size
+    they can take larger is larger in some trial, on every draw, the student's way and the grader's."""
+    differ, larger = spec._variety(ex)
+    notebook = ex.inputs(None)
+    for draw in range(DRAWS):
+        for plan in (spec.make_plan(ex, np.random.default_rng(500 + draw)),
+                     spec.make_plan(ex, seeds=[101 * draw + t for t in range(spec.seeds_needed(ex))])):
+            fresh = plan.inputs[1:1 + spec.seeds_needed(ex)]
+            assert spec._reach(fresh, notebook, ex) == len(differ) + len(larger), (draw, sorted(map(str, larger)))
+
+
+def test_a_typed_in_head_count_is_never_kept_by_the_draws():
+    """The sizes the trials take are learned from the exercise's own draws: 06's head count can change, and
+    grow, so some trial of every plan has more heads than the notebook's 2."""
+    ex = spec.get("06.multi_head_attention")
+    assert ("num_heads", "=") in spec._variety(ex)[1]
+    for seed in range(30):
+        plan = spec.make_plan(ex, np.random.default_rng(seed))
+        assert any(t["num_heads"] > 2 for t in plan.inputs[1:]), seed

@@ -23,7 +23,7 @@ Everything here is NumPy and never runs student code.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -313,10 +313,27 @@ def separates(ex: Exercise, inputs: Mapping[str, Any]) -> bool:
             wrong = ex.variant(code, inputs)
         except errors:  # undefined for these sizes (a product of non-square matrices): the student's cell raises
             continue    # too, and the check names the mistake from the notebook's own numbers (see diagnose)
-        if any(_close(wrong, other, ex.answers, rtol, atol) for other in outs):
+        if _close_to_any(wrong, outs, ex.answers, rtol, atol):
             return False
         outs.append(wrong)
     return True
+
+
+def _close_to_any(new: Arrays, outs: Sequence[Arrays], names: Sequence[str], rtol: float, atol: float) -> bool:
+    """``_close(new, o, ...)`` for any ``o`` in ``outs``, compared with all of them at once (one array operation
+    per answer instead of one call per pair: the variants of an exercise are compared pairwise on every draw)."""
+    same = [o for o in outs if all(n in o and n in new and np.shape(o[n]) == np.shape(new[n]) for n in names)]
+    if not same:
+        return False
+    close = np.ones(len(same), dtype=bool)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for n in names:
+            b = np.asarray(new[n], dtype=float).ravel()
+            others = np.stack([np.asarray(o[n], dtype=float).ravel() for o in same])
+            near = (np.abs(b - others) <= atol + rtol * np.abs(others)) | (b == others) | \
+                (np.isnan(b) & np.isnan(others))
+            close &= near.all(axis=1)
+    return bool(close.any())
 
 
 def one_row(rows: str, column: str | None = None) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -362,20 +379,8 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
         rngs = [rng] * n
     fresh = [draw(ex, r) for r in rngs]
     notebook = ex.inputs(None)
-    if ex.kind == "function" and fresh:
-        # Every axis of every argument takes another length than in the notebook's example in some
-        # trial (as far as the exercise's inputs allow): a function that reads the notebook's
-        # variables, or hard-codes one size, must not pass because the draws happened to keep it.
-        wanted = _axes(notebook)
-        for attempt in range(MAX_DRAWS):
-            seen = set().union(*(_varied(trial, notebook) for trial in fresh))
-            if wanted <= seen:
-                break
-            k = attempt % len(fresh)
-            candidate = draw(ex, rngs[k])
-            others = set().union(*(_varied(t, notebook) for i, t in enumerate(fresh) if i != k))
-            if len((others | _varied(candidate, notebook)) & wanted) > len(seen & wanted):
-                fresh[k] = candidate
+    if fresh:
+        fresh = _varied_trials(ex, fresh, rngs, notebook)
     if ex.edge is not None and rngs:  # a function's extra trial, a value step's extra replay
         fresh.append(ex.edge(ex.inputs(rngs[0])))
     probe_rng = rngs[0] if rngs else np.random.default_rng(0)
@@ -405,21 +410,78 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
     return Plan(data, [notebook, *fresh], probe_inputs)
 
 
-def _axes(inputs: Mapping[str, Any]) -> set[tuple[str, int]]:
-    return {(k, a) for k, v in inputs.items() if isinstance(v, np.ndarray) for a in range(v.ndim)}
+VARIETY_PATIENCE = 40  # draws that bring no new variety before the trials are taken as they are
+_VARIETY: dict[str, tuple[frozenset[Any], frozenset[Any]]] = {}
 
 
-def _varied(trial: Mapping[str, Any], notebook: Mapping[str, Any]) -> set[tuple[str, int]]:
-    """The (argument, axis) pairs whose length in ``trial`` differs from the notebook's example."""
-    out = set()
+def _size_signs(trial: Mapping[str, Any], notebook: Mapping[str, Any]) -> Iterator[tuple[tuple[str, Any], int]]:
+    """Each size of a trial — every axis of an array, every plain number — against the notebook's: (which, sign of
+    the difference)."""
     for k, v in trial.items():
         ref = notebook.get(k)
         if isinstance(v, np.ndarray) and isinstance(ref, np.ndarray):
-            if v.ndim != ref.ndim:
-                out |= {(k, a) for a in range(ref.ndim)}
-            else:
-                out |= {(k, a) for a in range(v.ndim) if v.shape[a] != ref.shape[a]}
-    return out
+            for a in range(ref.ndim):
+                n = v.shape[a] if v.ndim == ref.ndim else -1
+                yield (k, a), int(n > ref.shape[a]) - int(n < ref.shape[a]) if n >= 0 else 2
+        elif _scalar(v) and _scalar(ref):
+            yield (k, "="), int(v > ref) - int(v < ref)
+
+
+def _scalar(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+
+
+def _variety(ex: Exercise) -> tuple[frozenset[Any], frozenset[Any]]:
+    """The sizes this exercise's fresh inputs can take other than the notebook's, and those they can take larger
+    (learned once, from a few draws of a generator of its own)."""
+    if ex.id not in _VARIETY:
+        notebook, rng = ex.inputs(None), np.random.default_rng(2026)
+        if ex.kind == "value":  # the names the cell starts from, not everything upstream of it
+            notebook = {k: v for k, v in notebook.items() if k in ex.reads}
+        differ, larger = set(), set()
+        for _ in range(16):
+            for key, sign in _size_signs(ex.inputs(rng), notebook):
+                if sign:
+                    differ.add(key)
+                if sign == 1:
+                    larger.add(key)
+        _VARIETY[ex.id] = (frozenset(differ), frozenset(larger))
+    return _VARIETY[ex.id]
+
+
+def _reach(trials: Sequence[Mapping[str, Any]], notebook: Mapping[str, Any], ex: Exercise) -> int:
+    differ, larger = _variety(ex)
+    if ex.kind == "value":
+        notebook = {k: v for k, v in notebook.items() if k in ex.reads}
+    seen_differ, seen_larger = set(), set()
+    for trial in trials:
+        for key, sign in _size_signs(trial, notebook):
+            if sign:
+                seen_differ.add(key)
+            if sign == 1:
+                seen_larger.add(key)
+    return len(seen_differ & differ) + len(seen_larger & larger)
+
+
+def _varied_trials(ex: Exercise, fresh: list[dict[str, Any]], rngs: Sequence[np.random.Generator],
+                   notebook: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Redraw trials until every size that can differ from the notebook's does in some trial, and every size
+    that can be larger is larger in some trial (as far as :data:`VARIETY_PATIENCE` draws allow): an answer that
+    types in the notebook's 2 heads, its p = 0.2 or a 5 × 5 mask must not pass because the draws happened to keep
+    them."""
+    differ, larger = _variety(ex)
+    want = len(differ) + len(larger)
+    reach, idle, attempt = _reach(fresh, notebook, ex), 0, 0
+    while reach < want and idle < VARIETY_PATIENCE:
+        k = attempt % len(fresh)
+        attempt += 1
+        candidate = ex.inputs(rngs[k])  # separated from the variants only if it brings something new
+        trials = fresh[:k] + [candidate] + fresh[k + 1:]
+        if (new := _reach(trials, notebook, ex)) > reach and separates(ex, candidate):
+            fresh, reach, idle = trials, new, 0
+        else:
+            idle += 1
+    return fresh
 
 
 def seeds_needed(ex: Exercise) -> int:
@@ -1220,11 +1282,39 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
     code = diagnose(ex, trials)
     if code:
         return _fail(ex, code)
+    if typed := _typed_argument(ex, plan, answers):
+        value = plan.inputs[0][typed]
+        return _fail(ex, "hard_coded", f"`{ex.answers[0]}` computes as if `{typed}` were always {value!r}, this "
+                                       f"notebook's value, whatever it is given: use its `{typed}` argument.")
     read = record.get("globals_read") or []
     if read:
         return _fail(ex, "reads_globals", _reads_globals(ex, record, "so it only works for this notebook's data. "
                                                                      "Use the parameters the function is given."))
     return Outcome(ex.id, "fail", 0, ex.points, fail)
+
+
+def _typed_argument(ex: Exercise, plan: Plan, answers: Sequence[Arrays]) -> str | None:
+    """The plain-number argument (a head count, a probability, a block size) that the function ignores for the
+    notebook's value: on every trial where that value is not the one given, the answer is what it would give."""
+    notebook = plan.inputs[0]
+    for key, value in notebook.items():
+        if not _scalar(value):
+            continue
+        hits = 0
+        for got, inputs in zip(answers[1:], plan.inputs[1:]):
+            if not _scalar(inputs.get(key)) or inputs[key] == value:
+                continue
+            try:
+                want = ex.expected({**inputs, key: value})
+            except Exception:  # noqa: BLE001 — the notebook's value does not fit these inputs: no evidence
+                want = None
+            if want is None or not _close(got, want, ex.answers, ex.rtol, ex.atol):
+                hits = -1
+                break
+            hits += 1
+        if hits > 0:
+            return key
+    return None
 
 
 # what the probes' watching inputs raise (helpers.course.exercises.nb07), as `_call` words it
