@@ -12,6 +12,7 @@ grader's sandbox, ``helpers.check`` is a recorder instead (:mod:`helpers.grading
 from __future__ import annotations
 
 import sys
+import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -20,6 +21,7 @@ import numpy as np
 from .course import spec
 from .course.spec import Exercise, Outcome
 from .runtime import collect as runtime
+from .runtime.cells import definition_source, mentioned_names
 from .runtime.history import History, current
 
 __all__ = ["check", "format_outcome", "judge"]
@@ -48,12 +50,72 @@ def judge(
         plan = spec.make_plan(ex, rng)
     record = runtime.collect(plan.data, namespace, history, cell=cell, shell=shell)
     outcome = spec.evaluate(ex, plan, record)
-    if outcome.status == "fail" and ex.kind == "function" and ex.depends_on:
-        behind = [d for d in ex.depends_on if judge(spec.get(d), namespace, rng).status == "fail"]
+    if outcome.status == "fail" and outcome.diagnosis not in _NOT_CARRIED:
+        uses = _functions_used(ex, namespace, history, cell)
+        behind = [d for d in uses if judge(spec.get(d), namespace, rng).status == "fail"]
+        if behind and _right_with(ex, plan, namespace, history, shell, cell, behind):
+            names = " and ".join(f"`{spec.get(d).answers[0]}` ({d})" for d in behind)
+            return Outcome(ex.id, "carried", ex.points, ex.points,
+                           f"Your code for this step is right: with a correct {names} it computes exactly what it "
+                           f"should. But your own {'is' if len(behind) == 1 else 'are'} not right yet, so the result "
+                           "is not either: fix the earlier step, then run this cell again.",
+                           carried_from=tuple(behind))
         if behind:
-            outcome.message += (f" Note: {', '.join(behind)} is not passing yet, and this function uses it; "
-                                "fix that one first.")
+            outcome.message += (f" Note: {', '.join(behind)} is not passing yet, and this "
+                                f"{'function' if ex.kind == 'function' else 'cell'} uses it; fix that one first.")
     return outcome
+
+
+# a verdict about the cell itself, whatever the functions it calls: no carried-forward credit
+_NOT_CARRIED = {"cell_raised", "misspelled_name", "overwrites_variable", "mutates_input", "not_as_asked",
+                "wrong_framework", "wrong_dtype", "reads_globals", "hard_coded", "not_computed_with"}
+
+
+def _functions_used(ex: Exercise, namespace: Mapping[str, Any], history: History | None,
+                    cell: Any) -> list[str]:
+    """The function steps of the notebook this step calls: declared (``depends_on``), or named in the student's
+    own code (its function's definition, or the cell of a value step)."""
+    found = list(ex.depends_on)
+    run = history.defining(ex.answers) if history is not None else None
+    source = run.source if run is not None else cell if isinstance(cell, str) else None
+    if source is not None:
+        if ex.kind == "function":
+            source = definition_source(source, ex.answers[0])
+        mentioned = mentioned_names(source)
+        found += [o.id for o in spec.exercises_for(ex.notebook) if o.kind == "function" and o is not ex
+                  and o.answers[0] in mentioned and callable(namespace.get(o.answers[0])) and o.id not in found]
+    return found
+
+
+def _right_with(ex: Exercise, plan: spec.Plan, namespace: Mapping[str, Any], history: History | None, shell: Any,
+                cell: Any, behind: list[str]) -> bool:
+    """Is this step right when the functions in ``behind`` are replaced by correct ones (the course's
+    references)? For a value step the cell is replayed on the notebook's own inputs too."""
+    from .course.samples import student_function
+
+    correct = {spec.get(d).answers[0]: student_function(spec.get(d), None, spec.get(d).framework) for d in behind}
+    data = dict(plan.data)
+    ns = {**namespace, **correct}
+    if ex.kind == "function":
+        fn = namespace.get(ex.answers[0])
+        if not isinstance(fn, types.FunctionType):
+            return False
+        ns[ex.answers[0]] = types.FunctionType(fn.__code__, {**fn.__globals__, **correct}, fn.__name__,
+                                               fn.__defaults__, fn.__closure__)
+        data["probes"] = []
+    else:  # replayed on the notebook's own inputs as well: plan.inputs, one replay each
+        data["trials"] = [plan.inputs[0], *plan.data["trials"]]
+    try:
+        record = runtime.collect(data, ns, history, cell=cell, shell=shell)
+    except Exception:  # noqa: BLE001 — no credit when it cannot be told
+        return False
+    if record.get("error"):
+        return False
+    answers = record.get("answers") or []
+    got = answers if ex.kind == "function" else answers[1:]
+    if len(got) != len(plan.inputs):
+        return False
+    return all(spec.compare(ex, g, ex.expected(world)) is None for g, world in zip(got, plan.inputs))
 
 
 def check(exercise_id: str, namespace: Mapping[str, Any] | None = None) -> None:

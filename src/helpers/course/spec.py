@@ -542,6 +542,9 @@ def _compare(ex: Exercise, got: Arrays, want: Arrays, trial: str = "", *, produc
     return None
 
 
+compare = _compare  # for the checks' carried-forward credit (helpers.checks)
+
+
 def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(s for s in shape if s != 1)
 
