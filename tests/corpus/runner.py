@@ -40,7 +40,7 @@ import yaml
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell
 
-from helpers.runtime.cells import assigned_names
+from helpers.runtime.cells import assigned_names, mentioned_names
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions"
@@ -246,7 +246,9 @@ def run_notebook(notebook: str, attempts: list[Attempt], timeout: int = 300) -> 
                 yield Result(a, status, code, message, out)
                 # what the attempt (or the code before it) bound that the solution's own cell does not: an earlier
                 # step's variable it overwrote, which the next attempts must find as the notebook has it
-                stray = assigned_names(a.before or "") | (assigned_names(attempt_source(a, cell.source))
-                                                          - assigned_names(cell.source))
-                restore(stray, i)
+                source = attempt_source(a, cell.source)
+                stray = assigned_names(a.before or "") | (assigned_names(source) - assigned_names(cell.source))
+                if "mutates_input" in str(a.diagnosis):  # changed in place: whatever it names
+                    stray |= mentioned_names(source)
+                restore({n for n in stray if not n.startswith("_")}, i)
             run(cell.source)
