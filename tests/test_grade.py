@@ -599,3 +599,41 @@ def test_the_grader_judges_how_a_module_starts_its_weights(scale, diagnosis):
     outcome = judge_record(ex, json.loads(json.dumps(encode_record(record))), plan)
     assert (outcome.status, outcome.diagnosis) == (("pass", None) if diagnosis is None else ("fail", diagnosis)), \
         outcome.message
+
+
+def _value_step_through_the_protocol(ex_id: str, namespace: dict, cell: str) -> spec.Outcome:
+    """A value step: the student's cell replayed in the sandbox on the plan's inputs, judged by the grader."""
+    from helpers.grading.protocol import decode_value, encode_record, encode_value
+    from helpers.grading.verdict import judge_record
+    from helpers.runtime.collect import collect
+
+    ex = spec.get(ex_id)
+    plan = spec.make_plan(ex, seeds=list(range(spec.seeds_needed(ex))))
+    exec(cell, namespace)
+    record = collect(decode_value(json.loads(json.dumps(encode_value(plan.data)))), namespace, cell=cell)
+    return judge_record(ex, json.loads(json.dumps(encode_record(record))), plan)
+
+
+def test_the_grader_names_a_cell_that_overwrites_a_later_read_variable_and_a_list_handed_in():
+    """What the sandbox records about names bound anew and about containers reaches the verdict."""
+    torch = pytest.importorskip("torch")
+    import math
+
+    from helpers.course.samples import answer_namespace
+
+    ex = spec.get("09.decode")
+    base = {"torch": torch, "math": math, "F": torch.nn.functional, "n": 6, "keys": torch.zeros(6, 4),
+            "cached_attention": lambda q, k, v: torch.softmax(q @ k.T / math.sqrt(k.shape[-1]), dim=-1) @ v}
+    loop = ("k_cache, v_cache, rows = [], [], []\nfor {i} in range(len(x_seq)):\n"
+            "    h = x_seq[{i}:{i} + 1] + pos_table[{i}:{i} + 1]\n"
+            "    k_cache.append(h @ w_key)\n    v_cache.append(h @ w_value)\n"
+            "    rows.append(cached_attention(h @ w_query, torch.cat(k_cache), torch.cat(v_cache)))\n")
+    right = _value_step_through_the_protocol("09.decode", answer_namespace(ex) | base,
+                                             loop.format(i="t") + "decoded = torch.cat(rows)")
+    assert right.status == "pass", right.message
+    clobbered = _value_step_through_the_protocol("09.decode", answer_namespace(ex) | base,
+                                                 loop.format(i="n") + "decoded = torch.cat(rows)")
+    assert (clobbered.status, clobbered.diagnosis) == ("fail", "overwrites_variable") and "`n`" in clobbered.message
+    listed = _value_step_through_the_protocol("09.decode", answer_namespace(ex) | base, loop.format(i="t") +
+                                              "decoded = rows")
+    assert (listed.status, listed.diagnosis) == ("fail", "wrong_framework") and "list of" in listed.message

@@ -103,6 +103,17 @@ def _arrays(value: Any, allowed: set[str], what: str) -> dict[str, np.ndarray]:
     return {k: decode_array(v) for k, v in value.items()}
 
 
+def _containers(value: Any, allowed: set[str]) -> dict[str, list[Any]]:
+    """``{answer: ["list" | "tuple", length]}``: an answer handed in as a Python container."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not set(value) <= allowed:
+        raise ProtocolError("the containers do not name the exercise's variables")
+    return {k: [v[0], v[1]] for k, v in value.items()
+            if isinstance(v, list) and len(v) == 2 and v[0] in ("list", "tuple")
+            and isinstance(v[1], int) and not isinstance(v[1], bool) and 0 <= v[1] < 10**9}
+
+
 def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     """Rebuild a record from the sandbox, keeping only what the plan asked for, in checked types."""
     if not isinstance(raw, dict):
@@ -127,7 +138,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     record["facts"] = {"framework": _text_map(facts.get("framework"), answers_names, "the frameworks"),
                        "dtype": _text_map(facts.get("dtype"), answers_names, "the dtypes"),
                        "items": _text_map(facts.get("items"), answers_names, "the entries' frameworks"),
-                       "grad": _bool_map(facts.get("grad"), answers_names, "the answers' gradients")}
+                       "grad": _bool_map(facts.get("grad"), answers_names, "the answers' gradients"),
+                       "container": _containers(facts.get("container"), answers_names)}
     if ex.keeps_grad and isinstance(raw.get("keeps_grad"), bool):
         record["keeps_grad"] = raw["keeps_grad"]
     if raw.get("upstream") is not None:
@@ -140,6 +152,12 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
             "error": {"message": _text((err or {}).get("message"), 500)} if isinstance(err, dict) else None,
         }
     record["mutated"] = _names(raw.get("mutated") or [], set(), "the changed inputs")
+    # names the cell bound anew: only the notebook's later-read names and the replay's inputs can be reported
+    bindable = set(plan.data.get("later") or ()) | {k for t in plan.data.get("trials") or () if isinstance(t, dict)
+                                                    for k in t}
+    record["rebound"] = _names(raw.get("rebound") or [], bindable or {""}, "the names bound anew")
+    if raw.get("used") is not None and plan.data.get("others"):
+        record["used"] = _arrays(raw["used"], set(plan.data["others"]), "the other answers used")
     if ex.computed_with:
         record["unused"] = _names(raw.get("unused") or [], set(ex.computed_with), "the names not used")
     if ex.not_with:
