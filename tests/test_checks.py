@@ -563,3 +563,80 @@ def test_a_wrong_number_is_told_as_the_number_it_is():
     assert outcome.status == "fail" and "differs: you have" in outcome.message and "entries" not in outcome.message
 
 
+
+
+# --------------------------------------------------------------------------- notebooks 06 and 10: modules, training
+
+
+def _plan_where(ex, keep, seeds=range(200)):
+    """The plan of the first seed whose fresh trials all satisfy ``keep``."""
+    for seed in seeds:
+        plan = spec.make_plan(ex, np.random.default_rng(seed))
+        if all(keep(trial) for trial in plan.inputs[1:]):
+            return plan
+    raise AssertionError("no seed gives such trials")
+
+
+@pytest.mark.parametrize("exercise", ["06.module", "10.attention"])
+def test_a_module_with_the_dropout_probability_typed_in_is_told_to_use_its_own(exercise):
+    """1 − p typed in (0.8): the module must use self.dropout, its constructor argument, not the notebook's
+    global p_drop, which the generic message for a value typed in would name."""
+    pytest.importorskip("torch")
+    from helpers.runtime.collect import collect
+
+    ex = spec.get(exercise)
+    typed = ex.inputs(None)["p_drop"]
+    plan = _plan_where(ex, lambda trial: trial["p_drop"] != typed)
+
+    def cell(**inputs):
+        plain = {k: to_array(v, k, finite=False) if hasattr(v, "shape") else v for k, v in inputs.items()}
+        out = ex.expected({**plain, "p_drop": typed})
+        return {n: in_framework(out[n], "torch") for n in ex.answers}
+
+    ns = answer_namespace(ex, None, "torch")
+    outcome = spec.evaluate(ex, plan, collect(plan.data, ns, cell=cell))
+    assert outcome.diagnosis == "hard_coded", outcome.message
+    assert "`self.dropout`" in outcome.message and "Compute it from" not in outcome.message, outcome.message
+
+
+def test_a_shape_error_gets_the_longest_length_rider_only_from_a_function_that_takes_a_maximum():
+    torch = pytest.importorskip("torch")
+    import math
+
+    ex = spec.get("06.padded_attention")
+    source = ("def padded_attention(q, k, v, lengths):\n"
+              "    real = torch.arange(k.shape[-2])[None, :] < lengths\n"  # [:, None] missing
+              "    s = q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1])\n"
+              "    return torch.softmax(s.masked_fill(~real[:, None, :], float('-inf')), dim=-1) @ v\n")
+    ns = {"torch": torch, "math": math}
+    exec(source, ns)
+    outcome = judge(ex, ns)
+    assert outcome.status == "fail" and "must match the size" in outcome.message, outcome.message
+    assert "lengths.max()" not in outcome.message, outcome.message
+
+
+def test_probes_of_how_a_step_trains_leave_torch_s_generator_as_it_was():
+    """10.train_step runs the student's step again (twice, from two seeds) and 06.module calls the module from
+    seeds of its own: a reseeding step or module is named, and the notebook's generator is left alone."""
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F  # noqa: N812
+
+    ex = spec.get("10.train_step")
+    ns = answer_namespace(ex, None, "torch") | {"torch": torch}
+    def answer_loss(logits, tokens):
+        half = tokens.shape[1] // 2
+        return F.cross_entropy(logits[:, half:-1].reshape(-1, logits.shape[-1]), tokens[:, half + 1:].reshape(-1))
+
+    ns["answer_loss"] = answer_loss
+    exec("def train_step(model, optimizer, tokens):\n"
+         "    torch.manual_seed(0)\n"
+         "    optimizer.zero_grad()\n"
+         "    loss = answer_loss(model(tokens), tokens)\n"
+         "    loss.backward()\n"
+         "    optimizer.step()\n"
+         "    return loss.item()\n", ns)
+    torch.manual_seed(1234)
+    state = torch.get_rng_state()
+    outcome = judge(ex, ns, cell=student_cell(ex, None, "torch"))
+    assert outcome.diagnosis == "reseeded_each_call", outcome.message
+    assert torch.equal(torch.get_rng_state(), state)

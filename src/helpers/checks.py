@@ -48,11 +48,11 @@ def judge(
         plan = spec.make_plan(ex, rng)
     record = runtime.collect(plan.data, namespace, history, cell=cell, shell=shell)
     outcome = spec.evaluate(ex, plan, record)
-    if outcome.status == "fail" and ex.kind == "function" and ex.depends_on:
+    if ex.depends_on and (outcome.status == "fail" and ex.kind == "function"
+                          or outcome.status == "carried" and ex.kind == "value" and not outcome.carried_from):
         behind = [d for d in ex.depends_on if judge(spec.get(d), namespace, rng).status == "fail"]
         if behind:
-            outcome.message += (f" Note: {', '.join(behind)} is not passing yet, and this function uses it; "
-                                "fix that one first.")
+            outcome.message += spec.behind_note(ex, behind)
     return outcome
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..course import spec
-from ..course.spec import Exercise, Outcome, Plan
+from ..course.spec import Exercise, Outcome, Plan, behind_note
 from .protocol import ProtocolError, decode_array, split_frames
 
 MAX_TEXT = 2000
@@ -306,13 +306,12 @@ def decide(
 def _add_dependency_notes(exercises: Sequence[Exercise], outcomes: list[Outcome]) -> None:
     by_id = {o.exercise: o for o in outcomes}
     for ex, outcome in zip(exercises, outcomes):
-        if outcome.status != "fail" or not ex.depends_on or ex.kind != "function":
+        if not ex.depends_on or not (outcome.status == "fail" and ex.kind == "function" or outcome.status ==
+                                     "carried" and ex.kind == "value" and not outcome.carried_from):
             continue
         behind = [d for d in ex.depends_on if d in by_id and by_id[d].status == "fail"]
         if behind:
-            outcome.message += (
-                f" Note: {', '.join(behind)} is not passing yet, and this function uses it; fix that one first."
-            )
+            outcome.message += behind_note(ex, behind)
 
 
 def total_points(exercises: Sequence[Exercise]) -> float:
