@@ -548,6 +548,11 @@ _ROWS = [
      "Your heads got every heads-th feature (a reshape with d_head before heads, or the heads axis moved last) "
      "instead of one block of d_head neighbouring features each. Head h holds features h·d_head … "
      "(h+1)·d_head − 1: the shape to reshape to is (batch, seq, heads, d_head)."),
+    ("heads_split_interleaved", "the features dealt to the heads in turn when splitting, merged back in blocks",
+     "Your split gave each head every heads-th feature (a reshape to (batch, seq, d_head, heads)) instead of one "
+     "block of d_head neighbouring features, while your merge puts the heads back as blocks: the two do not undo "
+     "each other. Split by reshaping to (batch, seq, heads, d_head), then move the heads axis in front of the "
+     "tokens."),
     ("heads_wrong_transpose", "the wrong axes transposed around the reshape",
      "You transposed at the wrong moment or the wrong pair of axes, so the reshape cuts the numbers in the wrong "
      "places. Split: reshape to (batch, seq, heads, d_head), then transpose axes 1 and 2. Merge: the same steps "

@@ -304,6 +304,12 @@ def merge_heads_interleaved(x):
     return x.transpose(0, 2, 3, 1).reshape(b, s, h * dh)
 
 
+def merge_heads_all_axes(x):
+    """Every axis reversed (a transpose without the order of the axes), then reshaped to (b, s, d_model)."""
+    b, h, s, dh = x.shape
+    return x.transpose(3, 2, 1, 0).reshape(b, s, h * dh)
+
+
 def merge_heads_wrong_transpose(x):
     """transpose(2, 3): (b, heads, d_head, s), then reshaped to (b, s, d_model)."""
     b, h, s, dh = x.shape
@@ -312,7 +318,8 @@ def merge_heads_wrong_transpose(x):
 
 def _heads_scores(x, w_query, w_key, w_value, num_heads, wrong_heads=False, scale="head", transposed=False):
     """Queries, keys and values split into heads, and the scores of every head (``transposed``: x @ w.T)."""
-    split = {False: split_heads, True: split_heads_wrong, "interleaved": split_heads_interleaved}[wrong_heads]
+    split = {False: split_heads, True: split_heads_wrong, "interleaved": split_heads_interleaved,
+             "split_interleaved": split_heads_interleaved}[wrong_heads]
     q, k, v = (split(x @ (w.T if transposed else w), int(num_heads)) for w in (w_query, w_key, w_value))
     scores = causal_scores(q, k, scale=scale == "head")
     if scale == "model":
@@ -326,6 +333,7 @@ def _mha(x, w_query, w_key, w_value, w_out, num_heads, wrong_heads=False, scale=
     scores, v = _heads_scores(x, w_query, w_key, w_value, num_heads, wrong_heads, scale, transposed)
     allowed = _lower(scores.shape[-1]) if causal else np.ones(scores.shape[-2:], dtype=bool)
     merge = merge_heads_interleaved if wrong_heads == "interleaved" else \
+        merge_heads_all_axes if wrong_merge == "all_axes" else merge_heads if wrong_heads == "split_interleaved" else \
         merge_heads_wrong if wrong_heads or wrong_merge else merge_heads
     merged = merge(_attend(scores, allowed, v, axis=axis))
     return merged @ (w_out if project is True else w_out.T) if project else merged  # "transposed", "all_…": w_out.T
@@ -348,6 +356,14 @@ MHA_MISTAKES = {
     # x @ w.T for every weight, w_out too (the nn.Linear habit)
     "projections_transposed": lambda **i: _mha(**i, project="all_transposed"),
     "unasked_causal_mask": lambda **i: _mha(**i, causal=True),
+    "softmax_wrong_axis": lambda **i: _mha(**i, axis=-2),  # over the queries: dim=-2
+}
+# TensorFlow's version is one function: heads dealt in turn when splitting only, then merged back the usual way
+# (perm [0, 2, 1, 3]); and tf.transpose without perm, which reverses every axis, when merging
+TF_MHA_MISTAKES = {
+    **MHA_MISTAKES,
+    "heads_split_interleaved": lambda **i: _mha(**i, wrong_heads="split_interleaved"),
+    "transposed_all_axes": lambda **i: _mha(**i, wrong_merge="all_axes"),
 }
 
 
@@ -708,7 +724,11 @@ def _exercises() -> list[Exercise]:
             answers=("tf_multi_head_attention",),
             how=own,
             dtype="float32",
-            **mha,
+            **{**mha, "mistakes": TF_MHA_MISTAKES,
+               "hints": {**mha["hints"], "transposed_all_axes": "tf.transpose without perm reverses every axis: "
+                         "(batch, heads, seq, d_head) becomes (d_head, seq, heads, batch), and the reshape after it "
+                         "mixes the numbers of every token and head. Give the new order of all the axes (perm=…), "
+                         "so that only the heads and the tokens change places."}},
             **tf_,
         ),
     ]

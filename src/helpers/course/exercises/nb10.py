@@ -674,6 +674,10 @@ def _exercises() -> list[Exercise]:
             # the cell runs it without gradients: the model itself must keep them, for training
             probes=(Probe("module_grad", lambda rng: {"tokens": _model_example(None, 6)["tokens_demo"]},
                           lambda inputs: 0, "gradient_cut"),),
+            # the example's pos_emb has 8 rows and its tokens go up to 8: a table of positions indexed by tokens
+            raised_hints=((r"out of bounds for dimension 0 with size 8\b",
+                           "(8 is the number of rows of pos_emb, max_len: if you indexed it with the tokens, index "
+                           "it with the positions 0 … seq − 1 instead; position i takes row i.)"),),
             given_as=MODEL_GIVEN,
             atol=1e-5,
             points=2,
@@ -707,6 +711,10 @@ def _exercises() -> list[Exercise]:
             # run once more with an optimizer that counts its steps: the numbers of SGD, whatever way they are
             # reached (an update by hand, an optimizer of its own), do not show that the optimizer given is used
             probes=(Probe("train_step", step_probe_inputs, lambda inputs: 0, "optimizer_not_used"),),
+            raised_hints=((r"does not require grad and does not have a grad_fn",
+                           "loss.backward() needs a loss that kept track of its gradients: compute it without "
+                           "torch.no_grad() or .detach() in the step (if the model or answer_loss cut them, "
+                           "10.model or 10.loss says so)."),),
             atol=1e-5,
             **common,
         ),
