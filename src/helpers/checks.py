@@ -48,11 +48,15 @@ def judge(
         plan = spec.make_plan(ex, rng)
     record = runtime.collect(plan.data, namespace, history, cell=cell, shell=shell)
     outcome = spec.evaluate(ex, plan, record)
-    if ex.depends_on and (outcome.status == "fail" and ex.kind == "function"
-                          or outcome.status == "carried" and ex.kind == "value" and not outcome.carried_from):
-        behind = [d for d in ex.depends_on if judge(spec.get(d), namespace, rng).status == "fail"]
-        if behind:
-            outcome.message += spec.behind_note(ex, behind)
+    if outcome.status == "fail" and ex.kind == "function" and ex.depends_on:
+        after = ex.depends_on
+    elif outcome.status == "carried" and ex.kind == "value" and ex.depends_on:
+        after = outcome.carried_from  # which of them its module was trained with: the record could not say
+    else:
+        after = ()
+    behind = [d for d in after if judge(spec.get(d), namespace, rng, history=history, shell=shell).status == "fail"]
+    if behind:
+        outcome.message += spec.behind_note(ex, behind)
     return outcome
 
 

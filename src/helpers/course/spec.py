@@ -954,10 +954,11 @@ def _model_carried(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outco
             return None
     if problem := _unused_problem(ex, record):  # right numbers for the module, but not the way the step asks
         return problem
-    want = ex.expected(plan.inputs[0])
     name = ex.answers[0]
-    got0, want0 = np.asarray(answers[0][name]), np.asarray(want[name])
-    right = int((got0 == want0).sum()) if got0.shape == want0.shape else 0
+    right = total = 0
+    for got, inputs in zip(answers, plan.inputs):  # the notebook's sequences, then those the cell was replayed on
+        g, w = np.asarray(got[name]), np.asarray(ex.expected(inputs)[name])
+        right, total = right + (int((g == w).sum()) if g.shape == w.shape else 0), total + w.size
     history = entry.get("history") or {}
     made, trained, defined = history.get("made"), history.get("trained"), history.get("step_defined")
     model = f"`{ex.module}`"
@@ -977,10 +978,11 @@ def _model_carried(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outco
         steps = ", ".join(ex.depends_on) or "the steps before"
         cause = (f"it was trained with the code you have now, and did not learn: a step it is made or trained with "
                  f"is not right yet ({steps}: a ❌ there says what). Fix it, then {again[0].lower()}{again[1:]}.")
+        carried = tuple(ex.depends_on)
     return Outcome(ex.id, "carried", ex.points, ex.points,
                    f"Your code for this step is right: `{name}` are your {model}'s own guesses, made as the step "
-                   f"asks. But the model has not learned the task ({right} of its {want0.size} guesses here are "
-                   f"right): {cause} "
+                   f"asks. But the model has not learned the task ({right} of its {total} guesses on the sequences "
+                   f"tried are right): {cause} "
                    "Then run this cell again.", carried_from=carried)
 
 

@@ -306,10 +306,13 @@ def decide(
 def _add_dependency_notes(exercises: Sequence[Exercise], outcomes: list[Outcome]) -> None:
     by_id = {o.exercise: o for o in outcomes}
     for ex, outcome in zip(exercises, outcomes):
-        if not ex.depends_on or not (outcome.status == "fail" and ex.kind == "function" or outcome.status ==
-                                     "carried" and ex.kind == "value" and not outcome.carried_from):
+        if outcome.status == "fail" and ex.kind == "function":
+            after = ex.depends_on
+        elif outcome.status == "carried" and ex.kind == "value" and ex.depends_on:
+            after = outcome.carried_from  # which of them its module was trained with: the record could not say
+        else:
             continue
-        behind = [d for d in ex.depends_on if d in by_id and by_id[d].status == "fail"]
+        behind = [d for d in after if d in by_id and by_id[d].status == "fail"]
         if behind:
             outcome.message += behind_note(ex, behind)
 
