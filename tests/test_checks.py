@@ -640,3 +640,73 @@ def test_probes_of_how_a_step_trains_leave_torch_s_generator_as_it_was():
     outcome = judge(ex, ns, cell=student_cell(ex, None, "torch"))
     assert outcome.diagnosis == "reseeded_each_call", outcome.message
     assert torch.equal(torch.get_rng_state(), state)
+
+
+def _solution_code(notebook, *cells):
+    """The solution's code of these cells, without the solution markers."""
+    import re
+
+    import nbformat
+
+    from paths import SOLUTIONS
+
+    nb = nbformat.read(SOLUTIONS / f"{notebook}.ipynb", as_version=4)
+    return "\n".join(re.sub(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n", "", nb.cells[i].source, flags=re.M)
+                     for i in cells)
+
+
+def _round_trip(ex, plan, record):
+    """The verdict the grader gives on this record, sent as the sandbox sends it."""
+    import json
+
+    from helpers.grading.protocol import encode_record
+    from helpers.grading.verdict import judge_record
+
+    return judge_record(ex, json.loads(json.dumps(encode_record(record))), plan)
+
+
+def test_the_grader_reads_what_the_probes_of_modules_and_training_steps_measured():
+    """The same verdict in the student's kernel and in the grader: a module that seeds inside forward, a step
+    that updates the weights by hand, a function that reads the notebook's number `seq`."""
+    torch = pytest.importorskip("torch")
+    import math
+
+    from helpers.runtime.collect import collect
+
+    ns = {"torch": torch, "nn": torch.nn, "F": torch.nn.functional, "math": math, "np": np}
+    code = _solution_code("10_tiny_attention_model", 7, 11)
+    exec(code.split("mhsa = load_weights")[0].replace(
+        "            if keep is None:\n", "            if keep is None:\n                torch.manual_seed(0)\n"), ns)
+    layer = spec.get("10.attention")
+    world = layer.inputs(None)
+    ns["mhsa"] = ns["load_weights"](ns["MultiHeadSelfAttention"](6, 2, 8, world["p_drop"]),
+                                    {w: torch.tensor(world[w], dtype=torch.float32)
+                                     for w in ("w_query", "w_key", "w_value", "w_out")})
+    step = spec.get("10.train_step")
+    exec("def answer_loss(logits, tokens):\n"
+         "    half = tokens.shape[1] // 2\n"
+         "    guesses, targets = logits[:, half:-1], tokens[:, half + 1:]\n"
+         "    return F.cross_entropy(guesses.reshape(-1, guesses.shape[-1]), targets.reshape(-1))\n"
+         "def train_step(model, optimizer, tokens):\n"
+         "    model.zero_grad()\n"
+         "    loss = answer_loss(model(tokens), tokens)\n"
+         "    loss.backward()\n"
+         "    with torch.no_grad():\n"
+         "        for p in model.parameters():\n"
+         "            p -= optimizer.param_groups[0]['lr'] * p.grad\n"
+         "    return loss.item()\n", ns)
+    padded = spec.get("06.padded_attention")
+    exec("seq = 5\n"
+         "def padded_attention(q, k, v, lengths):\n"
+         "    s = q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1])\n"
+         "    real = torch.arange(seq) < lengths[:, None]\n"
+         "    return torch.softmax(s.masked_fill(~real[:, None, :], float('-inf')), dim=-1) @ v\n", ns)
+    for ex, code, cell in ((layer, "reseeded_each_call", student_cell(layer, None, "torch")),
+                           (step, "optimizer_not_used", student_cell(step, None, "torch")),
+                           (padded, "reads_globals", None)):
+        plan = spec.make_plan(ex, np.random.default_rng(0))
+        record = collect(plan.data, answer_namespace(ex, None, "torch") | ns if ex.kind == "value" else ns,
+                         cell=cell)
+        here, there = spec.evaluate(ex, plan, record), _round_trip(ex, plan, record)
+        assert here.diagnosis == code, here.message
+        assert (there.status, there.diagnosis, there.message) == (here.status, here.diagnosis, here.message)

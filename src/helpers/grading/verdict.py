@@ -13,6 +13,7 @@ after the stop are "not reached" and score nothing. The status says the run did 
 
 from __future__ import annotations
 
+import math
 import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -81,6 +82,25 @@ def _names(value: Any, allowed: set[str], what: str) -> list[str]:
     return [v[:100] for v in value if v in allowed or not allowed]
 
 
+def _identifiers(value: Any, limit: int = 200) -> list[str]:
+    """Python names (what a function calls), at most ``limit``; anything else is left out."""
+    if not isinstance(value, list):
+        return []
+    return [v for v in value[:limit] if isinstance(v, str) and v.isidentifier() and len(v) <= 100]
+
+
+def _scalars(value: Any) -> dict[str, float]:
+    """The notebook's numbers a function reads (name → value): Python names and finite numbers only."""
+    if not isinstance(value, dict):
+        return {}
+    return {k: float(v) for k, v in list(value.items())[:20] if isinstance(k, str) and k.isidentifier()
+            and len(k) <= 100 and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+
+
+def _index(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
 def _text_map(value: Any, allowed: set[str], what: str) -> dict[str, str | None]:
     if value is None:
         return {}
@@ -115,7 +135,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                 "globals_read": _names(raw.get("globals_read") or [], set(), "the globals read"),
                 "globals_in": _names(raw.get("globals_in") or [], set(), "where the globals are read"),
                 "answers": [_arrays(a, set(ex.answers), "an answer") for a in answers]
-                if isinstance(answers := raw.get("answers"), list) and len(answers) < len(plan.inputs) else []}
+                if isinstance(answers := raw.get("answers"), list) and len(answers) < len(plan.inputs) else [],
+                "scalars_read": _scalars(raw.get("scalars_read")), "calls": _identifiers(raw.get("calls"))}
     answers_names = set(ex.answers)
     answers = raw.get("answers")
     if not isinstance(answers, list) or not answers or len(answers) > len(plan.inputs):
@@ -155,6 +176,9 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     record["globals_read"] = _names(raw.get("globals_read") or [], set(), "the globals read")
     record["globals_in"] = _names(raw.get("globals_in") or [], set(), "where the globals are read")
     record["models_read"] = _names(raw.get("models_read") or [], set(), "the models read")
+    record["scalars_read"] = _scalars(raw.get("scalars_read"))
+    if raw.get("calls") is not None:
+        record["calls"] = _identifiers(raw.get("calls"))
     module = raw.get("module")
     if isinstance(module, dict):
         params = module.get("params")
@@ -179,8 +203,37 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                 record["probes"][probe.kind] = (
                     {"error": _text(entry.get("error"), 500), "mode": _text(entry.get("mode"), 10)}
                     if entry.get("error") else
-                    {k: decode_array(entry[k]) for k in ("eval", "train", "without_buffer")
-                     if entry.get(k) is not None})
+                    {**{k: decode_array(entry[k]) for k in ("eval", "train", "without_buffer")
+                        if entry.get(k) is not None},
+                     **{k: entry[k] for k in ("same_draw", "rng_reset", "keep_ignored") if type(entry.get(k)) is bool}})
+                continue
+            if probe.kind == "module_grad":
+                record["probes"][probe.kind] = {} if type(entry.get("keeps_grad")) is not bool else {
+                    "keeps_grad": entry["keeps_grad"],
+                    # only the module's own parameters can be named
+                    "cut": _names(entry.get("cut") or [], {p[0] for p in (record.get("module") or {}).get("params", [])}
+                                  or {""}, "the parameters cut off")}
+                continue
+            if probe.kind == "train_step":
+                modes = entry.get("modes")
+                record["probes"][probe.kind] = {} if type(entry.get("steps")) is not int else {
+                    "steps": entry["steps"], "changed": entry.get("changed") is True,
+                    "modes": [m is True for m in modes[:100]] if isinstance(modes, list) else [],
+                    "training_after": entry.get("training_after") is not False,
+                    "rng_reset": entry.get("rng_reset") is True}
+                continue
+            if probe.kind == "module_guesses":
+                guesses, history = entry.get("guesses"), entry.get("history")
+                history = history if isinstance(history, dict) else {}
+                # the function it trains with, as the plan names it (a recorder cannot make the grader print others)
+                step = next((pi.get("trained", [None, None])[1] for pr, pi in zip(ex.probes, plan.probe_inputs)
+                             if pr.kind == probe.kind), None)
+                record["probes"][probe.kind] = {} if not isinstance(guesses, list) or \
+                    len(guesses) > len(plan.inputs) else {
+                    "guesses": [decode_array(g) for g in guesses],
+                    "history": {**{k: _index(history.get(k)) for k in ("made", "trained", "step_defined")},
+                                "step": step if history.get("step") == step else None,
+                                "stale_classes": _identifiers(history.get("stale_classes"), 10)}}
                 continue
             if probe.kind == "module_init":
                 params = entry.get("params")
