@@ -710,3 +710,22 @@ def test_the_grader_reads_what_the_probes_of_modules_and_training_steps_measured
         here, there = spec.evaluate(ex, plan, record), _round_trip(ex, plan, record)
         assert here.diagnosis == code, here.message
         assert (there.status, there.diagnosis, there.message) == (here.status, here.diagnosis, here.message)
+
+
+def test_a_notebook_number_is_blamed_only_where_it_changes_what_the_function_gives():
+    """`d_k` read from the notebook changes the result on other inputs: named. A fill constant of the notebook's
+    (-1e9) changes nothing there: the failure has another cause (a scale of 2 typed in), not named as a global."""
+    torch = pytest.importorskip("torch")
+    import math
+
+    ex = spec.get("06.causal_attention")
+    body = ("    seq = q.shape[-2]\n"
+            "    future = torch.triu(torch.ones(seq, seq, dtype=torch.bool), diagonal=1)\n"
+            "    return torch.softmax((q @ k.transpose(-2, -1) / {scale}).masked_fill(future, NEG), dim=-1) @ v\n")
+    for scale, named in (("math.sqrt(d_k)", True), ("2", False)):
+        ns = {"torch": torch, "math": math, "d_k": 4, "NEG": -1e9}
+        exec("def causal_attention(q, k, v):\n" + body.format(scale=scale), ns)
+        outcome = judge(ex, ns)
+        assert outcome.status == "fail", outcome.message
+        assert (outcome.diagnosis == "reads_globals") == named and ("`NEG`" in outcome.message) is False, \
+            outcome.message

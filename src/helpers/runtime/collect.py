@@ -395,6 +395,42 @@ def _scalar_globals(fn: Any) -> dict[str, float]:
             and isinstance(v := glob.get(n), (int, float, np.integer, np.floating)) and not isinstance(v, bool)}
 
 
+def _influential(fn: Any, scalars: Mapping[str, float], trials: Sequence[Mapping[str, Any]],
+                 framework: str | None) -> dict[str, float]:
+    """Those of ``scalars`` (globals the function reads) whose value changes what the function gives on the
+    trial's inputs (its result, or the error it raises): a constant it only uses where it does not matter (a fill
+    of -1e9, say) is not one. Each global is changed for one call and put back."""
+    if not scalars or not trials:
+        return {}
+    glob = fn.__globals__
+
+    def outcome() -> Any:
+        args = [to_framework(v, framework) for v in trials[0].values()]
+        try:
+            with _quiet():
+                return to_array(fn(*args), "result", finite=False)
+        except Exception as exc:  # noqa: BLE001 — the student's function: anything can happen
+            return f"{type(exc).__name__}: {exc}"
+
+    def same(a: Any, b: Any) -> bool:
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+            return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=True))
+        return type(a) is type(b) and a == b
+
+    base, found = outcome(), {}
+    for name, value in scalars.items():
+        old = glob[name]
+        try:
+            glob[name] = type(old)(old + 1) if isinstance(old, (int, np.integer)) else type(old)(old * 1.5 + 0.5)
+            if not same(outcome(), base):
+                found[name] = value
+        except Exception:  # noqa: BLE001, S110 — a value it cannot take says nothing
+            pass
+        finally:
+            glob[name] = old
+    return found
+
+
 def _is_model(value: Any) -> bool:
     """A model object of the notebook (a PyTorch module, a Keras layer): a function that uses one from its
     globals, instead of the one it is given, works on that model only."""
@@ -861,9 +897,10 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
     framework = plan.get("framework")
     read, where = _data_globals(fn)
     glob = getattr(fn, "__globals__", None) or {}
+    trials = plan.get("trials") or []
     record: dict[str, Any] = {"answers": [], "globals_read": read, "globals_in": [where] if where else [],
                               "mutated": [], "models_read": [n for n in read if _is_model(glob.get(n))],
-                              "scalars_read": _scalar_globals(fn)}
+                              "scalars_read": _influential(fn, _scalar_globals(fn), trials[1:2], framework)}
     own = definition_source(run.source, name) if run is not None else None  # not the cell's given code
     if own is not None:
         record["calls"] = sorted(called_names(own))

@@ -714,7 +714,10 @@ def _exercises() -> list[Exercise]:
             raised_hints=((r"does not require grad and does not have a grad_fn",
                            "loss.backward() needs a loss that kept track of its gradients: compute it without "
                            "torch.no_grad() or .detach() in the step (if the model or answer_loss cut them, "
-                           "10.model or 10.loss says so)."),),
+                           "10.model or 10.loss says so)."),
+                          (r"contains None inside the list",
+                           "(A None there is what a call of train_step that returns nothing gives: it must return "
+                           "the loss, as a Python number, not print it.)"),),
             atol=1e-5,
             **common,
         ),
