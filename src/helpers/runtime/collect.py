@@ -682,7 +682,8 @@ def _draw_facts(module: Any, args: list[Any]) -> dict[str, Any]:
         results, states = [], []
         for seed in (20231, 20232):
             torch.manual_seed(seed)
-            results.append(module(*args))
+            with contextlib.redirect_stdout(io.StringIO()):  # a print in forward was seen when the cell ran
+                results.append(module(*args))
             states.append(torch.get_rng_state())
         out["same_draw"] = bool(torch.equal(results[0], results[1]))
         out["rng_reset"] = bool(torch.equal(states[0], states[1]))
@@ -693,7 +694,8 @@ def _draw_facts(module: Any, args: list[Any]) -> dict[str, Any]:
         few = [a[:8] if hasattr(a, "shape") and len(a.shape) and a.shape[0] == x.shape[0] else a for a in args]
         keep = torch.ones(few[0].shape[0], heads, x.shape[1], x.shape[1])
         try:
-            first, second = (module(*few, keep=keep) for _ in range(2))
+            with contextlib.redirect_stdout(io.StringIO()):
+                first, second = (module(*few, keep=keep) for _ in range(2))
             out["keep_ignored"] = not bool(torch.equal(first, second))
         except Exception:  # noqa: BLE001
             pass
@@ -707,10 +709,10 @@ def _module_grad(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
     import torch
 
     args = [to_framework(v, "torch") for v in probe["inputs"].values()]
-    was_training = bool(getattr(module, "training", False))
+    was_training, state = bool(getattr(module, "training", False)), torch.get_rng_state()
     try:
         module.eval()
-        with torch.enable_grad(), warnings.catch_warnings():
+        with torch.enable_grad(), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
             result = module(*args)
             if not isinstance(result, torch.Tensor):
@@ -723,6 +725,7 @@ def _module_grad(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
         return {"error": f"{type(exc).__name__}: {_first_line(exc)}"}
     finally:
         module.train(was_training)
+        torch.set_rng_state(state)  # a module that draws in evaluation mode must not move the notebook's generator
     return {"keeps_grad": True, "cut": [n for (n, _), g in zip(named, grads) if g is None]}
 
 
@@ -788,11 +791,11 @@ def _module_guesses(module: Any, probe: Mapping[str, Any], inputs: list[Any], hi
     module was made and trained (:func:`_training_history`). Its mode is left as it was."""
     import torch
 
-    was_training = bool(getattr(module, "training", False))
+    was_training, state = bool(getattr(module, "training", False)), torch.get_rng_state()
     guesses = []
     try:
         module.eval()
-        with torch.no_grad():
+        with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
             for value in inputs:
                 if value is None:
                     return {}
@@ -802,6 +805,7 @@ def _module_guesses(module: Any, probe: Mapping[str, Any], inputs: list[Any], hi
         return {"error": f"{type(exc).__name__}: {_first_line(exc)}"}
     finally:
         module.train(was_training)
+        torch.set_rng_state(state)
     trained = (probe.get("inputs") or {}).get("trained") or ()
     return {"guesses": guesses,
             "history": _training_history(history, namespace, module, name, *trained) if len(trained) == 2 else {}}
