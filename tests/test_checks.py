@@ -563,3 +563,169 @@ def test_a_wrong_number_is_told_as_the_number_it_is():
     assert outcome.status == "fail" and "differs: you have" in outcome.message and "entries" not in outcome.message
 
 
+
+
+# --------------------------------------------------------------------------- notebooks 06 and 10: modules, training
+
+
+def _plan_where(ex, keep, seeds=range(200)):
+    """The plan of the first seed whose fresh trials all satisfy ``keep``."""
+    for seed in seeds:
+        plan = spec.make_plan(ex, np.random.default_rng(seed))
+        if all(keep(trial) for trial in plan.inputs[1:]):
+            return plan
+    raise AssertionError("no seed gives such trials")
+
+
+@pytest.mark.parametrize("exercise", ["06.module", "10.attention"])
+def test_a_module_with_the_dropout_probability_typed_in_is_told_to_use_its_own(exercise):
+    """1 − p typed in (0.8): the module must use self.dropout, its constructor argument, not the notebook's
+    global p_drop, which the generic message for a value typed in would name."""
+    pytest.importorskip("torch")
+    from helpers.runtime.collect import collect
+
+    ex = spec.get(exercise)
+    typed = ex.inputs(None)["p_drop"]
+    plan = _plan_where(ex, lambda trial: trial["p_drop"] != typed)
+
+    def cell(**inputs):
+        plain = {k: to_array(v, k, finite=False) if hasattr(v, "shape") else v for k, v in inputs.items()}
+        out = ex.expected({**plain, "p_drop": typed})
+        return {n: in_framework(out[n], "torch") for n in ex.answers}
+
+    ns = answer_namespace(ex, None, "torch")
+    outcome = spec.evaluate(ex, plan, collect(plan.data, ns, cell=cell))
+    assert outcome.diagnosis == "hard_coded", outcome.message
+    assert "`self.dropout`" in outcome.message and "Compute it from" not in outcome.message, outcome.message
+
+
+def test_a_shape_error_gets_the_longest_length_rider_only_from_a_function_that_takes_a_maximum():
+    torch = pytest.importorskip("torch")
+    import math
+
+    ex = spec.get("06.padded_attention")
+    source = ("def padded_attention(q, k, v, lengths):\n"
+              "    real = torch.arange(k.shape[-2])[None, :] < lengths\n"  # [:, None] missing
+              "    s = q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1])\n"
+              "    return torch.softmax(s.masked_fill(~real[:, None, :], float('-inf')), dim=-1) @ v\n")
+    ns = {"torch": torch, "math": math}
+    exec(source, ns)
+    outcome = judge(ex, ns)
+    assert outcome.status == "fail" and "must match the size" in outcome.message, outcome.message
+    assert "lengths.max()" not in outcome.message, outcome.message
+
+
+def test_probes_of_how_a_step_trains_leave_torch_s_generator_as_it_was():
+    """10.train_step runs the student's step again (twice, from two seeds) and 06.module calls the module from
+    seeds of its own: a reseeding step or module is named, and the notebook's generator is left alone."""
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F  # noqa: N812
+
+    ex = spec.get("10.train_step")
+    ns = answer_namespace(ex, None, "torch") | {"torch": torch}
+    def answer_loss(logits, tokens):
+        half = tokens.shape[1] // 2
+        return F.cross_entropy(logits[:, half:-1].reshape(-1, logits.shape[-1]), tokens[:, half + 1:].reshape(-1))
+
+    ns["answer_loss"] = answer_loss
+    exec("def train_step(model, optimizer, tokens):\n"
+         "    torch.manual_seed(0)\n"
+         "    optimizer.zero_grad()\n"
+         "    loss = answer_loss(model(tokens), tokens)\n"
+         "    loss.backward()\n"
+         "    optimizer.step()\n"
+         "    return loss.item()\n", ns)
+    torch.manual_seed(1234)
+    state = torch.get_rng_state()
+    outcome = judge(ex, ns, cell=student_cell(ex, None, "torch"))
+    assert outcome.diagnosis == "reseeded_each_call", outcome.message
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def _solution_code(notebook, *cells):
+    """The solution's code of these cells, without the solution markers."""
+    import re
+
+    import nbformat
+
+    from paths import SOLUTIONS
+
+    nb = nbformat.read(SOLUTIONS / f"{notebook}.ipynb", as_version=4)
+    return "\n".join(re.sub(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n", "", nb.cells[i].source, flags=re.M)
+                     for i in cells)
+
+
+def _round_trip(ex, plan, record):
+    """The verdict the grader gives on this record, sent as the sandbox sends it."""
+    import json
+
+    from helpers.grading.protocol import encode_record
+    from helpers.grading.verdict import judge_record
+
+    return judge_record(ex, json.loads(json.dumps(encode_record(record))), plan)
+
+
+def test_the_grader_reads_what_the_probes_of_modules_and_training_steps_measured():
+    """The same verdict in the student's kernel and in the grader: a module that seeds inside forward, a step
+    that updates the weights by hand, a function that reads the notebook's number `seq`."""
+    torch = pytest.importorskip("torch")
+    import math
+
+    from helpers.runtime.collect import collect
+
+    ns = {"torch": torch, "nn": torch.nn, "F": torch.nn.functional, "math": math, "np": np}
+    code = _solution_code("10_tiny_attention_model", 7, 11)
+    exec(code.split("mhsa = load_weights")[0].replace(
+        "            if keep is None:\n", "            if keep is None:\n                torch.manual_seed(0)\n"), ns)
+    layer = spec.get("10.attention")
+    world = layer.inputs(None)
+    ns["mhsa"] = ns["load_weights"](ns["MultiHeadSelfAttention"](6, 2, 8, world["p_drop"]),
+                                    {w: torch.tensor(world[w], dtype=torch.float32)
+                                     for w in ("w_query", "w_key", "w_value", "w_out")})
+    step = spec.get("10.train_step")
+    exec("def answer_loss(logits, tokens):\n"
+         "    half = tokens.shape[1] // 2\n"
+         "    guesses, targets = logits[:, half:-1], tokens[:, half + 1:]\n"
+         "    return F.cross_entropy(guesses.reshape(-1, guesses.shape[-1]), targets.reshape(-1))\n"
+         "def train_step(model, optimizer, tokens):\n"
+         "    model.zero_grad()\n"
+         "    loss = answer_loss(model(tokens), tokens)\n"
+         "    loss.backward()\n"
+         "    with torch.no_grad():\n"
+         "        for p in model.parameters():\n"
+         "            p -= optimizer.param_groups[0]['lr'] * p.grad\n"
+         "    return loss.item()\n", ns)
+    padded = spec.get("06.padded_attention")
+    exec("seq = 5\n"
+         "def padded_attention(q, k, v, lengths):\n"
+         "    s = q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1])\n"
+         "    real = torch.arange(seq) < lengths[:, None]\n"
+         "    return torch.softmax(s.masked_fill(~real[:, None, :], float('-inf')), dim=-1) @ v\n", ns)
+    for ex, code, cell in ((layer, "reseeded_each_call", student_cell(layer, None, "torch")),
+                           (step, "optimizer_not_used", student_cell(step, None, "torch")),
+                           (padded, "reads_globals", None)):
+        plan = spec.make_plan(ex, np.random.default_rng(0))
+        record = collect(plan.data, answer_namespace(ex, None, "torch") | ns if ex.kind == "value" else ns,
+                         cell=cell)
+        here, there = spec.evaluate(ex, plan, record), _round_trip(ex, plan, record)
+        assert here.diagnosis == code, here.message
+        assert (there.status, there.diagnosis, there.message) == (here.status, here.diagnosis, here.message)
+
+
+def test_a_notebook_number_is_blamed_only_where_it_changes_what_the_function_gives():
+    """`d_k` read from the notebook changes the result on other inputs: named. A fill constant of the notebook's
+    (-1e9) changes nothing there: the failure has another cause (a scale of 2 typed in), not named as a global."""
+    torch = pytest.importorskip("torch")
+    import math
+
+    ex = spec.get("06.causal_attention")
+    body = ("    seq = q.shape[-2]\n"
+            "    future = torch.triu(torch.ones(seq, seq, dtype=torch.bool), diagonal=1)\n"
+            "    return torch.softmax((q @ k.transpose(-2, -1) / {scale}).masked_fill(future, NEG), dim=-1) @ v\n")
+    for scale, named in (("math.sqrt(d_k)", True), ("2", False)):
+        ns = {"torch": torch, "math": math, "d_k": 4, "NEG": -1e9}
+        exec("def causal_attention(q, k, v):\n" + body.format(scale=scale), ns)
+        outcome = judge(ex, ns)
+        assert outcome.status == "fail", outcome.message
+        assert (outcome.diagnosis == "reads_globals") == named and ("`NEG`" in outcome.message) is False, \
+            outcome.message

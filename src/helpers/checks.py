@@ -52,7 +52,8 @@ def judge(
     outcome = spec.evaluate(ex, plan, record)
     if outcome.status == "fail" and outcome.diagnosis not in _NOT_CARRIED:
         uses = _functions_used(ex, namespace, history, cell)
-        behind = [d for d in uses if judge(spec.get(d), namespace, rng).status == "fail"]
+        behind = [d for d in uses
+                  if judge(spec.get(d), namespace, rng, history=history, shell=shell).status == "fail"]
         if behind and _right_with(ex, plan, namespace, history, shell, cell, behind):
             names = " and ".join(f"`{spec.get(d).answers[0]}` ({d})" for d in behind)
             return Outcome(ex.id, "carried", ex.points, ex.points,
@@ -61,8 +62,13 @@ def judge(
                            "is not either: fix the earlier step, then run this cell again.",
                            carried_from=tuple(behind))
         if behind:
-            outcome.message += (f" Note: {', '.join(behind)} is not passing yet, and this "
-                                f"{'function' if ex.kind == 'function' else 'cell'} uses it; fix that one first.")
+            outcome.message += spec.behind_note(ex, behind)
+    elif outcome.status == "carried" and ex.kind == "value" and ex.depends_on:
+        # which of them its module was trained with: the record could not say
+        behind = [d for d in outcome.carried_from
+                  if judge(spec.get(d), namespace, rng, history=history, shell=shell).status == "fail"]
+        if behind:
+            outcome.message += spec.behind_note(ex, behind)
     return outcome
 
 

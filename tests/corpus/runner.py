@@ -16,8 +16,9 @@ A corpus file (``tests/corpus/NN_*.yaml``) lists attempts at one notebook's TO-D
         why: the product reversed # what the student did (for people reading the corpus)
 
 ``cell:`` instead of ``region:`` replaces the whole TO-DO cell. ``before:`` is code the student
-ran just before (e.g. a wrong earlier step, for carried-forward credit); ``setup_exercise:`` runs
-the attempt after that other exercise's TO-DO cell instead of the solution's.
+ran just before (e.g. a wrong earlier step, for carried-forward credit); a list of such cells is run
+one cell after the other (e.g. a wrong step, then training with it, then the step fixed);
+``setup_exercise:`` runs the attempt after that other exercise's TO-DO cell instead of the solution's.
 
 The runner starts one kernel per notebook and executes the solution notebook top to bottom. At
 each TO-DO cell it first plays every attempt at it — the attempt's cell, then the check cell(s)
@@ -62,7 +63,7 @@ class Attempt:
     diagnosis: Any = None
     says: str | None = None
     why: str = ""
-    before: str | None = None
+    before: str | list[str] | None = None
     index: int = 0
     file: str = ""
 
@@ -237,8 +238,8 @@ def run_notebook(notebook: str, attempts: list[Attempt], timeout: int = 300) -> 
                 continue
             for a in by_cell.get(i, []):
                 out = ""
-                if a.before:
-                    out += run(a.before)
+                for before in [a.before] if isinstance(a.before, str) else a.before or []:
+                    out += run(before)
                 out += run(attempt_source(a, cell.source))
                 for j in _check_cells(nb, i, a.exercise):
                     out += run(nb.cells[j].source)
@@ -247,7 +248,8 @@ def run_notebook(notebook: str, attempts: list[Attempt], timeout: int = 300) -> 
                 # what the attempt (or the code before it) bound that the solution's own cell does not: an earlier
                 # step's variable it overwrote, which the next attempts must find as the notebook has it
                 source = attempt_source(a, cell.source)
-                stray = assigned_names(a.before or "") | (assigned_names(source) - assigned_names(cell.source))
+                before = a.before if isinstance(a.before, str) else "\n".join(a.before or [])
+                stray = assigned_names(before) | (assigned_names(source) - assigned_names(cell.source))
                 if "mutates_input" in str(a.diagnosis):  # changed in place: whatever it names
                     stray |= mentioned_names(source)
                 restore({n for n in stray if not n.startswith("_")}, i)

@@ -225,6 +225,15 @@ _ROWS = [
      "the softmax."),
     ("padding_mask_off_by_one", "padding mask off by one",
      "Your mask shows one padded key too many: positions count from 0, so key j is real when j < length (not ≤)."),
+    ("padding_mask_short_by_one", "padding mask one key short",
+     "Your mask hides the last real key of every sentence: positions count from 0, so key j is real when "
+     "j < length (not j < length − 1)."),
+    ("unasked_causal_mask", "a causal mask where the step asks for none",
+     "Your function hides the keys after each query (a causal mask), which this step does not ask for: here "
+     "every query may look at every key it is allowed to see, the later ones too."),
+    ("projections_transposed", "every projection transposed (the nn.Linear habit)",
+     "You multiplied by the transposed weights, x @ w.T, as nn.Linear does with the weights it stores as (out, "
+     "in). The course's weights are used as x @ w: each (d_model, d_model) matrix as it is, for every projection."),
     # --- notebook 07
     ("acc_not_rescaled", "the running output not rescaled",
      "You rescaled the running sum when the maximum grew, but not the running output: both were measured "
@@ -539,6 +548,11 @@ _ROWS = [
      "Your heads got every heads-th feature (a reshape with d_head before heads, or the heads axis moved last) "
      "instead of one block of d_head neighbouring features each. Head h holds features h·d_head … "
      "(h+1)·d_head − 1: the shape to reshape to is (batch, seq, heads, d_head)."),
+    ("heads_split_interleaved", "the features dealt to the heads in turn when splitting, merged back in blocks",
+     "Your split gave each head every heads-th feature (a reshape to (batch, seq, d_head, heads)) instead of one "
+     "block of d_head neighbouring features, while your merge puts the heads back as blocks: the two do not undo "
+     "each other. Split by reshaping to (batch, seq, heads, d_head), then move the heads axis in front of the "
+     "tokens."),
     ("heads_wrong_transpose", "the wrong axes transposed around the reshape",
      "You transposed at the wrong moment or the wrong pair of axes, so the reshape cuts the numbers in the wrong "
      "places. Split: reshape to (batch, seq, heads, d_head), then transpose axes 1 and 2. Merge: the same steps "
@@ -602,6 +616,26 @@ _PROCESS_ROWS = [
      "from the weights, so training could not change them."),
     ("not_a_number", "a tensor returned where a Python number is asked for",
      "The step asks for a plain Python number: turn a 0-d tensor into one with `.item()`."),
+    # --- notebooks 06 and 10: how a module draws its dropout, how a step trains
+    ("given_draw_ignored", "a draw of its own although the caller gives one",
+     "In training mode your code makes a random draw of its own although it is given one (`keep`): two calls "
+     "with the same keep give different outputs. Use the draw it is given, on the attention weights; make one "
+     "of your own only when keep is None."),
+    ("dropout_draw_shared", "one dropout draw shared by the whole batch",
+     "Your own dropout draw (keep=None) is the same for every sequence of the batch: one draw of shape (1, …) "
+     "broadcast over the batch axis. Each attention weight of each sequence needs its own draw: draw the "
+     "keep-mask with the full shape of the weights (torch.rand_like(attn_weights))."),
+    ("reseeded_each_call", "the random generator seeded at every call",
+     "Your code sets the random seed (torch.manual_seed, or a generator seeded on the spot) every time it runs, "
+     "so every call draws the same random numbers. Seed once, at the top of the notebook, never inside a "
+     "function that runs again and again."),
+    ("optimizer_not_used", "the optimizer it is given never used",
+     "Your step updates the weights without the optimizer it is given (its step() is never called): an update "
+     "written by hand, or an optimizer of your own, trains the same way whatever optimizer the caller chose. "
+     "Call optimizer.step() after loss.backward() (and clear the gradients with optimizer.zero_grad())."),
+    ("trained_in_eval_mode", "training in evaluation mode",
+     "Your step switches the model to evaluation mode (`model.eval()`), so the model trains with its dropout "
+     "off. Leave the mode as the caller set it: train() calls model.train() once, before the steps."),
     ("keys_not_in_blocks", "the keys not taken one block at a time",
      "Your function does not go through the keys block by block: blockwise attention takes block_size keys at a "
      "time (the last block may be shorter), updates each query's running maximum, total and weighted sum with "

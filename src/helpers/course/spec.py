@@ -33,8 +33,8 @@ from ..convert import AnswerError, nonfinite_problem
 from .later_names import LATER_NAMES
 from .mistakes import MISTAKES
 
-__all__ = ["Exercise", "Outcome", "Plan", "Probe", "REGISTRY", "RowBudget", "draw", "evaluate", "exercises_for", "get",
-           "make_plan", "producer", "register"]
+__all__ = ["Exercise", "Outcome", "Plan", "Probe", "REGISTRY", "RowBudget", "behind_note", "draw", "evaluate",
+           "exercises_for", "get", "make_plan", "producer", "register"]
 
 Arrays = Mapping[str, np.ndarray]
 SEPARATION = 10  # variants must differ by this many times the tolerance on every fresh draw
@@ -65,6 +65,15 @@ class Probe:
     Kind ``"module_init"``: a new module of the same class is made with ``inputs`` as keyword arguments;
     each of its parameters of shape (d_model, d_model) must start random (not constant), with a spread
     (standard deviation) within a factor of 4 of ``limit(inputs)``.
+    Kind ``"module_grad"``: the module is called on ``inputs`` with gradients on; its output must reach every
+    trainable parameter (no ``.detach()`` inside).
+    Kind ``"train_step"``: the step's function (``functions[0]``) runs on a stand-in table of scores
+    (``inputs``: ``table``, ``tokens``, ``lr``) with an optimizer that counts its steps: it must use that
+    optimizer, train in training mode and leave torch's generator alone.
+    Kind ``"module_guesses"``: the module's own guesses (argmax over its last axis) on each trial's ``inputs["on"]``,
+    and how the history says it was made and trained (``inputs["trained"]``: the name the training cell binds,
+    the function it trains with). ``own(guesses)`` gives the answers a right cell makes from those guesses: when
+    the answers are exactly those and still wrong, the step's own code is right and the module is not.
     """
 
     kind: str
@@ -73,6 +82,7 @@ class Probe:
     code: str
     stream: str | None = None
     buffer: str | None = None
+    own: Callable[[np.ndarray], dict[str, np.ndarray]] | None = None
 
 
 @dataclass(frozen=True)
@@ -165,8 +175,12 @@ class Exercise:
     raises: Mapping[str, str] = field(default_factory=dict)
     budgets: tuple[RowBudget, ...] = ()  # value steps: rows multiplied by a weight in a replay (see RowBudget)
     # (regex, sentence): said after the error when the cell (or the function) raised with a message that
-    # matches, e.g. a size mismatch whose size is that of a buffer the step asks to cut to the sequence
-    raised_hints: tuple[tuple[str, str], ...] = ()
+    # matches, e.g. a size mismatch whose size is that of a buffer the step asks to cut to the sequence; with a
+    # third entry (names), only when the function's own code calls one of those names (e.g. ``max``)
+    raised_hints: tuple[tuple[Any, ...], ...] = ()
+    # value steps with a module: what the module itself calls each notebook name it is given (``p_drop`` →
+    # "`self.dropout`, …"), for a module that uses a notebook value typed in instead
+    given_as: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.kind not in ("value", "function"):
@@ -792,7 +806,8 @@ def _module_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
         elif frozen:
             why = f"`{', '.join(frozen)}` has requires_grad=False: leave requires_grad at its default (True)"
         else:
-            why = "create each weight as nn.Parameter(...) (or nn.Linear) inside __init__"
+            why = ex.hints.get("not_trainable") or \
+                "create each weight as nn.Parameter(...) (or nn.Linear) inside __init__"
         return _fail(ex, "not_trainable", f"`{ex.module}` has {len(trainable)} trainable weight tensor(s); it "
                                           f"should have {ex.trainable}. {why[0].upper() + why[1:]}, so that "
                                           "module.parameters() lists it and an optimizer can train it.")
@@ -821,8 +836,8 @@ _HOW = {
                               "that the same code works on any inputs.",
     ("library_attention", False): "Your function calls a library's attention (`scaled_dot_product_attention` or "
                                   "a multi-head attention layer). This step asks you to write it yourself, from "
-                                  "matrix products, a mask and a softmax; the library's version is what the "
-                                  "cell compares yours with.",
+                                  "matrix products and a softmax; the library's version is what the cell "
+                                  "compares yours with.",
     ("no_grad", True): "Your numbers are right, but the step asks you to evaluate without keeping track of "
                        "gradients: run the model inside `with torch.no_grad():` (gradients are only needed to "
                        "train, and recording them costs memory and time).",
@@ -932,6 +947,8 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
         if probe.kind == "module_init" and (problem := _module_init_problem(ex, probe, inputs,
                                                                            measured.get(probe.kind))):
             return problem
+        if probe.kind == "module_grad" and (problem := _module_grad_problem(ex, measured.get(probe.kind))):
+            return problem
         if probe.kind != "module_dropout":
             continue
         entry = measured.get(probe.kind)
@@ -948,11 +965,25 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
         ev, tr = np.asarray(entry["eval"], float), np.asarray(entry["train"], float)
         if ev.shape != tr.shape or not np.isfinite(ev).all():
             return None
+        if not np.allclose(ev, ev[:1], rtol=ex.rtol, atol=ex.atol):  # copies of one sentence, told apart: a draw
+            return _fail(ex, "dropout_in_eval", note=f" (Without a draw of the caller's, keep=None, `{ex.module}` "
+                                                     f"in evaluation mode gives {copies} copies of one sentence "
+                                                     "different outputs: it still drops weights at random. A new "
+                                                     "nn.Dropout made inside forward is always in training mode.)")
         if np.allclose(tr, ev, rtol=ex.rtol, atol=ex.atol):
             return _fail(ex, probe.code,
                          f"In training mode without a draw of the caller's (keep=None), {where} drops nothing: its "
                          "outputs equal those of evaluation mode. When no draw is given, the module makes one of its "
                          "own (each weight kept with probability 1 − p, then divided by 1 − p).")
+        if entry.get("keep_ignored"):
+            return _fail(ex, "given_draw_ignored", ex.hints.get("given_draw_ignored"))
+        if entry.get("same_draw"):
+            reset = " (torch.manual_seed there also resets the notebook's own generator at every call.)" \
+                if entry.get("rng_reset") else ""
+            return _fail(ex, "reseeded_each_call", ex.hints.get("reseeded_each_call") or _RESEEDED_MODULE, reset)
+        if np.allclose(tr, tr[:1], rtol=ex.rtol, atol=ex.atol):  # every copy dropped the same way
+            return _fail(ex, "dropout_draw_shared", note=f" ({where} in training mode, keep=None, gives every copy "
+                                                         "the same output.)")
         mean, spread = tr.mean(axis=0), tr.std(axis=0) / np.sqrt(len(tr))
         if np.isnan(tr).any() or (np.abs(mean - ev[0]) > 6 * spread + 1e-3).any():
             return Outcome(ex.id, "fail", 0, ex.points,
@@ -967,6 +998,151 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
                              f"`{ex.module}`'s output does not depend on its buffer `{probe.buffer}`: the forward "
                              "builds the mask again instead of using the buffer.")
     return None
+
+
+_RESEEDED_MODULE = (
+    "Your module's own draw (keep=None) is the same on every call: forward seeds the random generator "
+    "(torch.manual_seed, or a generator seeded there) before it draws, so every training step would drop the same "
+    "weights. Seed once, at the top of the notebook; in forward, only draw.")
+
+
+def _module_grad_problem(ex: Exercise, entry: Any) -> Outcome | None:
+    """A module whose output does not reach its weights (see :class:`Probe`, ``module_grad``)."""
+    if not isinstance(entry, Mapping) or "keeps_grad" not in entry:
+        return None
+    cut = list(entry.get("cut") or [])
+    if entry["keeps_grad"] and not cut:
+        return None
+    whom = "its weights" if not entry["keeps_grad"] else ", ".join(f"`{n}`" for n in cut)
+    return _fail(ex, "gradient_cut", f"The output of `{ex.module}` is cut off from {whom}: a `.detach()`, "
+                                     "`torch.no_grad()` or a trip through NumPy inside its forward, so "
+                                     "`loss.backward()` cannot reach them and training cannot change them. Keep "
+                                     "every step in torch operations on the parameters; detach only to print "
+                                     "(the cell may detach the output it prints, the module must not).")
+
+
+def _draw_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome | None:
+    """Wrong answers from a module that makes a draw of its own although it is given one (see :class:`Probe`,
+    ``module_dropout``): its training output is random, so no variant can match it."""
+    entry = (record.get("probes") or {}).get("module_dropout")
+    if isinstance(entry, Mapping) and entry.get("keep_ignored"):
+        return _fail(ex, "given_draw_ignored", ex.hints.get("given_draw_ignored"))
+    return None
+
+
+def _step_probe_problem(ex: Exercise, record: Mapping[str, Any], right: bool) -> Outcome | None:
+    """How the step's function trains (see :class:`Probe`, ``train_step``). ``right``: its answers are right
+    (then the mode and the generator are judged too; a wrong answer has a cause of its own to fix first)."""
+    entry = (record.get("probes") or {}).get("train_step")
+    if not isinstance(entry, Mapping) or "steps" not in entry:
+        return None
+    name = ex.functions[0] if ex.functions else "Your step"
+    if entry["steps"] == 0 and entry.get("changed"):
+        return _fail(ex, "optimizer_not_used", ex.hints.get("optimizer_not_used"),
+                     f" (Given an SGD optimizer, `{name}` changed the weights, but never called its step().)")
+    if not right:
+        return None
+    if not all(entry.get("modes") or [True]) or not entry.get("training_after", True):
+        return _fail(ex, "trained_in_eval_mode", ex.hints.get("trained_in_eval_mode"))
+    if entry.get("rng_reset"):
+        return _fail(ex, "reseeded_each_call", ex.hints.get("reseeded_each_call"))
+    return None
+
+
+def _model_carried(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome | None:
+    """🟡 for a step whose answers are exactly its module's own guesses (see :class:`Probe`, ``module_guesses``)
+    when those are wrong: the step's code is right, the module is not (not trained, or trained by an earlier
+    version of the code). What the history tells says how to get a right one."""
+    probe = next((p for p in ex.probes if p.kind == "module_guesses" and p.own is not None), None)
+    entry = (record.get("probes") or {}).get("module_guesses")
+    answers = record.get("answers") or []
+    if probe is None or not isinstance(entry, Mapping) or not entry.get("guesses") or \
+            len(entry["guesses"]) != len(answers) or len(answers) != min(len(plan.inputs), 1 + ex.replays):
+        return None
+    for got, guesses in zip(answers, entry["guesses"]):
+        if _compare(ex, got, probe.own(np.asarray(guesses))) is not None:
+            return None
+    if problem := _unused_problem(ex, record):  # right numbers for the module, but not the way the step asks
+        return problem
+    name = ex.answers[0]
+    right = total = 0
+    for got, inputs in zip(answers, plan.inputs):  # the notebook's sequences, then those the cell was replayed on
+        g, w = np.asarray(got[name]), np.asarray(ex.expected(inputs)[name])
+        right, total = right + (int((g == w).sum()) if g.shape == w.shape else 0), total + w.size
+    history = entry.get("history") or {}
+    made, trained, defined = history.get("made"), history.get("trained"), history.get("step_defined")
+    model = f"`{ex.module}`"
+    again = f"Make the model again (run the cell that creates {model}) and run the training cell again"
+    carried: tuple[str, ...] = ()
+    if stale := history.get("stale_classes"):
+        names = " and ".join(f"`{c}`" for c in stale)
+        cause = (f"it was made from an earlier version of {names}: you ran the cell that defines "
+                 f"{'it' if len(stale) == 1 else 'them'} again since. {again}.")
+    elif made is not None and (trained is None or trained < made):
+        cause = "it has not been trained since it was made. Run the training cell."
+    elif defined is not None and trained is not None and defined > trained and (step := history.get("step")):
+        owner = [d for d in ex.depends_on if step in (*get(d).functions, *get(d).answers)]
+        cause = f"it was trained before your last change to `{step}`{f' ({owner[0]})' if owner else ''}. {again}."
+        carried = tuple(owner)
+    else:
+        steps = ", ".join(ex.depends_on) or "the steps before"
+        cause = (f"it was trained with the code you have now, and did not learn: a step it is made or trained with "
+                 f"is not right yet ({steps}: a ❌ there says what). Fix it, then {again[0].lower()}{again[1:]}.")
+        carried = tuple(ex.depends_on)
+    return Outcome(ex.id, "carried", ex.points, ex.points,
+                   f"Your code for this step is right: `{name}` are your {model}'s own guesses, made as the step "
+                   f"asks. But the model has not learned the task ({right} of its {total} guesses on the sequences "
+                   f"tried are right): {cause} "
+                   "Then run this cell again.", carried_from=carried)
+
+
+def behind_note(ex: Exercise, behind: Sequence[str]) -> str:
+    """What to add to the message of ``ex`` when the steps ``behind`` (of its ``depends_on``) are failing."""
+    if ex.kind == "function":
+        return f" Note: {', '.join(behind)} is not passing yet, and this function uses it; fix that one first."
+    return f" Not passing yet: {', '.join(behind)}."
+
+
+def _own_agreement(ex: Exercise, record: Mapping[str, Any]) -> float:
+    """The share of the notebook's answers that equal what the module's own guesses give (see :class:`Probe`,
+    ``module_guesses``); 1 when that was not measured."""
+    probe = next((p for p in ex.probes if p.kind == "module_guesses" and p.own is not None), None)
+    entry = (record.get("probes") or {}).get("module_guesses")
+    answers = record.get("answers") or []
+    if probe is None or not isinstance(entry, Mapping) or not entry.get("guesses") or not answers:
+        return 1.0
+    own = probe.own(np.asarray(entry["guesses"][0]))
+    shares = [float(np.mean(np.asarray(answers[0][n]) == own[n])) for n in ex.answers
+              if n in answers[0] and np.shape(answers[0][n]) == np.shape(own[n])]
+    return min(shares) if len(shares) == len(ex.answers) else 0.0
+
+
+def _inlined_message(ex: Exercise, name: str) -> str:
+    """The message for a cell that uses this notebook's value of ``name`` instead of the variable."""
+    if ex.module and name in ex.given_as:
+        return (f"Your module does not use the `{name}` it is given: its output is what this notebook's `{name}` "
+                f"gives (a number typed in, or the value rebuilt another way), so it is wrong for a module made or "
+                f"called with another `{name}`. Use {ex.given_as[name]}.")
+    return (f"Your cell does not use the variable `{name}` itself: its answer is what this notebook's `{name}` gives "
+            f"(its numbers typed in, or the result rebuilt another way), so it is wrong for any other `{name}`. "
+            f"Compute it from `{name}`.")
+
+
+def _blamed_scalars(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> dict[str, float]:
+    """The notebook's numbers a function reads from its globals, when they can explain its failure: it was
+    right on the notebook's own example (where those numbers are the inputs' own) and not on other inputs."""
+    scalars = record.get("scalars_read") or {}
+    answers = record.get("answers") or []
+    if not scalars or ex.kind != "function" or not answers or not plan.inputs:
+        return {}
+    if _compare(ex, answers[0], ex.expected(plan.inputs[0])) is not None:
+        return {}
+    return dict(scalars)
+
+
+def _reads_scalars(ex: Exercise, scalars: Mapping[str, float], then: str) -> str:
+    names = ", ".join(f"`{n}` (= {v:g} here)" for n, v in scalars.items())
+    return f"`{ex.answers[0]}` reads the notebook's {names} instead of its own arguments, {then}"
 
 
 def _module_init_problem(ex: Exercise, probe: Probe, inputs: Mapping[str, Any], entry: Any) -> Outcome | None:
@@ -1167,7 +1343,7 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                       _items_problem(ex, record.get("facts") or {}),
                       _mutation_problem(ex, record), _rebound_problem(ex, record), _module_problem(ex, record),
                       _grad_problem(ex, record), _budget_problem(ex, plan, record),
-                      _module_probe_problem(ex, plan, record)):
+                      _module_probe_problem(ex, plan, record), _step_probe_problem(ex, record, right=True)):
             if check is not None:
                 return check
         return Outcome(ex.id, "pass", ex.points, ex.points, f"{ex.title}: correct.")
@@ -1199,14 +1375,16 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
     trials = [(got0, student_world)] + [(got, plan.inputs[i]) for i, got in enumerate(replays, start=1)
                                         if i < len(plan.inputs)]
     note = _upstream_note(ex, wrong_up) + _used_note(ex, record, wrong_up)
+    for early in (_step_probe_problem(ex, record, right=False), _model_carried(ex, plan, record)):
+        if early is not None:
+            return early
     code = diagnose(ex, trials)
     if code:
         return _fail(ex, code, note=note)
+    if drawn := _draw_problem(ex, plan, record):
+        return drawn
     if inlined := _inlined(ex, plan, replays):
-        return _fail(ex, "hard_coded", f"Your cell does not use the variable `{inlined}` itself: its answer is what "
-                                       f"this notebook's `{inlined}` gives (its numbers typed in, or the result "
-                                       f"rebuilt another way), so it is wrong for any other `{inlined}`. Compute it "
-                                       f"from `{inlined}`.", note)
+        return _fail(ex, "hard_coded", _inlined_message(ex, inlined), note)
     if replays and all(_same(got[n], got0[n], ex) for got in replays for n in ex.answers) and \
             not _close(want0, ex.expected(plan.inputs[1]), ex.answers, ex.rtol, ex.atol) and \
             _close(got0, want0, ex.answers, TYPED_IN, TYPED_IN):
@@ -1241,8 +1419,9 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                             f"your cell raised {replay_error.get('message', '')}."
                             + _raised_hint(ex, str(replay_error.get("message", ""))))
         return Outcome(ex.id, "fail", 0, ex.points, message + note)
-    if ex.in_eval and (record.get("module") or {}).get("training"):
-        # wrong guesses from a model still in training mode: its dropout draws change them at random
+    if ex.in_eval and (record.get("module") or {}).get("training") and _own_agreement(ex, record) >= 0.5:
+        # wrong guesses from a model still in training mode: its dropout draws change them at random (only some of
+        # them: guesses that mostly differ from the model's own are wrong for another reason)
         return _fail(ex, "dropout_in_eval", note=note)
     if fail0 is not None:
         return Outcome(ex.id, "fail", 0, ex.points, fail0 + note)
@@ -1293,6 +1472,10 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
     if read:
         return _fail(ex, "reads_globals", _reads_globals(ex, record, "so it only works for this notebook's data. "
                                                                      "Use the parameters the function is given."))
+    if scalars := _blamed_scalars(ex, plan, record):
+        return _fail(ex, "reads_globals", _reads_scalars(ex, scalars, "so it is right only where that number is "
+                                                                      "the inputs' own. Take it from the function's "
+                                                                      "arguments (a shape, a size)."))
     return Outcome(ex.id, "fail", 0, ex.points, fail)
 
 
@@ -1357,17 +1540,23 @@ def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
                                  else f" Here: {text}")
         if code := _raising_mistake(ex, plan, record):
             return _fail(ex, code, note=f" (On other inputs it even fails: {error.get('message')})")
+        if error.get("kind") == "raised" and (scalars := _blamed_scalars(ex, plan, record)):
+            return _fail(ex, "reads_globals", _reads_scalars(ex, scalars, "and on other inputs it fails: "
+                                                                          f"{error.get('message')}"))
         kind = str(error.get("kind"))
         if ex.predicts and kind in ("string", "not_array", "not_numeric", "dtype", "ragged"):
             return Outcome(ex.id, "fail", 0, ex.points, _prediction_form(ex, kind))
-        return outcome_for_error(ex, AnswerError(kind, str(error.get("message"))))
+        return outcome_for_error(ex, AnswerError(kind, str(error.get("message"))), record.get("calls"))
     if ex.kind == "value":
         return _evaluate_value(ex, plan, record)
     return _evaluate_function(ex, plan, record)
 
 
-def _raised_hint(ex: Exercise, message: str) -> str:
-    return "".join(f" {text}" for pattern, text in ex.raised_hints if re.search(pattern, message))
+def _raised_hint(ex: Exercise, message: str, calls: Sequence[str] | None = None) -> str:
+    """The exercise's sentences for an error with this message; one that names calls (a third entry) only when
+    the function's own code makes one of them."""
+    return "".join(f" {hint[1]}" for hint in ex.raised_hints if re.search(hint[0], message)
+                   and (len(hint) < 3 or set(hint[2]) & set(calls or ())))
 
 
 def _raising_mistake(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> str | None:
@@ -1388,10 +1577,10 @@ def _raising_mistake(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> str
     return None
 
 
-def outcome_for_error(ex: Exercise, err: AnswerError) -> Outcome:
+def outcome_for_error(ex: Exercise, err: AnswerError, calls: Sequence[str] | None = None) -> Outcome:
     status = "not_done" if err.kind == "not_done" else "fail"
     code = err.kind if err.kind in MISTAKES else None
-    hint = _raised_hint(ex, err.message) if status == "fail" else ""
+    hint = _raised_hint(ex, err.message, calls) if status == "fail" else ""
     return Outcome(ex.id, status, 0, ex.points, err.message + hint, code)
 
 

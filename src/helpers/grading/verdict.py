@@ -13,6 +13,7 @@ after the stop are "not reached" and score nothing. The status says the run did 
 
 from __future__ import annotations
 
+import math
 import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..course import spec
-from ..course.spec import Exercise, Outcome, Plan
+from ..course.spec import Exercise, Outcome, Plan, behind_note
 from .protocol import ProtocolError, decode_array, split_frames
 
 MAX_TEXT = 2000
@@ -81,6 +82,25 @@ def _names(value: Any, allowed: set[str], what: str) -> list[str]:
     return [v[:100] for v in value if v in allowed or not allowed]
 
 
+def _identifiers(value: Any, limit: int = 200) -> list[str]:
+    """Python names (what a function calls), at most ``limit``; anything else is left out."""
+    if not isinstance(value, list):
+        return []
+    return [v for v in value[:limit] if isinstance(v, str) and v.isidentifier() and len(v) <= 100]
+
+
+def _scalars(value: Any) -> dict[str, float]:
+    """The notebook's numbers a function reads (name → value): Python names and finite numbers only."""
+    if not isinstance(value, dict):
+        return {}
+    return {k: float(v) for k, v in list(value.items())[:20] if isinstance(k, str) and k.isidentifier()
+            and len(k) <= 100 and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+
+
+def _index(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
 def _text_map(value: Any, allowed: set[str], what: str) -> dict[str, str | None]:
     if value is None:
         return {}
@@ -126,7 +146,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                 "globals_read": _names(raw.get("globals_read") or [], set(), "the globals read"),
                 "globals_in": _names(raw.get("globals_in") or [], set(), "where the globals are read"),
                 "answers": [_arrays(a, set(ex.answers), "an answer") for a in answers]
-                if isinstance(answers := raw.get("answers"), list) and len(answers) < len(plan.inputs) else []}
+                if isinstance(answers := raw.get("answers"), list) and len(answers) < len(plan.inputs) else [],
+                "scalars_read": _scalars(raw.get("scalars_read")), "calls": _identifiers(raw.get("calls"))}
     answers_names = set(ex.answers)
     answers = raw.get("answers")
     if not isinstance(answers, list) or not answers or len(answers) > len(plan.inputs):
@@ -173,6 +194,9 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     record["globals_read"] = _names(raw.get("globals_read") or [], set(), "the globals read")
     record["globals_in"] = _names(raw.get("globals_in") or [], set(), "where the globals are read")
     record["models_read"] = _names(raw.get("models_read") or [], set(), "the models read")
+    record["scalars_read"] = _scalars(raw.get("scalars_read"))
+    if raw.get("calls") is not None:
+        record["calls"] = _identifiers(raw.get("calls"))
     module = raw.get("module")
     if isinstance(module, dict):
         params = module.get("params")
@@ -197,8 +221,37 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                 record["probes"][probe.kind] = (
                     {"error": _text(entry.get("error"), 500), "mode": _text(entry.get("mode"), 10)}
                     if entry.get("error") else
-                    {k: decode_array(entry[k]) for k in ("eval", "train", "without_buffer")
-                     if entry.get(k) is not None})
+                    {**{k: decode_array(entry[k]) for k in ("eval", "train", "without_buffer")
+                        if entry.get(k) is not None},
+                     **{k: entry[k] for k in ("same_draw", "rng_reset", "keep_ignored") if type(entry.get(k)) is bool}})
+                continue
+            if probe.kind == "module_grad":
+                record["probes"][probe.kind] = {} if type(entry.get("keeps_grad")) is not bool else {
+                    "keeps_grad": entry["keeps_grad"],
+                    # only the module's own parameters can be named
+                    "cut": _names(entry.get("cut") or [], {p[0] for p in (record.get("module") or {}).get("params", [])}
+                                  or {""}, "the parameters cut off")}
+                continue
+            if probe.kind == "train_step":
+                modes = entry.get("modes")
+                record["probes"][probe.kind] = {} if type(entry.get("steps")) is not int else {
+                    "steps": entry["steps"], "changed": entry.get("changed") is True,
+                    "modes": [m is True for m in modes[:100]] if isinstance(modes, list) else [],
+                    "training_after": entry.get("training_after") is not False,
+                    "rng_reset": entry.get("rng_reset") is True}
+                continue
+            if probe.kind == "module_guesses":
+                guesses, history = entry.get("guesses"), entry.get("history")
+                history = history if isinstance(history, dict) else {}
+                # the function it trains with, as the plan names it (a recorder cannot make the grader print others)
+                step = next((pi.get("trained", [None, None])[1] for pr, pi in zip(ex.probes, plan.probe_inputs)
+                             if pr.kind == probe.kind), None)
+                record["probes"][probe.kind] = {} if not isinstance(guesses, list) or \
+                    len(guesses) > len(plan.inputs) else {
+                    "guesses": [decode_array(g) for g in guesses],
+                    "history": {**{k: _index(history.get(k)) for k in ("made", "trained", "step_defined")},
+                                "step": step if history.get("step") == step else None,
+                                "stale_classes": _identifiers(history.get("stale_classes"), 10)}}
                 continue
             if probe.kind == "module_init":
                 params = entry.get("params")
@@ -324,13 +377,15 @@ def decide(
 def _add_dependency_notes(exercises: Sequence[Exercise], outcomes: list[Outcome]) -> None:
     by_id = {o.exercise: o for o in outcomes}
     for ex, outcome in zip(exercises, outcomes):
-        if outcome.status != "fail" or not ex.depends_on or ex.kind != "function":
+        if outcome.status == "fail" and ex.kind == "function":
+            after = ex.depends_on
+        elif outcome.status == "carried" and ex.kind == "value" and ex.depends_on:
+            after = outcome.carried_from  # which of them its module was trained with: the record could not say
+        else:
             continue
-        behind = [d for d in ex.depends_on if d in by_id and by_id[d].status == "fail"]
+        behind = [d for d in after if d in by_id and by_id[d].status == "fail"]
         if behind:
-            outcome.message += (
-                f" Note: {', '.join(behind)} is not passing yet, and this function uses it; fix that one first."
-            )
+            outcome.message += behind_note(ex, behind)
 
 
 def total_points(exercises: Sequence[Exercise]) -> float:

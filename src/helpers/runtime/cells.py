@@ -12,8 +12,8 @@ import re
 import symtable
 from collections.abc import Iterable, Sequence
 
-__all__ = ["assigned_names", "code_features", "defining_cell", "filled_at", "first_code_line", "free_names",
-           "mentioned_names"]
+__all__ = ["assigned_names", "called_names", "code_features", "defining_cell", "filled_at", "first_code_line",
+           "free_names", "mentioned_names"]
 
 _MAGIC = re.compile(r"^(\s*)([%!].*)$", re.M)
 # For a cell that does not parse (a syntax error): the names on the left of a top-level `=`.
@@ -261,6 +261,13 @@ def _call_names(tree: ast.AST) -> set[str]:
             fn = node.func
             out.add(fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else "")
     return out
+
+
+def called_names(source: str) -> set[str]:
+    """The names of everything a piece of code calls (``lengths.max()`` → ``max``); empty if it does not
+    parse."""
+    tree = _parse(source)
+    return _call_names(tree) - {""} if tree is not None else set()
 
 
 def _without_grad(tree: ast.AST) -> bool:

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from ..convert import AnswerError, NotDone, framework_of, to_array
-from .cells import code_features, definition_source, mentioned_names
+from .cells import called_names, code_features, definition_source, mentioned_names
 from .history import History, Run, message_line
 from .watch import tracking
 
@@ -431,6 +431,54 @@ def _data_globals(fn: Any) -> tuple[list[str], str | None]:
     return [], None
 
 
+def _scalar_globals(fn: Any) -> dict[str, float]:
+    """The notebook's numbers (ints and floats, not booleans) the function's own code reads from its globals
+    (a ``seq`` or ``d_k`` of the notebook, where the function should take the size from its arguments), with
+    their values."""
+    code = getattr(fn, "__code__", None)
+    glob = getattr(fn, "__globals__", None)
+    if code is None or not isinstance(glob, dict):
+        return {}
+    return {n: float(v) for n in sorted(_global_names(code)) if not n.startswith("_")
+            and isinstance(v := glob.get(n), (int, float, np.integer, np.floating)) and not isinstance(v, bool)}
+
+
+def _influential(fn: Any, scalars: Mapping[str, float], trials: Sequence[Mapping[str, Any]],
+                 framework: str | None) -> dict[str, float]:
+    """Those of ``scalars`` (globals the function reads) whose value changes what the function gives on the
+    trial's inputs (its result, or the error it raises): a constant it only uses where it does not matter (a fill
+    of -1e9, say) is not one. Each global is changed for one call and put back."""
+    if not scalars or not trials:
+        return {}
+    glob = fn.__globals__
+
+    def outcome() -> Any:
+        args = [to_framework(v, framework) for v in trials[0].values()]
+        try:
+            with _quiet():
+                return to_array(fn(*args), "result", finite=False)
+        except Exception as exc:  # noqa: BLE001 — the student's function: anything can happen
+            return f"{type(exc).__name__}: {exc}"
+
+    def same(a: Any, b: Any) -> bool:
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+            return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=True))
+        return type(a) is type(b) and a == b
+
+    base, found = outcome(), {}
+    for name, value in scalars.items():
+        old = glob[name]
+        try:
+            glob[name] = type(old)(old + 1) if isinstance(old, (int, np.integer)) else type(old)(old * 1.5 + 0.5)
+            if not same(outcome(), base):
+                found[name] = value
+        except Exception:  # noqa: BLE001, S110 — a value it cannot take says nothing
+            pass
+        finally:
+            glob[name] = old
+    return found
+
+
 def _is_model(value: Any) -> bool:
     """A model object of the notebook (a PyTorch module, a Keras layer): a function that uses one from its
     globals, instead of the one it is given, works on that model only."""
@@ -615,6 +663,17 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
                 record.setdefault("probes", {})["module_dropout"] = _module_dropout(module, probe)
             elif probe.get("kind") == "module_init":
                 record.setdefault("probes", {})["module_init"] = _module_init(module, probe)
+            elif probe.get("kind") == "module_grad":
+                record.setdefault("probes", {})["module_grad"] = _module_grad(module, probe)
+            elif probe.get("kind") == "module_guesses":
+                on = (probe.get("inputs") or {}).get("on")
+                record.setdefault("probes", {})["module_guesses"] = _module_guesses(
+                    module, probe, [namespace.get(on)] + [t.get(on) for t in trials], history, namespace,
+                    plan["module"])
+    for probe in plan.get("probes") or []:
+        if probe.get("kind") == "train_step" and plan.get("functions") \
+                and callable(step := namespace.get(plan["functions"][0])):
+            record.setdefault("probes", {})["train_step"] = _train_step_probe(step, probe)
     return record
 
 
@@ -662,6 +721,7 @@ def _module_dropout(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
             mode = "train"
             module.train()
             out["train"] = to_array(module(*args), "the module's output", finite=False)
+            out.update(_draw_facts(module, args))
             mode = "eval"
             name = probe.get("buffer")
             buffers = dict(module.named_buffers()) if name else {}
@@ -680,6 +740,170 @@ def _module_dropout(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
         module.train(was_training)
         torch.set_rng_state(state)
     return out
+
+
+def _draw_facts(module: Any, args: list[Any]) -> dict[str, Any]:
+    """How the module draws its own dropout, in training mode (called with gradients off, the module in training
+    mode): ``same_draw``, two calls without a draw of the caller's (keep=None), from two different states of
+    torch's generator, give the same outputs (a seed set inside forward); ``rng_reset``, those calls leave the
+    generator in the same state (torch.manual_seed inside forward); ``keep_ignored``, two calls with the same
+    draw handed in (every weight kept) give different outputs (a draw of its own made anyway). A fact that
+    cannot be measured (the call raised, no ``num_heads``) is left out."""
+    import torch
+
+    out: dict[str, Any] = {}
+    try:
+        results, states = [], []
+        for seed in (20231, 20232):
+            torch.manual_seed(seed)
+            with contextlib.redirect_stdout(io.StringIO()):  # a print in forward was seen when the cell ran
+                results.append(module(*args))
+            states.append(torch.get_rng_state())
+        out["same_draw"] = bool(torch.equal(results[0], results[1]))
+        out["rng_reset"] = bool(torch.equal(states[0], states[1]))
+    except Exception:  # noqa: BLE001 — the student's module: anything can happen
+        pass
+    heads, x = getattr(module, "num_heads", None), args[0] if args else None
+    if isinstance(heads, int) and hasattr(x, "shape") and len(x.shape) == 3:
+        few = [a[:8] if hasattr(a, "shape") and len(a.shape) and a.shape[0] == x.shape[0] else a for a in args]
+        keep = torch.ones(few[0].shape[0], heads, x.shape[1], x.shape[1])
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                first, second = (module(*few, keep=keep) for _ in range(2))
+            out["keep_ignored"] = not bool(torch.equal(first, second))
+        except Exception:  # noqa: BLE001
+            pass
+    return out
+
+
+def _module_grad(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
+    """The module called in evaluation mode with gradients on: does its output require a gradient, and which of
+    its trainable parameters does the gradient of the output's sum not reach (``cut``)? The module's mode is
+    left as it was."""
+    import torch
+
+    args = [to_framework(v, "torch") for v in probe["inputs"].values()]
+    was_training, state = bool(getattr(module, "training", False)), torch.get_rng_state()
+    try:
+        module.eval()
+        with torch.enable_grad(), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            result = module(*args)
+            if not isinstance(result, torch.Tensor):
+                return {}
+            if not result.requires_grad:
+                return {"keeps_grad": False, "cut": []}
+            named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+            grads = torch.autograd.grad(result.float().sum(), [p for _, p in named], allow_unused=True)
+    except Exception as exc:  # noqa: BLE001 — the student's module: anything can happen
+        return {"error": f"{type(exc).__name__}: {_first_line(exc)}"}
+    finally:
+        module.train(was_training)
+        torch.set_rng_state(state)  # a module that draws in evaluation mode must not move the notebook's generator
+    return {"keeps_grad": True, "cut": [n for (n, _), g in zip(named, grads) if g is None]}
+
+
+def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dict[str, Any]:
+    """The student's ``train_step(model, optimizer, tokens)`` run once on a stand-in (a table of next-token
+    scores, in training mode) with an SGD optimizer that counts its calls, twice, from two states of torch's
+    generator: ``steps``, how often the optimizer stepped; ``changed``, whether the table changed; ``modes``,
+    the model's mode at each forward; ``training_after``, its mode after the step; ``rng_reset``, whether the
+    two runs left torch's generator in the same state (a seed set inside the step). Torch's generator is left
+    as it was."""
+    import torch
+
+    inputs = probe["inputs"]
+    table = torch.as_tensor(np.asarray(inputs["table"]), dtype=torch.float32)
+    tokens = torch.as_tensor(np.asarray(inputs["tokens"]).astype(np.int64))
+
+    class Table(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = torch.nn.Parameter(table.clone())
+            self.modes: list[bool] = []
+
+        def forward(self, t: Any) -> Any:
+            self.modes.append(bool(self.training))
+            return self.table[t]
+
+    class CountingSGD(torch.optim.SGD):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.steps = 0
+
+        def step(self, closure: Any = None) -> Any:  # noqa: ANN401
+            self.steps += 1
+            return super().step(closure)
+
+    state = torch.get_rng_state()
+    out: dict[str, Any] = {}
+    try:
+        states = []
+        for seed in (20231, 20232):
+            torch.manual_seed(seed)
+            model = Table().train()
+            optimizer = CountingSGD(model.parameters(), lr=float(inputs["lr"]))
+            with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                step(model, optimizer, tokens.clone())
+            states.append(torch.get_rng_state())
+            if not out:
+                out = {"steps": optimizer.steps, "modes": model.modes, "training_after": bool(model.training),
+                       "changed": not bool(torch.equal(model.table.detach(), table))}
+        out["rng_reset"] = bool(torch.equal(states[0], states[1]))
+    except Exception as exc:  # noqa: BLE001 — the student's function: anything can happen
+        return {"error": f"{type(exc).__name__}: {_first_line(exc)}"}
+    finally:
+        torch.set_rng_state(state)
+    return out
+
+
+def _module_guesses(module: Any, probe: Mapping[str, Any], inputs: list[Any], history: History | None,
+                    namespace: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """The module's own guesses (the argmax of its output over the last axis), in evaluation mode and without
+    gradients, on each trial's input (the notebook's, then each replay's), and what the history says of how the
+    module was made and trained (:func:`_training_history`). Its mode is left as it was."""
+    import torch
+
+    was_training, state = bool(getattr(module, "training", False)), torch.get_rng_state()
+    guesses = []
+    try:
+        module.eval()
+        with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
+            for value in inputs:
+                if value is None:
+                    return {}
+                t = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value).astype(np.int64))
+                guesses.append(module(t).argmax(dim=-1).numpy().astype(np.float64))
+    except Exception as exc:  # noqa: BLE001 — the student's model: anything can happen
+        return {"error": f"{type(exc).__name__}: {_first_line(exc)}"}
+    finally:
+        module.train(was_training)
+        torch.set_rng_state(state)
+    trained = (probe.get("inputs") or {}).get("trained") or ()
+    return {"guesses": guesses,
+            "history": _training_history(history, namespace, module, name, *trained) if len(trained) == 2 else {}}
+
+
+def _training_history(history: History | None, namespace: Mapping[str, Any], module: Any, name: str, bound: str,
+                      step: str) -> dict[str, Any]:
+    """Which run (an index into the history) last made the module ``name``, last trained it (bound ``bound``, the
+    training cell's result) and last defined ``step``, the function it trains with; and the classes of the module
+    (or of its parts) that the notebook has defined again since the module was made."""
+    def last(wanted: str) -> int | None:
+        if history is None:
+            return None
+        for i in range(len(history.runs) - 1, -1, -1):
+            run = history.runs[i]
+            if wanted in run.names and wanted not in run.unbound:
+                return i
+        return None
+
+    stale = sorted({type(m).__name__ for m in getattr(module, "modules", lambda: [])()
+                    if isinstance(namespace.get(type(m).__name__), type)
+                    and namespace[type(m).__name__] is not type(m)})
+    return {"made": last(name), "trained": last(bound), "step": step, "step_defined": last(step),
+            "stale_classes": stale}
 
 
 def _call(fn: Callable[..., Any], name: str, args: list[Any], which: str, shapes: str) -> Any:
@@ -708,7 +932,9 @@ def _keeps_grad(fn: Callable[..., Any], name: str, inputs: Mapping[str, Any]) ->
     args = []
     for v in inputs.values():
         t = to_framework(v, "torch")
-        if hasattr(t, "is_floating_point") and t.is_floating_point():
+        # a mask of 0s and 1s (a dropout draw) is not trained: a function may use it as booleans
+        mask = isinstance(v, np.ndarray) and v.size > 0 and bool(np.isin(v, (0.0, 1.0)).all())
+        if hasattr(t, "is_floating_point") and t.is_floating_point() and not mask:
             t = t.clone().requires_grad_(True)
         args.append(t)
     try:
@@ -723,8 +949,9 @@ def _keeps_grad(fn: Callable[..., Any], name: str, inputs: Mapping[str, Any]) ->
 
             wanting = [a for a in args if getattr(a, "requires_grad", False)]
             grads = torch.autograd.grad(result.sum(), wanting, allow_unused=True)
-    except Exception:
-        return None
+    except Exception as exc:  # noqa: BLE001
+        # `.numpy()` refuses a tensor that requires a gradient: a trip through NumPy, which cuts the graph
+        return False if "numpy() on Tensor that requires grad" in str(exc) else None
     return all(g is not None for g in grads)
 
 
@@ -748,9 +975,13 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
     framework = plan.get("framework")
     read, where = _data_globals(fn)
     glob = getattr(fn, "__globals__", None) or {}
+    trials = plan.get("trials") or []
     record: dict[str, Any] = {"answers": [], "globals_read": read, "globals_in": [where] if where else [],
-                              "mutated": [], "models_read": [n for n in read if _is_model(glob.get(n))]}
+                              "mutated": [], "models_read": [n for n in read if _is_model(glob.get(n))],
+                              "scalars_read": _influential(fn, _scalar_globals(fn), trials[1:2], framework)}
     own = definition_source(run.source, name) if run is not None else None  # not the cell's given code
+    if own is not None:
+        record["calls"] = sorted(called_names(own))
     if own is not None and plan.get("how"):
         record["how"] = code_features(own)
     if own is not None and (plan.get("computed_with") or plan.get("not_with")):
@@ -774,7 +1005,8 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
     except AnswerError as err:
         # what it returned before it raised: the mistake that makes it raise may show in those numbers
         return {**_error(err.kind, err.message), "globals_read": read, "globals_in": record["globals_in"],
-                "answers": record["answers"] if err.kind == "raised" else []}
+                "answers": record["answers"] if err.kind == "raised" else [],
+                "scalars_read": record["scalars_read"], "calls": record.get("calls")}
     record["mutated"] = sorted(mutated)
     return record
 

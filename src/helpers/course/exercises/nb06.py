@@ -244,6 +244,12 @@ PADDED_MISTAKES = {
         q, k, v, lengths, allowed=query_allowed(lengths, q.shape[-2]) & key_allowed(lengths, k.shape[-2])),
     "padding_mask_off_by_one": lambda q, k, v, lengths: _padded(
         q, k, v, lengths, allowed=key_allowed(lengths, k.shape[-2], off_by_one=True)),
+    # j < lengths − 1: the last real key hidden too (a sentence of one token has no key left: NaN)
+    "padding_mask_short_by_one": lambda q, k, v, lengths: _padded(
+        q, k, v, lengths, allowed=key_allowed(np.asarray(lengths) - 1, k.shape[-2])),
+    # a causal mask as well, which the step does not ask for
+    "unasked_causal_mask": lambda q, k, v, lengths: _padded(
+        q, k, v, lengths, allowed=key_allowed(lengths, k.shape[-2]) & _lower(q.shape[-2])),
 }
 
 
@@ -298,16 +304,23 @@ def merge_heads_interleaved(x):
     return x.transpose(0, 2, 3, 1).reshape(b, s, h * dh)
 
 
+def merge_heads_all_axes(x):
+    """Every axis reversed (a transpose without the order of the axes), then reshaped to (b, s, d_model)."""
+    b, h, s, dh = x.shape
+    return x.transpose(3, 2, 1, 0).reshape(b, s, h * dh)
+
+
 def merge_heads_wrong_transpose(x):
     """transpose(2, 3): (b, heads, d_head, s), then reshaped to (b, s, d_model)."""
     b, h, s, dh = x.shape
     return x.transpose(0, 1, 3, 2).reshape(b, s, h * dh)
 
 
-def _heads_scores(x, w_query, w_key, w_value, num_heads, wrong_heads=False, scale="head"):
-    """Queries, keys and values split into heads, and the scores of every head."""
-    split = {False: split_heads, True: split_heads_wrong, "interleaved": split_heads_interleaved}[wrong_heads]
-    q, k, v = (split(x @ w, int(num_heads)) for w in (w_query, w_key, w_value))
+def _heads_scores(x, w_query, w_key, w_value, num_heads, wrong_heads=False, scale="head", transposed=False):
+    """Queries, keys and values split into heads, and the scores of every head (``transposed``: x @ w.T)."""
+    split = {False: split_heads, True: split_heads_wrong, "interleaved": split_heads_interleaved,
+             "split_interleaved": split_heads_interleaved}[wrong_heads]
+    q, k, v = (split(x @ (w.T if transposed else w), int(num_heads)) for w in (w_query, w_key, w_value))
     scores = causal_scores(q, k, scale=scale == "head")
     if scale == "model":
         scores = scores / np.sqrt(x.shape[-1])
@@ -315,13 +328,15 @@ def _heads_scores(x, w_query, w_key, w_value, num_heads, wrong_heads=False, scal
 
 
 def _mha(x, w_query, w_key, w_value, w_out, num_heads, wrong_heads=False, scale="head", axis=-1, project=True,
-         wrong_merge=False):
-    scores, v = _heads_scores(x, w_query, w_key, w_value, num_heads, wrong_heads, scale)
-    allowed = np.ones(scores.shape[-2:], dtype=bool)
+         wrong_merge=False, causal=False):
+    transposed = project == "all_transposed"
+    scores, v = _heads_scores(x, w_query, w_key, w_value, num_heads, wrong_heads, scale, transposed)
+    allowed = _lower(scores.shape[-1]) if causal else np.ones(scores.shape[-2:], dtype=bool)
     merge = merge_heads_interleaved if wrong_heads == "interleaved" else \
+        merge_heads_all_axes if wrong_merge == "all_axes" else merge_heads if wrong_heads == "split_interleaved" else \
         merge_heads_wrong if wrong_heads or wrong_merge else merge_heads
     merged = merge(_attend(scores, allowed, v, axis=axis))
-    return merged @ (w_out if project is True else w_out.T) if project else merged
+    return merged @ (w_out if project is True else w_out.T) if project else merged  # "transposed", "all_…": w_out.T
 
 
 def ref_mha(x, w_query, w_key, w_value, w_out, num_heads):
@@ -338,6 +353,17 @@ MHA_MISTAKES = {
     "output_projection_transposed": lambda **i: _mha(**i, project="transposed"),
     # (batch, seq, d_head, heads) both ways: every head gets features spread over the whole row
     "heads_interleaved": lambda **i: _mha(**i, wrong_heads="interleaved"),
+    # x @ w.T for every weight, w_out too (the nn.Linear habit)
+    "projections_transposed": lambda **i: _mha(**i, project="all_transposed"),
+    "unasked_causal_mask": lambda **i: _mha(**i, causal=True),
+    "softmax_wrong_axis": lambda **i: _mha(**i, axis=-2),  # over the queries: dim=-2
+}
+# TensorFlow's version is one function: heads dealt in turn when splitting only, then merged back the usual way
+# (perm [0, 2, 1, 3]); and tf.transpose without perm, which reverses every axis, when merging
+TF_MHA_MISTAKES = {
+    **MHA_MISTAKES,
+    "heads_split_interleaved": lambda **i: _mha(**i, wrong_heads="split_interleaved"),
+    "transposed_all_axes": lambda **i: _mha(**i, wrong_merge="all_axes"),
 }
 
 
@@ -545,9 +571,22 @@ MODULE_HINTS = {
     "not_as_asked": "Your module's output does not change when its buffer `causal_mask` does: the forward "
     "builds the causal mask again on every call instead of using the buffer. Cut the buffer to the sequence "
     "length (its first seq rows and columns) and use that.",
+    "not_trainable": "wrap each of the four (d_model, d_model) weights in nn.Parameter(...) inside __init__ (the "
+    "cell copies the notebook's weights into them, and forward uses them as x @ w)",
     "missing_padding_mask": "The padded keys are not hidden. With the causal mask a real token never sees the "
     "padding after it, so only the outputs at padded positions differ, but a padded query must still attend to "
     "real keys only: hide the keys at positions ≥ the sentence's length.",
+}
+
+
+# what the module is given, in the words of its own code (for a value typed in instead)
+MODULE_GIVEN = {
+    "p_drop": "`self.dropout`, the probability the module was made with",
+    "num_heads": "`self.num_heads`, the number of heads the module was made with",
+    "keep_draw": "`keep`, the draw forward is given",
+    "x_pad": "`x`, the input forward is given",
+    "lengths_pad": "`lengths`, the lengths forward is given",
+    **{w: f"`self.{w}`, the module's own weight" for w in ("w_query", "w_key", "w_value", "w_out")},
 }
 
 
@@ -555,7 +594,8 @@ def _exercises() -> list[Exercise]:
     common = {"notebook": NOTEBOOK, "kind": "function"}
     own = {"library_attention": False}  # "write …": the library's attention is what the cell compares with
     # float32 in, float32 out: a float64 result (a NumPy round trip, a .double()) breaks the comparisons after it
-    torch_ = {**common, "framework": "torch", "dtype": "float32"}
+    # and a result that keeps its gradient: these are the pieces of a module that is trained (part 5, notebook 10)
+    torch_ = {**common, "framework": "torch", "dtype": "float32", "keeps_grad": True}
     tf_ = {**common, "framework": "tensorflow",
            # the PyTorch functions above, run and wrapped in a TensorFlow tensor, are not the TensorFlow version
            "not_with": ("torch", "F", "causal_attention", "multi_head_attention", "split_heads", "merge_heads")}
@@ -575,10 +615,12 @@ def _exercises() -> list[Exercise]:
             reference=ref_padded,
             mistakes=PADDED_MISTAKES,
             hints=PADDED_HINTS,
+            # only for a function that takes a maximum (lengths.max(), torch.max(lengths)): other shape errors
+            # have other causes (a [:, None] missing, a global read)
             raised_hints=((r"must match the size of tensor",
                            "(If your mask is made from the longest length, lengths.max(): it is narrower than the "
                            "keys when every sentence of a batch is padded, as in a batch padded to a fixed length. "
-                           "Make it as wide as the key axis, k.shape[-2].)"),),
+                           "Make it as wide as the key axis, k.shape[-2].)", ("max", "amax")),),
             how=own,
             **torch_,
         ),
@@ -654,11 +696,21 @@ def _exercises() -> list[Exercise]:
                           buffer="causal_mask"),
                     # the cell overwrites the weights with the notebook's, so their start is judged on a new module
                     Probe("module_init", lambda rng: dict(INIT_SIZES), lambda inputs: inputs["d_model"] ** -0.5,
-                          "init_unscaled")),
+                          "init_unscaled"),
+                    # the output must keep its gradient: the module is trained (the cell prints it detached)
+                    Probe("module_grad", lambda rng: {"x": module_example()["x_pad"],
+                                                      "lengths": module_example()["lengths_pad"]},
+                          lambda inputs: 0, "gradient_cut")),
+            given_as=MODULE_GIVEN,
             raised_hints=((rf"size of tensor [ab] \({MAX_LEN}\)",
                            f"A size of {MAX_LEN} is max_len, the length the causal mask buffer is made for: cut "
                            "the buffer to the sequence length of x (its first seq rows and columns) before using "
-                           "it."),),
+                           "it."),
+                          (r"'Linear' object has no attribute",
+                           "The TO-DO asks for four (d_model, d_model) weights used as x @ w, which the cell copies "
+                           "the notebook's weights into: an nn.Linear is a layer (it keeps its weight transposed, as "
+                           "(out, in)), not such a weight. Make each one an nn.Parameter of shape (d_model, "
+                           "d_model)."),),
             atol=1e-5,
             points=2,
         ),
@@ -672,7 +724,11 @@ def _exercises() -> list[Exercise]:
             answers=("tf_multi_head_attention",),
             how=own,
             dtype="float32",
-            **mha,
+            **{**mha, "mistakes": TF_MHA_MISTAKES,
+               "hints": {**mha["hints"], "transposed_all_axes": "tf.transpose without perm reverses every axis: "
+                         "(batch, heads, seq, d_head) becomes (d_head, seq, heads, batch), and the reshape after it "
+                         "mixes the numbers of every token and head. Give the new order of all the axes (perm=…), "
+                         "so that only the heads and the tokens change places."}},
             **tf_,
         ),
     ]

@@ -493,6 +493,18 @@ def layer_probe_inputs(rng=None) -> dict:
     return {"x": np.repeat(_attention_example(None)["x_demo"][:1], LAYER_COPIES, axis=0)}
 
 
+def step_probe_inputs(rng=None) -> dict:
+    """The notebook's stand-in, for a run of the student's train_step with an optimizer that counts its steps."""
+    probe = _probe(None)
+    return {"table": probe["probe_table"], "tokens": probe["probe_tokens"], "lr": probe["probe_lr"]}
+
+
+def own_predictions(guesses: np.ndarray) -> dict:
+    """What a right 10.trained cell makes of the model's guesses at every position: those about the answer."""
+    length = guesses.shape[1] // 2
+    return {"fresh_predictions": guesses[:, length:-1]}
+
+
 # --- the notebook's world ----------------------------------------------------------------------------
 
 
@@ -578,7 +590,33 @@ def world(rng: np.random.Generator | None = None) -> dict:
 # --- the exercises -------------------------------------------------------------------------------------
 
 
+# what the layer and the model are given, in the words of their own code (for a value typed in instead)
+ATTENTION_GIVEN = {
+    "p_drop": "`self.dropout`, the probability the layer was made with",
+    "num_heads": "`self.num_heads`, the number of heads the layer was made with",
+    "keep_draw": "`keep`, the draw forward is given",
+    "x_demo": "`x`, the input forward is given",
+    **{w: f"`self.{w}`, the layer's own weight" for w in ("w_query", "w_key", "w_value", "w_out")},
+}
+MODEL_GIVEN = {
+    "tokens_demo": "`tokens`, the input forward is given",
+    "token_emb_demo": "`self.token_emb`, the model's own table",
+    "pos_emb_demo": "`self.pos_emb`, the model's own table",
+    "w_readout_demo": "`self.w_readout`, the model's own weight", "num_heads": "its layer `self.attn`",
+    **{w: "its layer `self.attn`" for w in ("w_query", "w_key", "w_value", "w_out")},
+}
+
 TRAIN_HINTS = {
+    "optimizer_not_used": "Your train_step updates the weights without the optimizer it is given (its step() is "
+    "never called): an update written by hand, or an optimizer made inside the step, trains with plain gradient "
+    "descent or a learning rate of its own, whatever the caller chose (train() passes AdamW with lr 0.003). Use "
+    "the `optimizer` argument: optimizer.zero_grad(), then the loss and loss.backward(), then optimizer.step().",
+    "trained_in_eval_mode": "Your train_step switches the model to evaluation mode (`model.eval()`), so every "
+    "training step runs with dropout off: the model trains without the regularisation it was given. Leave the "
+    "mode to the caller (train() calls model.train() once, before the steps); evaluation mode is for part 5.",
+    "reseeded_each_call": "Your train_step seeds the random generator (torch.manual_seed) at every step, so every "
+    "step of training draws the same dropout, and the notebook's own generator is reset each time. Seed once, "
+    "before training (the notebook does at its top); a step only trains.",
     "missing_zero_grad": "Your steps add up the gradients: `backward()` adds each new gradient to the one already "
     "in `.grad`, so from the second step on the update uses the sum of all of them. Clear the gradients "
     "(optimizer.zero_grad()) in every step, before `loss.backward()`.",
@@ -613,7 +651,11 @@ def _exercises() -> list[Exercise]:
             # its own draw when given none; and its causal mask read from the buffer, which part 6 switches off
             # (a mask made again in forward, or the fused function's is_causal, would keep the model honest there)
             probes=(Probe("module_dropout", layer_probe_inputs, lambda inputs: 0, "missing_dropout",
-                          buffer="causal_mask"),),
+                          buffer="causal_mask"),
+                    # the cell detaches what it prints: the layer itself must keep its gradient, for training
+                    Probe("module_grad", lambda rng: {"x": _attention_example(None)["x_demo"]}, lambda inputs: 0,
+                          "gradient_cut")),
+            given_as=ATTENTION_GIVEN,
             atol=1e-5,
             **common,
         ),
@@ -629,6 +671,14 @@ def _exercises() -> list[Exercise]:
             framework="torch",
             module="demo_model",
             trainable=7,
+            # the cell runs it without gradients: the model itself must keep them, for training
+            probes=(Probe("module_grad", lambda rng: {"tokens": _model_example(None, 6)["tokens_demo"]},
+                          lambda inputs: 0, "gradient_cut"),),
+            # the example's pos_emb has 8 rows and its tokens go up to 8: a table of positions indexed by tokens
+            raised_hints=((r"out of bounds for dimension 0 with size 8\b",
+                           "(8 is the number of rows of pos_emb, max_len: if you indexed it with the tokens, index "
+                           "it with the positions 0 … seq − 1 instead; position i takes row i.)"),),
+            given_as=MODEL_GIVEN,
             atol=1e-5,
             points=2,
             **common,
@@ -643,6 +693,7 @@ def _exercises() -> list[Exercise]:
             mistakes=LOSS_MISTAKES,
             hints={"hard_coded": TYPED_LENGTH_HINT},
             framework="torch",
+            keeps_grad=True,  # "as a tensor (training will call .backward() on it)"
             atol=1e-5,
             **common,
         ),
@@ -657,6 +708,16 @@ def _exercises() -> list[Exercise]:
             hints=TRAIN_HINTS,
             numbers=True,  # "it returns that loss as a Python number"
             functions=("train_step",),
+            # run once more with an optimizer that counts its steps: the numbers of SGD, whatever way they are
+            # reached (an update by hand, an optimizer of its own), do not show that the optimizer given is used
+            probes=(Probe("train_step", step_probe_inputs, lambda inputs: 0, "optimizer_not_used"),),
+            raised_hints=((r"does not require grad and does not have a grad_fn",
+                           "loss.backward() needs a loss that kept track of its gradients: compute it without "
+                           "torch.no_grad() or .detach() in the step (if the model or answer_loss cut them, "
+                           "10.model or 10.loss says so)."),
+                          (r"contains None inside the list",
+                           "(A None there is what a call of train_step that returns nothing gives: it must return "
+                           "the loss, as a Python number, not print it.)"),),
             atol=1e-5,
             **common,
         ),
@@ -683,6 +744,12 @@ def _exercises() -> list[Exercise]:
             how={"no_grad": True},  # the TO-DO: "in evaluation mode … and without keeping track of gradients"
             module="model",  # its mode is recorded: guesses made in training mode are named
             in_eval=True,
+            framework="torch",
+            # the model's own guesses on the same sequences: a cell that gives exactly those, wrong only because the
+            # model has not learned (not trained, or trained by an earlier version of the code), is right
+            probes=(Probe("module_guesses", lambda rng: {"on": "fresh_tokens", "trained": ["losses", "train_step"]},
+                          lambda inputs: 0, "copied_answer", own=own_predictions),),
+            depends_on=("10.attention", "10.model", "10.loss", "10.train_step"),
             mistakes={"copied_answer": copied_answer_half},
             hints={"copied_answer": "Your `fresh_predictions` are the tokens after the separator, copied from "
                    "`fresh_tokens`, not the model's guesses. Run the trained model on `fresh_tokens` and take its "
