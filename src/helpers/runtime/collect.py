@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from ..convert import AnswerError, NotDone, framework_of, to_array
-from .cells import code_features, definition_source, mentioned_names
+from .cells import code_features, definition_source, mentioned_names, typed_lists
 from .history import History, Run, message_line
 from .watch import tracking
 
@@ -234,16 +234,91 @@ _COUNTER: Any = None
 
 
 def _counting(value: Any, name: str, counts: dict[str, int]) -> Any:
-    """A PyTorch tensor that adds to ``counts[name]`` the rows of every tensor multiplied by it
-    (``x @ value``, ``torch.matmul(x, value)``, ``x.mm(value)``) and keeps the rows of the first such
-    product in ``counts[name + "@first"]``; other values are returned as they are.
-    Results are plain tensors: only the products with the value itself are counted."""
+    """A PyTorch tensor that adds to ``counts[name]`` the rows of every tensor multiplied by it, and keeps the
+    rows of the first such product in ``counts[name + "@first"]``; other values are returned as they are.
+
+    Any product that consumes the value itself is counted, however it is written: ``x @ value``,
+    ``torch.matmul`` / ``mm`` / ``bmm`` / ``addmm``, ``F.linear(x, value.T)``, ``torch.einsum("nd,de->ne", x,
+    value)``, ``torch.tensordot``, ``torch.linalg.multi_dot``, or the value on the left (``value.T @ x.T``: the
+    columns of x). The value's transposes, copies and casts (``.T``, ``.t()``, ``.transpose``, ``.permute``,
+    ``.contiguous()``, ``.clone()``, ``.detach()``, ``.to(…)``, ``.float()``, ``.reshape``, ``.view``) are
+    counted as the value; anything else derived from it (a slice, a stack) is a plain tensor, and so are the
+    results: a product the count does not follow is missed, never invented."""
     global _COUNTER
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(value, torch.Tensor):
         return value
     if _COUNTER is None:
-        products = {torch.Tensor.__matmul__, torch.matmul, torch.Tensor.matmul, torch.mm, torch.Tensor.mm}
+        tensor = torch.Tensor
+        matmuls = {tensor.__matmul__, torch.matmul, tensor.matmul, torch.mm, tensor.mm, torch.bmm, tensor.bmm}
+        structural = {tensor.t, torch.t, tensor.transpose, torch.transpose, tensor.permute, torch.permute,
+                      tensor.contiguous, tensor.clone, torch.clone, tensor.detach, torch.detach, tensor.to,
+                      tensor.float, tensor.double, tensor.reshape, torch.reshape, tensor.view, tensor.type_as,
+                      tensor.requires_grad_}
+        transposes = {"T", "mT", "H", "mH"}
+        linear = torch.nn.functional.linear
+
+        def rows_of(other: Any, contracted: int) -> int | None:
+            """The rows of ``other`` whose ``contracted`` entries each meet the weight."""
+            if not isinstance(other, torch.Tensor) or not other.ndim:
+                return None
+            return other.numel() // max(1, contracted)
+
+        def einsum_rows(args: tuple, counter: Any) -> int | None:
+            if not args or not isinstance(args[0], str):
+                return None
+            ops = list(args[1]) if len(args) == 2 and isinstance(args[1], (list, tuple)) else list(args[1:])
+            spec = args[0].replace(" ", "").split("->")[0].split(",")
+            if len(ops) != 2 or len(spec) != 2 or "." in args[0]:
+                return None
+            mine = 0 if ops[0] is counter else 1
+            other, letters = ops[1 - mine], spec[1 - mine]
+            if not isinstance(other, torch.Tensor) or len(letters) != other.ndim:
+                return None
+            shared = [size for letter, size in zip(letters, other.shape) if letter in spec[mine]]
+            return rows_of(other, int(np.prod(shared)) if shared else 1)
+
+        def rows_multiplied(func: Any, args: tuple, kwargs: dict, counter: Any) -> int | None:
+            """The rows of the other operand of a product that consumes ``counter`` (None: not such a product)."""
+            if func in matmuls and len(args) >= 2:
+                if args[1] is counter and isinstance(args[0], torch.Tensor) and args[0].ndim:
+                    return rows_of(args[0], args[0].shape[-1])
+                if args[0] is counter and isinstance(args[1], torch.Tensor) and args[1].ndim >= 2:
+                    return rows_of(args[1], args[1].shape[-2])  # the weight on the left: the other's columns
+                return None
+            if getattr(func, "__name__", "") == "__rmatmul__" and len(args) >= 2 and args[0] is counter:
+                return rows_of(args[1], args[1].shape[-1]) if isinstance(args[1], torch.Tensor) else None
+            if func is linear:
+                weight = args[1] if len(args) > 1 else kwargs.get("weight")
+                x = args[0] if args else kwargs.get("input")
+                return rows_of(x, x.shape[-1]) if weight is counter and isinstance(x, torch.Tensor) else None
+            if func in (torch.addmm, tensor.addmm) and len(args) >= 3 and args[2] is counter:
+                return rows_of(args[1], args[1].shape[-1]) if isinstance(args[1], torch.Tensor) else None
+            if func is torch.einsum:
+                return einsum_rows(args, counter)
+            if func is torch.tensordot and len(args) >= 2 and (args[0] is counter or args[1] is counter):
+                dims = args[2] if len(args) > 2 else kwargs.get("dims", 2)
+                mine = 0 if args[0] is counter else 1
+                other = args[1 - mine]
+                if not isinstance(other, torch.Tensor):
+                    return None
+                if isinstance(dims, int):
+                    axes = range(other.ndim - dims, other.ndim) if mine == 1 else range(dims)
+                else:
+                    axes = list(dims[1 - mine]) if isinstance(dims[1 - mine], (list, tuple)) else [dims[1 - mine]]
+                return rows_of(other, int(np.prod([other.shape[a] for a in axes])))
+            if func is torch.linalg.multi_dot and args and isinstance(args[0], (list, tuple)) and len(args[0]) == 2:
+                first, second = args[0]
+                return rows_of(first, first.shape[-1]) if second is counter and isinstance(first, torch.Tensor) \
+                    else None
+            return None
+
+        def keeps_being(func: Any) -> bool:
+            """Does ``func`` give the weight itself again (a transpose, a copy, a cast)?"""
+            if func in structural:
+                return True
+            owner = getattr(func, "__self__", None)  # a property's getter: .T, .mT
+            return getattr(func, "__name__", "") == "__get__" and getattr(owner, "__name__", "") in transposes
 
         class RowCounter(torch.Tensor):
             __module__ = "torch"  # a tensor like any other, for the student's code and for framework_of
@@ -252,14 +327,27 @@ def _counting(value: Any, name: str, counts: dict[str, int]) -> Any:
 
             @classmethod
             def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
-                if func in products and len(args) >= 2 and isinstance(args[1], RowCounter) and \
-                        args[1]._counts is not None and isinstance(args[0], torch.Tensor) and args[0].ndim:
-                    counts, left, name = args[1]._counts, args[0], args[1]._name
-                    rows = left.numel() // max(1, left.shape[-1])
-                    counts[name] = counts.get(name, 0) + rows
-                    counts.setdefault(name + "@first", rows)  # the rows of the first product alone
+                kwargs = kwargs or {}
+                flat = [*args, *kwargs.values()]
+                flat += [a for x in flat if isinstance(x, (list, tuple)) for a in x]
+                counters = [a for a in flat if isinstance(a, RowCounter) and a._counts is not None]
+                for counter in counters[:1]:
+                    try:
+                        rows = rows_multiplied(func, args, kwargs, counter)
+                    except Exception:  # noqa: BLE001 — arguments of a shape the count does not know: not counted
+                        rows = None
+                    if rows is not None:
+                        counter._counts[counter._name] = counter._counts.get(counter._name, 0) + rows
+                        counter._counts.setdefault(counter._name + "@first", rows)  # the first product alone
                 with torch._C.DisableTorchFunctionSubclass():
-                    return func(*args, **(kwargs or {}))
+                    result = func(*args, **kwargs)
+                source = args[0] if args else None
+                if isinstance(source, RowCounter) and source._counts is not None and keeps_being(func) and \
+                        isinstance(result, torch.Tensor):
+                    out = result.as_subclass(RowCounter)
+                    out._counts, out._name = source._counts, source._name
+                    return out
+                return result
 
         _COUNTER = RowCounter
     out = value.as_subclass(_COUNTER)
@@ -381,6 +469,29 @@ def _data_globals(fn: Any) -> tuple[list[str], str | None]:
                     (found := data(_global_names(inner))):
                 return found, f"{cls.__name__}.{attr}"
     return [], None
+
+
+def _packages_reached(fn: Any) -> set[str]:
+    """The top-level packages (``torch``, ``tensorflow``, …) a function reaches by name, whatever it calls them:
+    through a global bound to one of their modules, functions or classes (``torch``, ``F``, an alias such as
+    ``_t``, ``from torch import tensor``), or an ``import`` inside the function."""
+    code = getattr(fn, "__code__", None)
+    glob = getattr(fn, "__globals__", None)
+    if code is None or not isinstance(glob, dict):
+        return set()
+    out: set[str] = set()
+    todo = [code]
+    while todo:
+        c = todo.pop()
+        out.update(str(ins.argval).split(".")[0] for ins in dis.get_instructions(c) if ins.opname == "IMPORT_NAME")
+        todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    for name in _global_names(code):
+        value = glob.get(name)
+        where = value.__name__ if isinstance(value, types.ModuleType) else \
+            getattr(value, "__module__", None) if callable(value) else None
+        if isinstance(where, str) and where != getattr(fn, "__module__", None):
+            out.add(where.split(".")[0])
+    return out
 
 
 def _is_model(value: Any) -> bool:
@@ -626,15 +737,17 @@ def _call(fn: Callable[..., Any], name: str, args: list[Any], which: str, shapes
     return result
 
 
-def _keeps_grad(fn: Callable[..., Any], name: str, inputs: Mapping[str, Any]) -> bool | None:
-    """Called on float inputs that require a gradient (as trainable weights do), does ``fn`` return a result
-    that still requires one, and does the gradient of its sum reach every one of those inputs? False when it
-    cuts the graph (``.detach()``, ``torch.no_grad()``, a NumPy round trip), for all inputs or for one; None
-    when that cannot be told (it raised, or returned no tensor)."""
+def _keeps_grad(fn: Callable[..., Any], name: str, inputs: Mapping[str, Any],
+                wanted: Iterable[str] | None = None) -> bool | None:
+    """Called on float inputs that require a gradient (as trainable weights do; with ``wanted``, those of these
+    names only), does ``fn`` return a result that still requires one, and does the gradient of its sum reach
+    every one of those inputs? False when it cuts the graph (``.detach()``, ``torch.no_grad()``, a NumPy round
+    trip), for all inputs or for one; None when that cannot be told (it raised, or returned no tensor)."""
     args = []
-    for v in inputs.values():
+    names = None if wanted is None else set(wanted)
+    for key, v in inputs.items():
         t = to_framework(v, "torch")
-        if hasattr(t, "is_floating_point") and t.is_floating_point():
+        if hasattr(t, "is_floating_point") and t.is_floating_point() and (names is None or key in names):
             t = t.clone().requires_grad_(True)
         args.append(t)
     try:
@@ -649,9 +762,17 @@ def _keeps_grad(fn: Callable[..., Any], name: str, inputs: Mapping[str, Any]) ->
 
             wanting = [a for a in args if getattr(a, "requires_grad", False)]
             grads = torch.autograd.grad(result.sum(), wanting, allow_unused=True)
-    except Exception:
-        return None
+    except Exception as exc:  # noqa: BLE001 — the student's function: anything can happen
+        return _numpy_of_graph(exc)
     return all(g is not None for g in grads)
+
+
+def _numpy_of_graph(exc: BaseException) -> bool | None:
+    """False when ``exc`` is PyTorch refusing ``.numpy()`` on a tensor that requires a gradient: the function
+    takes its result out of the graph (a NumPy round trip), and only works where no gradient is wanted. None
+    (cannot be told) for any other error."""
+    text = str(exc)
+    return False if isinstance(exc, RuntimeError) and "numpy()" in text and "requires grad" in text else None
 
 
 def _shapes(inputs: Mapping[str, Any]) -> str:
@@ -679,10 +800,12 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
     own = definition_source(run.source, name) if run is not None else None  # not the cell's given code
     if own is not None and plan.get("how"):
         record["how"] = code_features(own)
+    if own is not None:
+        record["typed_in"] = typed_lists(own)
     if own is not None and (plan.get("computed_with") or plan.get("not_with")):
         mentioned = mentioned_names(own)
         record["unused"] = sorted(set(plan.get("computed_with") or ()) - mentioned)
-        record["forbidden"] = sorted(set(plan.get("not_with") or ()) & mentioned)
+        record["forbidden"] = sorted(set(plan.get("not_with") or ()) & (mentioned | _packages_reached(fn)))
     mutated: set[str] = set()
     try:
         for i, inputs in enumerate(plan.get("trials") or []):
@@ -696,11 +819,13 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             record["answers"].append({name: to_array(result, f"{name}(...)", finite=False)})
         record["probes"] = _probes(plan, fn, name, framework)
         if plan.get("keeps_grad") and framework == "torch" and plan.get("trials"):
-            record["keeps_grad"] = _keeps_grad(fn, name, plan["trials"][0])
+            wanted = plan["keeps_grad"] if isinstance(plan["keeps_grad"], (list, tuple)) else None
+            record["keeps_grad"] = _keeps_grad(fn, name, plan["trials"][0], wanted)
     except AnswerError as err:
         # what it returned before it raised: the mistake that makes it raise may show in those numbers
         return {**_error(err.kind, err.message), "globals_read": read, "globals_in": record["globals_in"],
-                "answers": record["answers"] if err.kind == "raised" else []}
+                "answers": record["answers"] if err.kind == "raised" else [],
+                "how": record.get("how"), "typed_in": record.get("typed_in", [])}
     record["mutated"] = sorted(mutated)
     return record
 

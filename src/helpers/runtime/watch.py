@@ -8,7 +8,9 @@ reshaping. A product of queries with keys (``@``, ``*``, ``np.dot``, ``np.einsum
 - ``causal_blocks``: scores of a key after its query; a block entirely above the diagonal, or far more
   such scores than the diagonal blocks hold, raises :class:`ScoresAboveTheDiagonal` from inside the call;
 - ``key_blocks``: how many keys each product takes at once; after the call, :meth:`_KeyLog.finish`
-  raises :class:`KeysNotInBlocks` when that was never the block size.
+  raises :class:`KeysNotInBlocks` when that was never the block size, and :class:`KeyBlocksTwice` when
+  the scores of a query and a key were computed again after the function had gone on to other keys (a
+  second pass over the key blocks).
 
 Arrays derived in ways not followed here become plain arrays: a probe can miss a computation, never
 invent one. Nothing here knows a right answer.
@@ -21,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["KeysNotInBlocks", "ScoresAboveTheDiagonal", "WATCHES", "tracking"]
+__all__ = ["KeyBlocksTwice", "KeysNotInBlocks", "ScoresAboveTheDiagonal", "WATCHES", "tracking"]
 
 
 
@@ -66,11 +68,23 @@ class KeysNotInBlocks(RuntimeError):
     """Raised after a blockwise function has run, when it did not take the keys one block at a time."""
 
 
+class KeyBlocksTwice(RuntimeError):
+    """Raised after a blockwise function has run, when it went through the key blocks twice (the scores of a
+    query and a key computed again after other keys: a maximum first, then the sums)."""
+
+
+def _span(tokens: np.ndarray) -> str:
+    return f"{tokens.min()}–{tokens.max()}" if tokens.size > 1 else f"{tokens.min()}"
+
+
 class _KeyLog:
     """How many keys each product of the probe's queries with its keys takes at once (07.flash): at most
     ``block_size``, and ``block_size`` for at least one product, or the function is not going through the
-    keys block by block. Nothing is raised during the call (the reference and the wrong variants may run
-    on the same inputs); :meth:`finish` says what the call just did."""
+    keys block by block. And whether a (query, key) score is computed again after products with other keys:
+    the same block's scores computed twice in a row (for its maximum, then for the exponentials) is still one
+    pass; coming back to a block after others is a second one. Nothing is raised during the call (the
+    reference and the wrong variants may run on the same inputs); :meth:`finish` says what the call just
+    did."""
 
     def __init__(self, n: int, block_size: int):
         self.n, self.block_size = n, block_size
@@ -78,12 +92,20 @@ class _KeyLog:
 
     def start(self) -> None:
         self.widest = 0
+        self.products = 0
+        self.when = np.full((self.n, self.n), -1, dtype=np.int64)  # the product that last computed (i, j)
+        self.again: tuple[np.ndarray, np.ndarray] | None = None
 
     def product(self, q_tok: np.ndarray, k_tok: np.ndarray) -> None:
-        rows, cols = np.unique(q_tok).size, int(np.unique(k_tok).size)
-        if rows == self.n and cols == self.n:
+        rows, cols = np.unique(q_tok), np.unique(k_tok)
+        if rows.size == self.n and cols.size == self.n:
             return  # the whole n × n matrix: the peak-memory probe says what is wrong with that
-        self.widest = max(self.widest, cols)
+        self.widest = max(self.widest, int(cols.size))
+        seen = self.when[np.ix_(rows, cols)]
+        if self.again is None and ((seen >= 0) & (seen < self.products - 1)).any():
+            self.again = (rows, cols)
+        self.when[np.ix_(rows, cols)] = self.products
+        self.products += 1
 
     def finish(self) -> None:
         b = self.block_size
@@ -91,6 +113,10 @@ class _KeyLog:
             raise KeysNotInBlocks(f"it multiplied queries with {self.widest} keys at once (block_size = {b})")
         if 0 < self.widest < b:
             raise KeysNotInBlocks(f"it never took more than {self.widest} keys at once (block_size = {b})")
+        if self.again is not None:
+            rows, cols = self.again
+            raise KeyBlocksTwice(f"it computed the scores of queries {_span(rows)} with keys {_span(cols)} a "
+                                 "second time, after it had gone on to other keys: two passes over the key blocks")
 
 
 def _tokens_of(x: Any) -> list:
