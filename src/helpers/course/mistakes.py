@@ -426,6 +426,9 @@ _ROWS = [
     ("cache_in_mebibytes", "the cache given in MiB, not bytes",
      "Your number is the size in MiB (bytes / 2**20). The function should return plain bytes; convert to MiB or "
      "GiB only when you print it."),
+    ("cache_in_gibibytes", "the cache given in GiB, not bytes",
+     "Your number is the size in GiB (bytes / 2**30), as the notebook prints it. The function should return "
+     "plain bytes; convert to MiB or GiB only when you print it."),
     ("cache_in_megabytes", "the cache given in MB, not bytes",
      "Your number is the size in MB (bytes / 10**6). The function should return plain bytes; convert only when "
      "you print it."),

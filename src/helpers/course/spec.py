@@ -764,7 +764,9 @@ def _unused_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
         if feature in how and how[feature] != wanted:
             return _fail(ex, "not_as_asked", _as_asked_hint(ex, feature) or _HOW[feature, wanted])
     if forbidden:
-        names = " and ".join(f"`{n}`" + (f" ({_PACKAGES[n]})" if n in _PACKAGES else "") for n in forbidden)
+        via = record.get("forbidden_via") or {}
+        names = " and ".join(f"`{n}`" + (f" ({_PACKAGES[n]}{f', through `{via[n]}`' if via.get(n) else ''})"
+                                         if n in _PACKAGES else "") for n in forbidden)
         only = f", with {_OPS[ex.framework]} operations only" if ex.framework in _OPS else ""
         where = "Your cell" if ex.kind == "value" else f"`{ex.answers[0]}`"
         own = _as_asked_hint(ex, "not_with")  # may say where the names go: {names}

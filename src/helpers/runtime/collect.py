@@ -256,6 +256,9 @@ def _counting(value: Any, name: str, counts: dict[str, int]) -> Any:
                       tensor.float, tensor.double, tensor.reshape, torch.reshape, tensor.view, tensor.type_as,
                       tensor.requires_grad_}
         transposes = {"T", "mT", "H", "mH"}
+        # weights put side by side (a fused projection, torch.cat([w_query, w_key, w_value], dim=1)): a product
+        # with the result is counted for each of them
+        joins = {torch.cat, torch.concat, torch.hstack, torch.column_stack, torch.stack}
         linear = torch.nn.functional.linear
 
         def rows_of(other: Any, contracted: int) -> int | None:
@@ -320,6 +323,11 @@ def _counting(value: Any, name: str, counts: dict[str, int]) -> Any:
             owner = getattr(func, "__self__", None)  # a property's getter: .T, .mT
             return getattr(func, "__name__", "") == "__get__" and getattr(owner, "__name__", "") in transposes
 
+        def counted(result: Any, counts: dict[str, int], name: str) -> Any:
+            out = result.as_subclass(RowCounter)
+            out._counts, out._name = counts, name
+            return out
+
         class RowCounter(torch.Tensor):
             __module__ = "torch"  # a tensor like any other, for the student's code and for framework_of
             _counts: dict[str, int] | None = None
@@ -337,16 +345,18 @@ def _counting(value: Any, name: str, counts: dict[str, int]) -> Any:
                     except Exception:  # noqa: BLE001 — arguments of a shape the count does not know: not counted
                         rows = None
                     if rows is not None:
-                        counter._counts[counter._name] = counter._counts.get(counter._name, 0) + rows
-                        counter._counts.setdefault(counter._name + "@first", rows)  # the first product alone
+                        for name in counter._name.split("+"):
+                            counter._counts[name] = counter._counts.get(name, 0) + rows
+                            counter._counts.setdefault(name + "@first", rows)  # the first product alone
                 with torch._C.DisableTorchFunctionSubclass():
                     result = func(*args, **kwargs)
                 source = args[0] if args else None
                 if isinstance(source, RowCounter) and source._counts is not None and keeps_being(func) and \
                         isinstance(result, torch.Tensor):
-                    out = result.as_subclass(RowCounter)
-                    out._counts, out._name = source._counts, source._name
-                    return out
+                    return counted(result, source._counts, source._name)
+                if func in joins and counters and isinstance(result, torch.Tensor):
+                    names = "+".join(dict.fromkeys(n for c in counters for n in c._name.split("+")))
+                    return counted(result, counters[0]._counts, names)
                 return result
 
         _COUNTER = RowCounter
@@ -471,26 +481,33 @@ def _data_globals(fn: Any) -> tuple[list[str], str | None]:
     return [], None
 
 
-def _packages_reached(fn: Any) -> set[str]:
+def _packages_reached(fn: Any, depth: int = 3) -> dict[str, str | None]:
     """The top-level packages (``torch``, ``tensorflow``, …) a function reaches by name, whatever it calls them:
     through a global bound to one of their modules, functions or classes (``torch``, ``F``, an alias such as
-    ``_t``, ``from torch import tensor``), or an ``import`` inside the function."""
+    ``_t``, ``from torch import tensor``), an ``import`` inside the function, or the same in a function of the
+    notebook it calls (``depth`` levels down): ``{package: None}``, or the name of that function of the
+    notebook through which it is reached."""
     code = getattr(fn, "__code__", None)
     glob = getattr(fn, "__globals__", None)
     if code is None or not isinstance(glob, dict):
-        return set()
-    out: set[str] = set()
+        return {}
+    out: dict[str, str | None] = {}
     todo = [code]
     while todo:
         c = todo.pop()
-        out.update(str(ins.argval).split(".")[0] for ins in dis.get_instructions(c) if ins.opname == "IMPORT_NAME")
+        for ins in dis.get_instructions(c):
+            if ins.opname == "IMPORT_NAME":
+                out[str(ins.argval).split(".")[0]] = None
         todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    for name in _global_names(code):
+    for name in sorted(_global_names(code)):
         value = glob.get(name)
         where = value.__name__ if isinstance(value, types.ModuleType) else \
             getattr(value, "__module__", None) if callable(value) else None
         if isinstance(where, str) and where != getattr(fn, "__module__", None):
-            out.add(where.split(".")[0])
+            out[where.split(".")[0]] = None
+        elif depth > 1 and isinstance(value, types.FunctionType) and value is not fn:
+            for package in _packages_reached(value, depth - 1):  # the notebook's own (attention_loops: torch)
+                out.setdefault(package, name)
     return out
 
 
@@ -805,7 +822,10 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
     if own is not None and (plan.get("computed_with") or plan.get("not_with")):
         mentioned = mentioned_names(own)
         record["unused"] = sorted(set(plan.get("computed_with") or ()) - mentioned)
-        record["forbidden"] = sorted(set(plan.get("not_with") or ()) & (mentioned | _packages_reached(fn)))
+        reached = _packages_reached(fn)
+        record["forbidden"] = sorted(set(plan.get("not_with") or ()) & (mentioned | set(reached)))
+        record["forbidden_via"] = {p: via for p, via in reached.items() if p in record["forbidden"] and via
+                                   and p not in mentioned}
     mutated: set[str] = set()
     try:
         for i, inputs in enumerate(plan.get("trials") or []):
@@ -817,7 +837,8 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             if i == 0:
                 record["facts"] = _facts({name: result})
             record["answers"].append({name: to_array(result, f"{name}(...)", finite=False)})
-        record["probes"] = _probes(plan, fn, name, framework)
+        # a function that uses what the step rules out (another library) is not measured: that comes first
+        record["probes"] = {} if record.get("forbidden") else _probes(plan, fn, name, framework)
         if plan.get("keeps_grad") and framework == "torch" and plan.get("trials"):
             wanted = plan["keeps_grad"] if isinstance(plan["keeps_grad"], (list, tuple)) else None
             record["keeps_grad"] = _keeps_grad(fn, name, plan["trials"][0], wanted)

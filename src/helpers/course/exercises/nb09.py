@@ -417,6 +417,8 @@ CACHE_BYTES_MISTAKES = {
         2 * num_layers * num_heads * n * d_head * bytes_per_number / 2**20,
     "cache_in_megabytes": lambda num_layers, num_heads, n, d_head, bytes_per_number:
         2 * num_layers * num_heads * n * d_head * bytes_per_number / 10**6,
+    "cache_in_gibibytes": lambda num_layers, num_heads, n, d_head, bytes_per_number:
+        2 * num_layers * num_heads * n * d_head * bytes_per_number / 2**30,
 }
 
 
