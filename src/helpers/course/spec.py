@@ -916,14 +916,20 @@ def diagnose(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -
 
 def _diagnose(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]], rounding: bool) -> str | None:
     matches: dict[str, frozenset[int]] = {}
+    rights: dict[int, Any] = {}  # the reference on each trial, computed once (a long probe input is costly)
     for code in ex.mistakes:
         informative: set[int] = set()
         ok = True
         for t, (got, inputs) in enumerate(trials):
             try:
                 wrong = ex.variant(code, inputs)
-                right = ex.expected(inputs)
+                if t not in rights:
+                    rights[t] = None
+                    rights[t] = ex.expected(inputs)
+                right = rights[t]
             except Exception:  # a variant undefined for these inputs says nothing
+                continue
+            if right is None:
                 continue
             if _close(wrong, right, ex.answers, ex.rtol, ex.atol):
                 continue

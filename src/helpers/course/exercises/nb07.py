@@ -603,7 +603,7 @@ register(
             Probe("peak_memory", long_flash, flash_memory_limit, "full_score_matrix"),
             Probe("causal_blocks", causal_probe_inputs, lambda inputs: 0, "future_blocks_computed"),
             # "for each tile, run the online softmax … over the key blocks": not all the past keys at once
-            Probe("key_blocks", key_probe_inputs, lambda inputs: 0, "keys_not_in_blocks"),
+            Probe("key_blocks", causal_probe_inputs, lambda inputs: 0, "keys_not_in_blocks"),
         ),
         edge=one_block,
         raises={r"\bScoresAboveTheDiagonal\b": "future_blocks_computed", **BLOCKS_RAISED},
