@@ -1241,8 +1241,8 @@ def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
             return Outcome(ex.id, "fail", 0, ex.points, _prediction_form(ex, kind))
         if kind == "string" and (text := _one_number_form(ex, plan, str(error.get("message")))):
             return Outcome(ex.id, "fail", 0, ex.points, text)
-        if kind == "raised" and (typed := _typed_in_problem(ex, plan, record, f" On other inputs it raised: "
-                                                                               f"{error.get('message')}")):
+        if kind == "raised" and (typed := _typed_in_problem(ex, plan, record, f" (On other inputs it even fails: "
+                                                                               f"{error.get('message')})")):
             return typed
         answers = record.get("answers") or []
         where = plan.inputs[len(answers)] if ex.kind == "function" and len(answers) < len(plan.inputs) else None
