@@ -729,3 +729,100 @@ def test_a_notebook_number_is_blamed_only_where_it_changes_what_the_function_giv
         assert outcome.status == "fail", outcome.message
         assert (outcome.diagnosis == "reads_globals") == named and ("`NEG`" in outcome.message) is False, \
             outcome.message
+
+
+def test_the_row_count_follows_the_weight_whatever_writes_the_product():
+    """09.decode's budgets: every product that consumes the weight counts its other operand's rows (F.linear with
+    the transposed weight, einsum, tensordot, the weight on the left, a fused projection); a slice of it does not
+    count (missed, never invented)."""
+    torch = pytest.importorskip("torch")
+    from helpers.runtime.collect import _counting
+
+    h = torch.randn(5, 4)
+    products = {
+        "h @ w": 5, "F.linear(h, w.T)": 5, "F.linear(h, w.t())": 5, "torch.einsum('nd,de->ne', h, w)": 5,
+        "torch.tensordot(h, w, dims=1)": 5, "(w.T @ h.T).T": 5, "torch.mm(h[:2], w)": 2,
+        "h @ torch.cat([other, w], dim=1)": 5, "h @ w.clone().contiguous()": 5, "h @ w[:, :2]": 0,
+        "torch.zeros(0, w.shape[1])": 0,
+    }
+    for expr, rows in products.items():
+        counts = {}
+        scope = {"torch": torch, "F": torch.nn.functional, "h": h, "other": torch.randn(4, 3),
+                 "w": _counting(torch.randn(4, 3), "w_key", counts)}
+        eval(expr, scope)
+        assert counts.get("w_key", 0) == rows, (expr, counts)
+
+
+def test_a_library_is_found_under_any_name_a_function_reaches_it_by():
+    from helpers.runtime.collect import _packages_reached
+
+    torch = pytest.importorskip("torch")
+    scope = {"_t": torch, "F": torch.nn.functional, "np": np}
+    exec("def aliased(q):\n    return _t.tensor(q)\n"
+         "def functional(q):\n    return F.softmax(q, -1)\n"
+         "def inside(q):\n    import torch.nn.functional as G\n    return G.softmax(q, -1)\n"
+         "def calls(q):\n    return aliased(q)\n"
+         "def plain(q):\n    return np.exp(q)\n", scope)
+    assert set(_packages_reached(scope["aliased"])) == {"torch"}
+    assert set(_packages_reached(scope["functional"])) == {"torch"}
+    assert set(_packages_reached(scope["inside"])) == {"torch"}
+    assert _packages_reached(scope["calls"]) == {"torch": "aliased"}
+    assert set(_packages_reached(scope["plain"])) == {"numpy"}
+
+
+def _key_log_finish(fn, n=40, block=8):
+    from helpers.runtime.watch import tracking
+
+    rng = np.random.default_rng(0)
+    inputs = tracking({"q": rng.normal(size=(n, 3)), "k": rng.normal(size=(n, 3)), "v": rng.normal(size=(n, 2)),
+                       "block_size": block}, "key_blocks")
+    log = inputs["q"]._log
+    log.start()
+    fn(*inputs.values())
+    try:
+        log.finish()
+    except RuntimeError as err:
+        return type(err).__name__
+    return None
+
+
+def test_the_key_block_watch_tells_one_pass_from_two_and_from_glued_scores():
+    def passes(twice, again_in_a_row=False, glue=False):
+        def flash(q, k, v, block_size):
+            if glue:
+                s = np.concatenate([q @ k[j:j + block_size].T for j in range(0, len(k), block_size)], axis=1)
+                return np.exp(s) @ v
+            for _ in range(2 if twice else 1):
+                for j in range(0, len(k), block_size):
+                    s = q @ k[j:j + block_size].T
+                    if again_in_a_row:
+                        s = np.maximum(s, q @ k[j:j + block_size].T)
+            return np.zeros((len(q), v.shape[1]))
+        return flash
+
+    assert _key_log_finish(passes(False)) is None
+    assert _key_log_finish(passes(False, again_in_a_row=True)) is None  # the same block's scores twice in a row
+    assert _key_log_finish(passes(True)) == "KeyBlocksTwice"
+    assert _key_log_finish(lambda q, k, v, b: passes(False, glue=True)(q[:8], k, v, b)) == "KeysNotInBlocks"
+
+
+@pytest.mark.parametrize("source, lengths_max, no_maxlen", [
+    ("real = torch.arange(int(enc_lengths.max())) < enc_lengths[:, None]", True, False),
+    ("real = torch.arange(max(lengths)) < lengths[:, None]", True, False),
+    ("s = s - s.max(dim=-1, keepdim=True).values", False, False),
+    ("real = tf.sequence_mask(enc_lengths)", False, True),
+    ("real = tf.sequence_mask(enc_lengths, maxlen=tf.shape(k)[1])", False, False),
+])
+def test_code_features_see_a_mask_as_wide_as_the_longest_length(source, lengths_max, no_maxlen):
+    from helpers.runtime.cells import code_features
+
+    features = code_features(source)
+    assert (features["max_of_lengths"], features["sequence_mask_without_maxlen"]) == (lengths_max, no_maxlen)
+
+
+def test_numbers_typed_into_a_tensor_are_read_from_the_code():
+    from helpers.runtime.cells import typed_lists
+
+    assert typed_lists("real = torch.arange(5) < torch.tensor([5, 2])[:, None]") == [[5.0, 2.0]]
+    assert typed_lists("x = np.array([[1, -2], [3, 4]])") == [[1.0, -2.0, 3.0, 4.0]]
+    assert typed_lists("x = torch.tensor(float('-inf'))\ny = torch.zeros(3)") == []

@@ -637,3 +637,21 @@ def test_the_grader_names_a_cell_that_overwrites_a_later_read_variable_and_a_lis
     listed = _value_step_through_the_protocol("09.decode", answer_namespace(ex) | base, loop.format(i="t") +
                                               "decoded = rows")
     assert (listed.status, listed.diagnosis) == ("fail", "wrong_framework") and "list of" in listed.message
+
+
+def test_the_grader_reads_what_the_code_says_about_an_error():
+    """The code's features and the numbers it types in travel from the sandbox, so the grader names the
+    notebook's lengths typed in (hard_coded) as the notebook's check does."""
+    from helpers.grading.protocol import encode_record
+    from helpers.grading.verdict import decode_record
+
+    ex = spec.get("09.padded_cross_attention")
+    plan = spec.make_plan(ex, seeds=list(range(spec.seeds_needed(ex))))
+    raw = {"error": {"kind": "raised", "message": "`padded_cross_attention` raised RuntimeError: The size of tensor "
+                     "a (2) must match the size of tensor b (3) at non-singleton dimension 0"},
+           "answers": [ex.expected(plan.inputs[0])],
+           "how": {"library_attention": False, "max_of_lengths": False}, "typed_in": [[5, 2], ["x"], "y"]}
+    record = decode_record(json.loads(json.dumps(encode_record(raw))), ex, plan)
+    assert record["typed_in"] == [[5.0, 2.0]] and record["how"]["max_of_lengths"] is False
+    outcome = spec.evaluate(ex, plan, record)
+    assert outcome.diagnosis == "hard_coded", outcome.message

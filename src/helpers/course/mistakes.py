@@ -260,6 +260,19 @@ _ROWS = [
      "must sum to 1 over all the keys together: keep running sums across the blocks and divide once, at the end."),
     ("normaliser_pair_swapped", "(total, m) returned instead of (m, total)",
      "Your pair is the other way round: the maximum m comes first, then the total."),
+    ("finite_max_start", "a finite number (such as −1e9) as the running maximum's start",
+     "Your running maximum starts at a finite number standing in for −∞ (such as −1e9). Scores all below it "
+     "never move m, so every exp(score − m) underflows to 0 and the total comes out 0. Start m at −∞ "
+     "(-math.inf, or -np.inf): every score is larger than that."),
+    ("acc_rescaled_twice", "the running output multiplied by the correction factor twice",
+     "When the maximum grows, the running output is multiplied by exp(m_old − m_new) once, like the running "
+     "sum; yours is multiplied by it twice."),
+    ("new_block_rescaled", "the correction factor applied to the new block instead of the old sums",
+     "The factor exp(m_old − m_new) belongs to what was summed before (measured against the old maximum), not "
+     "to the new block's terms, which are already measured against the new one."),
+    ("tile_positions_local", "query positions counted within the tile, key positions in the sequence",
+     "Your causal mask compares a key's position in the whole sequence with the query's position inside its "
+     "tile. Count both in the whole sequence (a tile's first row is at q_start)."),
     # --- notebook 08
     ("permutation_inverted", "reordered with the inverse permutation",
      "Your rows are reordered the other way round. Row i of the reordered tensor must be row perm[i] of the "
@@ -281,6 +294,9 @@ _ROWS = [
     ("pe_cos_own_frequency", "each cosine column with its own frequency",
      "Your cosine columns use their own column index in the exponent, (2i+1)/d_model. A sine and the cosine next "
      "to it share one angle: columns 2i and 2i+1 both divide the position by 10000^(2i/d_model)."),
+    ("pe_base_1000", "the base 1000 instead of 10000",
+     "Your frequencies use the base 1000. The formula's base is 10000: θ_i = 1 / 10000^(2i/d) (with 1000, "
+     "every pair but the first turns too fast)."),
     ("pe_same_frequency", "every pair with the same frequency",
      "Every pair of columns got the same frequency, 1: the angle is the position itself. Either the division by "
      "10000^(2i/d_model) is missing, or its exponent became 0 (integer division, `//`, does that): pair i divides "
@@ -377,6 +393,16 @@ _ROWS = [
     ("cache_appended_late", "the new key and value appended after attending",
      "Each token attends to the earlier tokens but not to itself: its key and value are added to the cache only "
      "after the attention. Append first, then attend: a token may look at itself."),
+    ("cache_appended_late_first_own", "the new key and value appended after attending, the first token apart",
+     "From the second token on, each token attends to the earlier tokens but not to itself: its key and value "
+     "are added to the cache only after the attention (the first token, with an empty cache, was handled apart). "
+     "Append first, then attend: a token may look at itself, and the first one needs no special case."),
+    ("cache_length_fixed", "the cache's length fixed at the notebook's t_cached",
+     "Your mask is offset by 4, the notebook's t_cached, whatever the shapes (the global read, or the number "
+     "typed in). Find t from the shapes: t = k.shape[-2] − q.shape[-2], the keys that were cached before."),
+    ("cache_offset_from_m", "the offset t taken as the number of new queries",
+     "Your mask's offset is m, the number of new queries, instead of t, the number of keys cached before them: "
+     "t = k.shape[-2] − q.shape[-2]. New query i is at position t + i."),
     ("cache_remasked", "the cached keys hidden by a mask counted from 0",
      "Your causal mask counts the new queries as positions 0, 1, …, so it hides cached keys that lie in the past. "
      "The new queries come after everything in the cache: with t keys cached, new query i is at position t + i "
@@ -406,6 +432,9 @@ _ROWS = [
     ("cache_in_mebibytes", "the cache given in MiB, not bytes",
      "Your number is the size in MiB (bytes / 2**20). The function should return plain bytes; convert to MiB or "
      "GiB only when you print it."),
+    ("cache_in_gibibytes", "the cache given in GiB, not bytes",
+     "Your number is the size in GiB (bytes / 2**30), as the notebook prints it. The function should return "
+     "plain bytes; convert to MiB or GiB only when you print it."),
     ("cache_in_megabytes", "the cache given in MB, not bytes",
      "Your number is the size in MB (bytes / 10**6). The function should return plain bytes; convert only when "
      "you print it."),

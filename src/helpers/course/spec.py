@@ -134,7 +134,10 @@ class Exercise:
     atol: float = 1e-6
     random_trials: int = 3  # function steps: fresh inputs besides the notebook's example
     replays: int = 2  # value steps: fresh inputs the student's cell is replayed on (0: none)
-    hints: Mapping[str, str] = field(default_factory=dict)  # per-exercise wording of a mistake's hint
+    # per-exercise wording of a mistake's hint; "not_as_asked:<feature>" words it for one feature of ``how``
+    # (or "not_as_asked:not_with" for the names of ``not_with`` it uses, put where it says {names}), where a
+    # step asks for more than one
+    hints: Mapping[str, str] = field(default_factory=dict)
     dtype: str | None = None
     module: str | None = None
     trainable: int = 0
@@ -169,14 +172,18 @@ class Exercise:
     numbers: bool = False  # value steps: a list whose entries must be Python (or NumPy) numbers, not tensors
     # torch steps whose result must stay differentiable: a value step's answers (a trainable module's output),
     # a function step's result when its float inputs require a gradient (no .detach(), no torch.no_grad())
-    keeps_grad: bool = False
+    # (a tuple of argument names: those inputs only, e.g. not a fixed encoding handed in next to the weights)
+    keeps_grad: bool | tuple[str, ...] = False
     # function steps: a call that raised an error whose text ("Type: message", with the student's line)
     # matches the regular expression is that mistake (e.g. an OverflowError from exp(s - m) with s > m)
     raises: Mapping[str, str] = field(default_factory=dict)
     budgets: tuple[RowBudget, ...] = ()  # value steps: rows multiplied by a weight in a replay (see RowBudget)
     # (regex, sentence): said after the error when the cell (or the function) raised with a message that
     # matches, e.g. a size mismatch whose size is that of a buffer the step asks to cut to the sequence; with a
-    # third entry (names), only when the function's own code calls one of those names (e.g. ``max``)
+    # third entry (names), only when the function's own code calls one of those names (e.g. ``max``). The sentence
+    # may instead be a function of (the error's text, the inputs it raised on or None, the code features of the
+    # function's own definition) that returns a sentence or None: said only when the code or the sizes suggest
+    # that cause.
     raised_hints: tuple[tuple[Any, ...], ...] = ()
     # value steps with a module: what the module itself calls each notebook name it is given (``p_drop`` →
     # "`self.dropout`, …"), for a module that uses a notebook value typed in instead
@@ -185,7 +192,7 @@ class Exercise:
     def __post_init__(self) -> None:
         if self.kind not in ("value", "function"):
             raise ValueError(f"{self.id}: kind must be 'value' or 'function'")
-        unknown = (set(self.mistakes) | set(self.hints) | set(self.raises.values())
+        unknown = (set(self.mistakes) | {h.split(":")[0] for h in self.hints} | set(self.raises.values())
                    | {b.code for b in self.budgets}) - set(MISTAKES)
         if unknown:
             raise ValueError(f"{self.id}: unknown mistake codes {sorted(unknown)}")
@@ -846,19 +853,31 @@ _HOW = {
 }
 
 
+def _as_asked_hint(ex: Exercise, feature: str) -> str | None:
+    """The exercise's own wording of ``not_as_asked`` for one feature (see :attr:`Exercise.hints`)."""
+    return ex.hints.get(f"not_as_asked:{feature}") or ex.hints.get("not_as_asked")
+
+
+_PACKAGES = {"torch": "PyTorch", "tensorflow": "TensorFlow", "keras": "Keras", "jax": "JAX", "numpy": "NumPy"}
+
+
 def _unused_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     unused = [n for n in record.get("unused") or [] if n in ex.computed_with]
     forbidden = [n for n in record.get("forbidden") or [] if n in ex.not_with]
     how = record.get("how") or {}
     for feature, wanted in ex.how.items() if not unused else ():  # not computed with X says more than how
         if feature in how and how[feature] != wanted:
-            return _fail(ex, "not_as_asked", ex.hints.get("not_as_asked") or _HOW[feature, wanted])
+            return _fail(ex, "not_as_asked", _as_asked_hint(ex, feature) or _HOW[feature, wanted])
     if forbidden:
-        names = " and ".join(f"`{n}`" for n in forbidden)
+        via = record.get("forbidden_via") or {}
+        names = " and ".join(f"`{n}`" + (f" ({_PACKAGES[n]}{f', through `{via[n]}`' if via.get(n) else ''})"
+                                         if n in _PACKAGES else "") for n in forbidden)
         only = f", with {_OPS[ex.framework]} operations only" if ex.framework in _OPS else ""
-        return _fail(ex, "not_as_asked", ex.hints.get("not_as_asked")
-                     or f"Your cell uses {names}: this step is to be computed without "
-                        f"{'it' if len(forbidden) == 1 else 'them'}{only}.")
+        where = "Your cell" if ex.kind == "value" else f"`{ex.answers[0]}`"
+        own = _as_asked_hint(ex, "not_with")  # may say where the names go: {names}
+        return _fail(ex, "not_as_asked", own.replace("{names}", names) if own
+                     else f"{where} uses {names}: this step is to be computed without "
+                          f"{'it' if len(forbidden) == 1 else 'them'}{only}.")
     if not unused:
         return None
     quoted = [f"`{n}`" for n in unused]
@@ -1182,14 +1201,20 @@ def diagnose(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -
 
 def _diagnose(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]], rounding: bool) -> str | None:
     matches: dict[str, frozenset[int]] = {}
+    rights: dict[int, Any] = {}  # the reference on each trial, computed once (a long probe input is costly)
     for code in ex.mistakes:
         informative: set[int] = set()
         ok = True
         for t, (got, inputs) in enumerate(trials):
             try:
                 wrong = ex.variant(code, inputs)
-                right = ex.expected(inputs)
+                if t not in rights:
+                    rights[t] = None
+                    rights[t] = ex.expected(inputs)
+                right = rights[t]
             except Exception:  # a variant undefined for these inputs says nothing
+                continue
+            if right is None:
                 continue
             if _close(wrong, right, ex.answers, ex.rtol, ex.atol):
                 continue
@@ -1476,6 +1501,8 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
         return _fail(ex, "reads_globals", _reads_scalars(ex, scalars, "so it is right only where that number is "
                                                                       "the inputs' own. Take it from the function's "
                                                                       "arguments (a shape, a size)."))
+    if problem := _precision_problem(ex, record, trials) or _typed_in_problem(ex, plan, record):
+        return problem
     return Outcome(ex.id, "fail", 0, ex.points, fail)
 
 
@@ -1503,8 +1530,24 @@ def _typed_argument(ex: Exercise, plan: Plan, answers: Sequence[Arrays]) -> str 
     return None
 
 
+_LOW_PRECISION = ("float16", "bfloat16", "half")
+
+
+def _precision_problem(ex: Exercise, record: Mapping[str, Any],
+                       trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> Outcome | None:
+    """A result in half precision (float16, bfloat16) where the step asks for float32, whose numbers are off
+    only by that precision's rounding: the dtype is what to fix."""
+    facts = record.get("facts") or {}
+    if ex.dtype not in ("float", "float32") or \
+            not any(str(d) in _LOW_PRECISION for d in (facts.get("dtype") or {}).values()):
+        return None
+    if not all(_close(got, ex.expected(inputs), ex.answers, 1e-2, 1e-2) for got, inputs in trials):
+        return None
+    return _dtype_problem(ex, facts)
+
+
 # what the probes' watching inputs raise (helpers.course.exercises.nb07), as `_call` words it
-_WATCHED = re.compile(r"^`[^`]+` raised (?:KeysNotInBlocks|ScoresAboveTheDiagonal): (?P<what>.+?)"
+_WATCHED = re.compile(r"^`[^`]+` raised (?:KeysNotInBlocks|KeyBlocksTwice|ScoresAboveTheDiagonal): (?P<what>.+?)"
                       r"(?: \(line \d+: .*\))? when called on (?P<inputs>.+)\.$", re.S)
 
 
@@ -1546,17 +1589,69 @@ def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
         kind = str(error.get("kind"))
         if ex.predicts and kind in ("string", "not_array", "not_numeric", "dtype", "ragged"):
             return Outcome(ex.id, "fail", 0, ex.points, _prediction_form(ex, kind))
-        return outcome_for_error(ex, AnswerError(kind, str(error.get("message"))), record.get("calls"))
+        if kind == "string" and (text := _one_number_form(ex, plan, str(error.get("message")))):
+            return Outcome(ex.id, "fail", 0, ex.points, text)
+        if kind == "raised" and (typed := _typed_in_problem(ex, plan, record, f" (On other inputs it even fails: "
+                                                                               f"{error.get('message')})")):
+            return typed
+        answers = record.get("answers") or []
+        where = plan.inputs[len(answers)] if ex.kind == "function" and len(answers) < len(plan.inputs) else None
+        return outcome_for_error(ex, AnswerError(kind, str(error.get("message"))),
+                                 {"inputs": where, "how": record.get("how") or {}, "calls": record.get("calls")})
     if ex.kind == "value":
         return _evaluate_value(ex, plan, record)
     return _evaluate_function(ex, plan, record)
 
 
-def _raised_hint(ex: Exercise, message: str, calls: Sequence[str] | None = None) -> str:
-    """The exercise's sentences for an error with this message; one that names calls (a third entry) only when
-    the function's own code makes one of them."""
-    return "".join(f" {hint[1]}" for hint in ex.raised_hints if re.search(hint[0], message)
-                   and (len(hint) < 3 or set(hint[2]) & set(calls or ())))
+def _one_number_form(ex: Exercise, plan: Plan, message: str) -> str | None:
+    """For a string handed in where the step asks for one number: say so (a plain int where the number is a
+    count), instead of the general "a tensor, an array or a list"."""
+    try:
+        want = ex.expected(plan.inputs[0])[ex.answers[0]]
+    except Exception:  # noqa: BLE001
+        return None
+    if want.shape != ():
+        return None
+    kind = "a plain int" if float(want).is_integer() else "a plain number (a float)"
+    what = message.split(". Hand in numbers")[0]
+    return (f"{what}: the step asks for one number. Return the number itself, {kind}; format it (commas, units) "
+            "only when you print it.")
+
+
+def _raised_hint(ex: Exercise, message: str, context: Mapping[str, Any] | None = None) -> str:
+    """The sentences of :attr:`Exercise.raised_hints` for an error's text. ``context``: the inputs it raised on,
+    the code's features and the names its own code calls, for the hints that depend on them (a hint with a third
+    entry only when the code calls one of those names; a callable hint decides from the context)."""
+    context = context or {}
+    out = []
+    for hint in ex.raised_hints:
+        pattern, text = hint[0], hint[1]
+        if not re.search(pattern, message):
+            continue
+        if len(hint) >= 3 and not set(hint[2]) & set(context.get("calls") or ()):
+            continue
+        if callable(text):
+            text = text(message, context.get("inputs"), context.get("how") or {})
+        if text:
+            out.append(f" {text}")
+    return "".join(out)
+
+
+def _typed_in_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any], note: str = "") -> Outcome | None:
+    """A function right on the notebook's example whose own code types in that example's numbers (the numbers
+    of one of its arguments, such as the lengths [5, 2]) instead of using the argument."""
+    answers = record.get("answers") or []
+    if ex.kind != "function" or not answers or _compare(ex, answers[0], ex.expected(plan.inputs[0])) is not None:
+        return None
+    for values in record.get("typed_in") or []:
+        for name, arr in plan.inputs[0].items():
+            if isinstance(arr, np.ndarray) and arr.size == len(values) and arr.size >= 2 and \
+                    np.allclose(arr.ravel().astype(float), values):
+                shown = "[" + ", ".join(f"{v:g}" for v in values) + "]"
+                return _fail(ex, "hard_coded", f"`{ex.answers[0]}` types in the numbers of the notebook's "
+                                               f"`{name}` ({shown}) instead of using its argument `{name}`: right "
+                                               "for the notebook's example only." + note)
+    return None
 
 
 def _raising_mistake(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> str | None:
@@ -1577,10 +1672,10 @@ def _raising_mistake(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> str
     return None
 
 
-def outcome_for_error(ex: Exercise, err: AnswerError, calls: Sequence[str] | None = None) -> Outcome:
+def outcome_for_error(ex: Exercise, err: AnswerError, context: Mapping[str, Any] | None = None) -> Outcome:
     status = "not_done" if err.kind == "not_done" else "fail"
     code = err.kind if err.kind in MISTAKES else None
-    hint = _raised_hint(ex, err.message, calls) if status == "fail" else ""
+    hint = _raised_hint(ex, err.message, context) if status == "fail" else ""
     return Outcome(ex.id, status, 0, ex.points, err.message + hint, code)
 
 

@@ -132,6 +132,21 @@ def _containers(value: Any, allowed: set[str]) -> dict[str, list[Any]]:
     return {k: [v[0], v[1]] for k, v in value.items()
             if isinstance(v, list) and len(v) == 2 and v[0] in ("list", "tuple")
             and isinstance(v[1], int) and not isinstance(v[1], bool) and 0 <= v[1] < 10**9}
+def _features(value: Any) -> dict[str, bool]:
+    """The code features read from the function's own definition (:func:`helpers.runtime.cells.code_features`):
+    booleans under short names."""
+    if not isinstance(value, dict) or len(value) > 40:
+        return {}
+    return {k: v is True for k, v in value.items() if isinstance(k, str) and len(k) <= 40}
+
+
+def _typed_lists(value: Any) -> list[list[float]]:
+    """The lists of numbers typed into the function's code (:func:`helpers.runtime.cells.typed_lists`)."""
+    if not isinstance(value, list):
+        return []
+    return [[float(x) for x in item] for item in value[:20]
+            if isinstance(item, list) and len(item) <= 64
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x) for x in item)]
 
 
 def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
@@ -147,7 +162,10 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                 "globals_in": _names(raw.get("globals_in") or [], set(), "where the globals are read"),
                 "answers": [_arrays(a, set(ex.answers), "an answer") for a in answers]
                 if isinstance(answers := raw.get("answers"), list) and len(answers) < len(plan.inputs) else [],
-                "scalars_read": _scalars(raw.get("scalars_read")), "calls": _identifiers(raw.get("calls"))}
+                "scalars_read": _scalars(raw.get("scalars_read")), "calls": _identifiers(raw.get("calls")),
+                # what the function's own code says, for the hints about the error (a mask as wide as the longest
+                # length, the notebook's numbers typed in)
+                "how": _features(raw.get("how")), "typed_in": _typed_lists(raw.get("typed_in"))}
     answers_names = set(ex.answers)
     answers = raw.get("answers")
     if not isinstance(answers, list) or not answers or len(answers) > len(plan.inputs):
@@ -183,6 +201,11 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         record["unused"] = _names(raw.get("unused") or [], set(ex.computed_with), "the names not used")
     if ex.not_with:
         record["forbidden"] = _names(raw.get("forbidden") or [], set(ex.not_with), "the names used")
+        via = raw.get("forbidden_via")
+        if isinstance(via, dict):
+            record["forbidden_via"] = {k: v[:100] for k, v in via.items()
+                                       if k in record["forbidden"] and isinstance(v, str) and v.isidentifier()}
+    record["typed_in"] = _typed_lists(raw.get("typed_in"))
     raised = raw.get("raised")
     if isinstance(raised, dict):
         line = raised.get("line")

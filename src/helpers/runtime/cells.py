@@ -13,7 +13,7 @@ import symtable
 from collections.abc import Iterable, Sequence
 
 __all__ = ["assigned_names", "called_names", "code_features", "defining_cell", "filled_at", "first_code_line",
-           "free_names", "mentioned_names"]
+           "free_names", "mentioned_names", "typed_lists"]
 
 _MAGIC = re.compile(r"^(\s*)([%!].*)$", re.M)
 # For a cell that does not parse (a syntax error): the names on the left of a top-level `=`.
@@ -302,6 +302,60 @@ def _types_numbers(tree: ast.AST) -> bool:
     return False
 
 
+def _mentions_lengths(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Name) and "len" in n.id.lower() for n in ast.walk(node))
+
+
+def _max_of_lengths(tree: ast.AST) -> bool:
+    """Does the cell take the largest of some lengths (``lengths.max()``, ``max(enc_lengths)``,
+    ``tf.reduce_max(lengths)``): a name with "len" in it, maximised?"""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        fn = node.func
+        name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+        if name not in ("max", "amax", "reduce_max"):
+            continue
+        receiver = fn.value if isinstance(fn, ast.Attribute) and _root(fn) not in _LIBRARIES else None
+        if any(_mentions_lengths(a) for a in [*node.args, *([receiver] if receiver is not None else [])]):
+            return True
+    return False
+
+
+def _sequence_mask_without_maxlen(tree: ast.AST) -> bool:
+    """A ``tf.sequence_mask(lengths)`` call without its ``maxlen``: as wide as the longest length."""
+    return any(isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name))
+               and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) == "sequence_mask"
+               and len(node.args) < 2 and not any(k.arg in ("maxlen", None) for k in node.keywords)
+               for node in ast.walk(tree))
+
+
+def typed_lists(source: str) -> list[list[float]]:
+    """The literal lists (or tuples) of two numbers or more that a cell hands to a tensor or array constructor
+    (``torch.tensor([5, 2])``, ``np.array([[1, 2], [3, 4]])``), each flattened; [] if it does not parse."""
+    tree = _parse(source)
+    if tree is None:
+        return []
+
+    def flat(node: ast.AST) -> list[float]:
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return [x for e in node.elts for x in flat(e)]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return [-x for x in flat(node.operand)]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.UAdd):
+            return flat(node.operand)
+        return [float(node.value)] if isinstance(node, ast.Constant) else []
+
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args:
+            fn = node.func
+            name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+            if name in _CONSTRUCTORS and (_numbers(node.args[0]) or 0) >= 2:
+                out.append(flat(node.args[0]))
+    return out
+
+
 def code_features(source: str) -> dict[str, bool] | None:
     """How a cell computes, for steps that ask for one way: ``loop`` (a ``for``/``while`` or a
     comprehension), ``matmul`` (``@`` or a matrix-product call), ``implicit_softmax_dim`` (a softmax
@@ -309,7 +363,8 @@ def code_features(source: str) -> dict[str, bool] | None:
     call indexed, as in ``f(x)[perm]``) and ``typed_numbers`` (an array typed in by hand: a nested
     literal of numbers, or a tensor/array made from a literal of four numbers or more),
     ``library_attention`` (a library's attention called: ``scaled_dot_product_attention``, a
-    multi-head attention layer) and ``no_grad`` (gradient tracking switched off). ``None`` if it does
+    multi-head attention layer) and ``no_grad`` (gradient tracking switched off), ``max_of_lengths`` (the
+    largest of some lengths taken: ``lengths.max()``) and ``sequence_mask_without_maxlen``. ``None`` if it does
     not parse."""
     tree = _parse(source)
     if tree is None:
@@ -330,4 +385,6 @@ def code_features(source: str) -> dict[str, bool] | None:
             implicit = implicit or _implicit_axis(node, imported)
     return {"loop": loop, "matmul": matmul, "implicit_softmax_dim": implicit, "indexed_result": _indexes_a_result(tree),
             "typed_numbers": _types_numbers(tree),
-            "library_attention": bool(_call_names(tree) & _LIBRARY_ATTENTION), "no_grad": _without_grad(tree)}
+            "library_attention": bool(_call_names(tree) & _LIBRARY_ATTENTION), "no_grad": _without_grad(tree),
+            "max_of_lengths": _max_of_lengths(tree),
+            "sequence_mask_without_maxlen": _sequence_mask_without_maxlen(tree)}

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from ..convert import AnswerError, NotDone, framework_of, to_array
-from .cells import called_names, code_features, definition_source, mentioned_names
+from .cells import called_names, code_features, definition_source, mentioned_names, typed_lists
 from .history import History, Run, message_line
 from .watch import tracking
 
@@ -253,16 +253,99 @@ _COUNTER: Any = None
 
 
 def _counting(value: Any, name: str, counts: dict[str, int]) -> Any:
-    """A PyTorch tensor that adds to ``counts[name]`` the rows of every tensor multiplied by it
-    (``x @ value``, ``torch.matmul(x, value)``, ``x.mm(value)``) and keeps the rows of the first such
-    product in ``counts[name + "@first"]``; other values are returned as they are.
-    Results are plain tensors: only the products with the value itself are counted."""
+    """A PyTorch tensor that adds to ``counts[name]`` the rows of every tensor multiplied by it, and keeps the
+    rows of the first such product in ``counts[name + "@first"]``; other values are returned as they are.
+
+    Any product that consumes the value itself is counted, however it is written: ``x @ value``,
+    ``torch.matmul`` / ``mm`` / ``bmm`` / ``addmm``, ``F.linear(x, value.T)``, ``torch.einsum("nd,de->ne", x,
+    value)``, ``torch.tensordot``, ``torch.linalg.multi_dot``, or the value on the left (``value.T @ x.T``: the
+    columns of x). The value's transposes, copies and casts (``.T``, ``.t()``, ``.transpose``, ``.permute``,
+    ``.contiguous()``, ``.clone()``, ``.detach()``, ``.to(…)``, ``.float()``, ``.reshape``, ``.view``) are
+    counted as the value; anything else derived from it (a slice, a stack) is a plain tensor, and so are the
+    results: a product the count does not follow is missed, never invented."""
     global _COUNTER
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(value, torch.Tensor):
         return value
     if _COUNTER is None:
-        products = {torch.Tensor.__matmul__, torch.matmul, torch.Tensor.matmul, torch.mm, torch.Tensor.mm}
+        tensor = torch.Tensor
+        matmuls = {tensor.__matmul__, torch.matmul, tensor.matmul, torch.mm, tensor.mm, torch.bmm, tensor.bmm}
+        structural = {tensor.t, torch.t, tensor.transpose, torch.transpose, tensor.permute, torch.permute,
+                      tensor.contiguous, tensor.clone, torch.clone, tensor.detach, torch.detach, tensor.to,
+                      tensor.float, tensor.double, tensor.reshape, torch.reshape, tensor.view, tensor.type_as,
+                      tensor.requires_grad_}
+        transposes = {"T", "mT", "H", "mH"}
+        # weights put side by side (a fused projection, torch.cat([w_query, w_key, w_value], dim=1)): a product
+        # with the result is counted for each of them
+        joins = {torch.cat, torch.concat, torch.hstack, torch.column_stack, torch.stack}
+        linear = torch.nn.functional.linear
+
+        def rows_of(other: Any, contracted: int) -> int | None:
+            """The rows of ``other`` whose ``contracted`` entries each meet the weight."""
+            if not isinstance(other, torch.Tensor) or not other.ndim:
+                return None
+            return other.numel() // max(1, contracted)
+
+        def einsum_rows(args: tuple, counter: Any) -> int | None:
+            if not args or not isinstance(args[0], str):
+                return None
+            ops = list(args[1]) if len(args) == 2 and isinstance(args[1], (list, tuple)) else list(args[1:])
+            spec = args[0].replace(" ", "").split("->")[0].split(",")
+            if len(ops) != 2 or len(spec) != 2 or "." in args[0]:
+                return None
+            mine = 0 if ops[0] is counter else 1
+            other, letters = ops[1 - mine], spec[1 - mine]
+            if not isinstance(other, torch.Tensor) or len(letters) != other.ndim:
+                return None
+            shared = [size for letter, size in zip(letters, other.shape) if letter in spec[mine]]
+            return rows_of(other, int(np.prod(shared)) if shared else 1)
+
+        def rows_multiplied(func: Any, args: tuple, kwargs: dict, counter: Any) -> int | None:
+            """The rows of the other operand of a product that consumes ``counter`` (None: not such a product)."""
+            if func in matmuls and len(args) >= 2:
+                if args[1] is counter and isinstance(args[0], torch.Tensor) and args[0].ndim:
+                    return rows_of(args[0], args[0].shape[-1])
+                if args[0] is counter and isinstance(args[1], torch.Tensor) and args[1].ndim >= 2:
+                    return rows_of(args[1], args[1].shape[-2])  # the weight on the left: the other's columns
+                return None
+            if getattr(func, "__name__", "") == "__rmatmul__" and len(args) >= 2 and args[0] is counter:
+                return rows_of(args[1], args[1].shape[-1]) if isinstance(args[1], torch.Tensor) else None
+            if func is linear:
+                weight = args[1] if len(args) > 1 else kwargs.get("weight")
+                x = args[0] if args else kwargs.get("input")
+                return rows_of(x, x.shape[-1]) if weight is counter and isinstance(x, torch.Tensor) else None
+            if func in (torch.addmm, tensor.addmm) and len(args) >= 3 and args[2] is counter:
+                return rows_of(args[1], args[1].shape[-1]) if isinstance(args[1], torch.Tensor) else None
+            if func is torch.einsum:
+                return einsum_rows(args, counter)
+            if func is torch.tensordot and len(args) >= 2 and (args[0] is counter or args[1] is counter):
+                dims = args[2] if len(args) > 2 else kwargs.get("dims", 2)
+                mine = 0 if args[0] is counter else 1
+                other = args[1 - mine]
+                if not isinstance(other, torch.Tensor):
+                    return None
+                if isinstance(dims, int):
+                    axes = range(other.ndim - dims, other.ndim) if mine == 1 else range(dims)
+                else:
+                    axes = list(dims[1 - mine]) if isinstance(dims[1 - mine], (list, tuple)) else [dims[1 - mine]]
+                return rows_of(other, int(np.prod([other.shape[a] for a in axes])))
+            if func is torch.linalg.multi_dot and args and isinstance(args[0], (list, tuple)) and len(args[0]) == 2:
+                first, second = args[0]
+                return rows_of(first, first.shape[-1]) if second is counter and isinstance(first, torch.Tensor) \
+                    else None
+            return None
+
+        def keeps_being(func: Any) -> bool:
+            """Does ``func`` give the weight itself again (a transpose, a copy, a cast)?"""
+            if func in structural:
+                return True
+            owner = getattr(func, "__self__", None)  # a property's getter: .T, .mT
+            return getattr(func, "__name__", "") == "__get__" and getattr(owner, "__name__", "") in transposes
+
+        def counted(result: Any, counts: dict[str, int], name: str) -> Any:
+            out = result.as_subclass(RowCounter)
+            out._counts, out._name = counts, name
+            return out
 
         class RowCounter(torch.Tensor):
             __module__ = "torch"  # a tensor like any other, for the student's code and for framework_of
@@ -271,14 +354,29 @@ def _counting(value: Any, name: str, counts: dict[str, int]) -> Any:
 
             @classmethod
             def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
-                if func in products and len(args) >= 2 and isinstance(args[1], RowCounter) and \
-                        args[1]._counts is not None and isinstance(args[0], torch.Tensor) and args[0].ndim:
-                    counts, left, name = args[1]._counts, args[0], args[1]._name
-                    rows = left.numel() // max(1, left.shape[-1])
-                    counts[name] = counts.get(name, 0) + rows
-                    counts.setdefault(name + "@first", rows)  # the rows of the first product alone
+                kwargs = kwargs or {}
+                flat = [*args, *kwargs.values()]
+                flat += [a for x in flat if isinstance(x, (list, tuple)) for a in x]
+                counters = [a for a in flat if isinstance(a, RowCounter) and a._counts is not None]
+                for counter in counters[:1]:
+                    try:
+                        rows = rows_multiplied(func, args, kwargs, counter)
+                    except Exception:  # noqa: BLE001 — arguments of a shape the count does not know: not counted
+                        rows = None
+                    if rows is not None:
+                        for name in counter._name.split("+"):
+                            counter._counts[name] = counter._counts.get(name, 0) + rows
+                            counter._counts.setdefault(name + "@first", rows)  # the first product alone
                 with torch._C.DisableTorchFunctionSubclass():
-                    return func(*args, **(kwargs or {}))
+                    result = func(*args, **kwargs)
+                source = args[0] if args else None
+                if isinstance(source, RowCounter) and source._counts is not None and keeps_being(func) and \
+                        isinstance(result, torch.Tensor):
+                    return counted(result, source._counts, source._name)
+                if func in joins and counters and isinstance(result, torch.Tensor):
+                    names = "+".join(dict.fromkeys(n for c in counters for n in c._name.split("+")))
+                    return counted(result, counters[0]._counts, names)
+                return result
 
         _COUNTER = RowCounter
     out = value.as_subclass(_COUNTER)
@@ -477,6 +575,36 @@ def _influential(fn: Any, scalars: Mapping[str, float], trials: Sequence[Mapping
         finally:
             glob[name] = old
     return found
+
+
+def _packages_reached(fn: Any, depth: int = 3) -> dict[str, str | None]:
+    """The top-level packages (``torch``, ``tensorflow``, …) a function reaches by name, whatever it calls them:
+    through a global bound to one of their modules, functions or classes (``torch``, ``F``, an alias such as
+    ``_t``, ``from torch import tensor``), an ``import`` inside the function, or the same in a function of the
+    notebook it calls (``depth`` levels down): ``{package: None}``, or the name of that function of the
+    notebook through which it is reached."""
+    code = getattr(fn, "__code__", None)
+    glob = getattr(fn, "__globals__", None)
+    if code is None or not isinstance(glob, dict):
+        return {}
+    out: dict[str, str | None] = {}
+    todo = [code]
+    while todo:
+        c = todo.pop()
+        for ins in dis.get_instructions(c):
+            if ins.opname == "IMPORT_NAME":
+                out[str(ins.argval).split(".")[0]] = None
+        todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    for name in sorted(_global_names(code)):
+        value = glob.get(name)
+        where = value.__name__ if isinstance(value, types.ModuleType) else \
+            getattr(value, "__module__", None) if callable(value) else None
+        if isinstance(where, str) and where != getattr(fn, "__module__", None):
+            out[where.split(".")[0]] = None
+        elif depth > 1 and isinstance(value, types.FunctionType) and value is not fn:
+            for package in _packages_reached(value, depth - 1):  # the notebook's own (attention_loops: torch)
+                out.setdefault(package, name)
+    return out
 
 
 def _is_model(value: Any) -> bool:
@@ -924,17 +1052,20 @@ def _call(fn: Callable[..., Any], name: str, args: list[Any], which: str, shapes
     return result
 
 
-def _keeps_grad(fn: Callable[..., Any], name: str, inputs: Mapping[str, Any]) -> bool | None:
-    """Called on float inputs that require a gradient (as trainable weights do), does ``fn`` return a result
-    that still requires one, and does the gradient of its sum reach every one of those inputs? False when it
-    cuts the graph (``.detach()``, ``torch.no_grad()``, a NumPy round trip), for all inputs or for one; None
-    when that cannot be told (it raised, or returned no tensor)."""
+def _keeps_grad(fn: Callable[..., Any], name: str, inputs: Mapping[str, Any],
+                wanted: Iterable[str] | None = None) -> bool | None:
+    """Called on float inputs that require a gradient (as trainable weights do; with ``wanted``, those of these
+    names only), does ``fn`` return a result that still requires one, and does the gradient of its sum reach
+    every one of those inputs? False when it cuts the graph (``.detach()``, ``torch.no_grad()``, a NumPy round
+    trip), for all inputs or for one; None when that cannot be told (it raised, or returned no tensor)."""
     args = []
-    for v in inputs.values():
+    names = None if wanted is None else set(wanted)
+    for key, v in inputs.items():
         t = to_framework(v, "torch")
         # a mask of 0s and 1s (a dropout draw) is not trained: a function may use it as booleans
         mask = isinstance(v, np.ndarray) and v.size > 0 and bool(np.isin(v, (0.0, 1.0)).all())
-        if hasattr(t, "is_floating_point") and t.is_floating_point() and not mask:
+        if hasattr(t, "is_floating_point") and t.is_floating_point() and not mask \
+                and (names is None or key in names):
             t = t.clone().requires_grad_(True)
         args.append(t)
     try:
@@ -949,10 +1080,17 @@ def _keeps_grad(fn: Callable[..., Any], name: str, inputs: Mapping[str, Any]) ->
 
             wanting = [a for a in args if getattr(a, "requires_grad", False)]
             grads = torch.autograd.grad(result.sum(), wanting, allow_unused=True)
-    except Exception as exc:  # noqa: BLE001
-        # `.numpy()` refuses a tensor that requires a gradient: a trip through NumPy, which cuts the graph
-        return False if "numpy() on Tensor that requires grad" in str(exc) else None
+    except Exception as exc:  # noqa: BLE001 — the student's function: anything can happen
+        return _numpy_of_graph(exc)
     return all(g is not None for g in grads)
+
+
+def _numpy_of_graph(exc: BaseException) -> bool | None:
+    """False when ``exc`` is PyTorch refusing ``.numpy()`` on a tensor that requires a gradient: the function
+    takes its result out of the graph (a NumPy round trip), and only works where no gradient is wanted. None
+    (cannot be told) for any other error."""
+    text = str(exc)
+    return False if isinstance(exc, RuntimeError) and "numpy()" in text and "requires grad" in text else None
 
 
 def _shapes(inputs: Mapping[str, Any]) -> str:
@@ -984,10 +1122,15 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
         record["calls"] = sorted(called_names(own))
     if own is not None and plan.get("how"):
         record["how"] = code_features(own)
+    if own is not None:
+        record["typed_in"] = typed_lists(own)
     if own is not None and (plan.get("computed_with") or plan.get("not_with")):
         mentioned = mentioned_names(own)
         record["unused"] = sorted(set(plan.get("computed_with") or ()) - mentioned)
-        record["forbidden"] = sorted(set(plan.get("not_with") or ()) & mentioned)
+        reached = _packages_reached(fn)
+        record["forbidden"] = sorted(set(plan.get("not_with") or ()) & (mentioned | set(reached)))
+        record["forbidden_via"] = {p: via for p, via in reached.items() if p in record["forbidden"] and via
+                                   and p not in mentioned}
     mutated: set[str] = set()
     try:
         for i, inputs in enumerate(plan.get("trials") or []):
@@ -999,14 +1142,17 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             if i == 0:
                 record["facts"] = _facts({name: result})
             record["answers"].append({name: to_array(result, f"{name}(...)", finite=False)})
-        record["probes"] = _probes(plan, fn, name, framework)
+        # a function that uses what the step rules out (another library) is not measured: that comes first
+        record["probes"] = {} if record.get("forbidden") else _probes(plan, fn, name, framework)
         if plan.get("keeps_grad") and framework == "torch" and plan.get("trials"):
-            record["keeps_grad"] = _keeps_grad(fn, name, plan["trials"][0])
+            wanted = plan["keeps_grad"] if isinstance(plan["keeps_grad"], (list, tuple)) else None
+            record["keeps_grad"] = _keeps_grad(fn, name, plan["trials"][0], wanted)
     except AnswerError as err:
         # what it returned before it raised: the mistake that makes it raise may show in those numbers
         return {**_error(err.kind, err.message), "globals_read": read, "globals_in": record["globals_in"],
                 "answers": record["answers"] if err.kind == "raised" else [],
-                "scalars_read": record["scalars_read"], "calls": record.get("calls")}
+                "scalars_read": record["scalars_read"], "calls": record.get("calls"), "how": record.get("how"),
+                "typed_in": record.get("typed_in", [])}
     record["mutated"] = sorted(mutated)
     return record
 

@@ -8,7 +8,9 @@ reshaping. A product of queries with keys (``@``, ``*``, ``np.dot``, ``np.einsum
 - ``causal_blocks``: scores of a key after its query; a block entirely above the diagonal, or far more
   such scores than the diagonal blocks hold, raises :class:`ScoresAboveTheDiagonal` from inside the call;
 - ``key_blocks``: how many keys each product takes at once; after the call, :meth:`_KeyLog.finish`
-  raises :class:`KeysNotInBlocks` when that was never the block size.
+  raises :class:`KeysNotInBlocks` when that was never the block size, and :class:`KeyBlocksTwice` when
+  the scores of a query and a key were computed again after the function had gone on to other keys (a
+  second pass over the key blocks).
 
 Arrays derived in ways not followed here become plain arrays: a probe can miss a computation, never
 invent one. Nothing here knows a right answer.
@@ -21,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["KeysNotInBlocks", "ScoresAboveTheDiagonal", "WATCHES", "tracking"]
+__all__ = ["KeyBlocksTwice", "KeysNotInBlocks", "ScoresAboveTheDiagonal", "WATCHES", "tracking"]
 
 
 
@@ -66,11 +68,23 @@ class KeysNotInBlocks(RuntimeError):
     """Raised after a blockwise function has run, when it did not take the keys one block at a time."""
 
 
+class KeyBlocksTwice(RuntimeError):
+    """Raised after a blockwise function has run, when it went through the key blocks twice (the scores of a
+    query and a key computed again after other keys: a maximum first, then the sums)."""
+
+
+def _span(tokens: np.ndarray) -> str:
+    return f"{tokens.min()}–{tokens.max()}" if tokens.size > 1 else f"{tokens.min()}"
+
+
 class _KeyLog:
     """How many keys each product of the probe's queries with its keys takes at once (07.flash): at most
     ``block_size``, and ``block_size`` for at least one product, or the function is not going through the
-    keys block by block. Nothing is raised during the call (the reference and the wrong variants may run
-    on the same inputs); :meth:`finish` says what the call just did."""
+    keys block by block. And whether a (query, key) score is computed again after products with other keys:
+    the same block's scores computed twice in a row (for its maximum, then for the exponentials) is still one
+    pass; coming back to a block after others is a second one. Nothing is raised during the call (the
+    reference and the wrong variants may run on the same inputs); :meth:`finish` says what the call just
+    did."""
 
     def __init__(self, n: int, block_size: int):
         self.n, self.block_size = n, block_size
@@ -78,12 +92,29 @@ class _KeyLog:
 
     def start(self) -> None:
         self.widest = 0
+        self.products = 0
+        self.when = np.full((self.n, self.n), -1, dtype=np.int64)  # the product that last computed (i, j)
+        self.again: tuple[np.ndarray, np.ndarray] | None = None
+        self.glued_keys: np.ndarray | None = None
+
+    def glued(self, rows: np.ndarray, keys: np.ndarray) -> None:
+        """Scores of several key blocks glued together into one array (see :class:`_Scores`). The whole n × n
+        matrix is left to the peak-memory probe, as in :meth:`product`."""
+        if rows.size == self.n and keys.size == self.n:
+            return
+        if keys.size > self.block_size and (self.glued_keys is None or keys.size > self.glued_keys.size):
+            self.glued_keys = keys
 
     def product(self, q_tok: np.ndarray, k_tok: np.ndarray) -> None:
-        rows, cols = np.unique(q_tok).size, int(np.unique(k_tok).size)
-        if rows == self.n and cols == self.n:
+        rows, cols = np.unique(q_tok), np.unique(k_tok)
+        if rows.size == self.n and cols.size == self.n:
             return  # the whole n × n matrix: the peak-memory probe says what is wrong with that
-        self.widest = max(self.widest, cols)
+        self.widest = max(self.widest, int(cols.size))
+        seen = self.when[np.ix_(rows, cols)]
+        if self.again is None and ((seen >= 0) & (seen < self.products - 1)).any():
+            self.again = (rows, cols)
+        self.when[np.ix_(rows, cols)] = self.products
+        self.products += 1
 
     def finish(self) -> None:
         b = self.block_size
@@ -91,6 +122,14 @@ class _KeyLog:
             raise KeysNotInBlocks(f"it multiplied queries with {self.widest} keys at once (block_size = {b})")
         if 0 < self.widest < b:
             raise KeysNotInBlocks(f"it never took more than {self.widest} keys at once (block_size = {b})")
+        if self.glued_keys is not None:
+            raise KeysNotInBlocks(f"it glued the scores of keys {_span(self.glued_keys)}, computed block by block, "
+                                  "into one array: a softmax over all of them at once, not an online softmax over "
+                                  "the blocks")
+        if self.again is not None:
+            rows, cols = self.again
+            raise KeyBlocksTwice(f"it computed the scores of queries {_span(rows)} with keys {_span(cols)} a "
+                                 "second time, after it had gone on to other keys: two passes over the key blocks")
 
 
 def _tokens_of(x: Any) -> list:
@@ -182,13 +221,15 @@ class _Tokens(np.ndarray):
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         tracked = _tokens_of(list(inputs))
-        _record(tracked)
+        keys = _record(tracked)
         outs = kwargs.get("out")
         if outs is not None:
             kwargs["out"] = tuple(_unwrap(o) for o in outs)
         result = getattr(ufunc, method)(*(_unwrap(x) for x in inputs), **kwargs)
         if outs is not None:
             return outs[0] if len(outs) == 1 else outs
+        if keys is not None:
+            return _Scores.of(result, keys, tracked[0]._log)
         roles = {t._role for t in tracked}
         if method == "__call__" and len(roles) == 1 and isinstance(result, np.ndarray):
             source = tracked[0]
@@ -198,8 +239,10 @@ class _Tokens(np.ndarray):
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         tracked = _tokens_of(list(args)) + _tokens_of(list(kwargs.values()))
-        _record(tracked)
+        keys = _record(tracked)
         result = func(*_unwrap(args), **{key: _unwrap(value) for key, value in kwargs.items()})
+        if keys is not None:
+            return _Scores.of(result, keys, tracked[0]._log)
         roles = {t._role for t in tracked}
         if func in _STRUCTURAL and len(roles) == 1:
             plain = [a for a in _arrays_in(args) if not isinstance(a, _Tokens)]
@@ -226,12 +269,61 @@ def _carry(result: np.ndarray, role: str | None, tok: np.ndarray, log: _Log | No
     return out
 
 
-def _record(tracked: list) -> None:
+def _record(tracked: list) -> tuple[np.ndarray, np.ndarray] | None:
+    """Tell the log about a product of queries with keys; the queries and keys it took (None: not such a
+    product)."""
     queries = [t for t in tracked if t._role == "q"]
     keys = [t for t in tracked if t._role == "k"]
-    if queries and keys:
-        queries[0]._log.product(np.concatenate([t._tok.ravel() for t in queries]),
-                                np.concatenate([t._tok.ravel() for t in keys]))
+    if not (queries and keys):
+        return None
+    q_tok, k_tok = np.concatenate([t._tok.ravel() for t in queries]), np.concatenate([t._tok.ravel() for t in keys])
+    queries[0]._log.product(q_tok, k_tok)
+    return np.unique(q_tok), np.unique(k_tok)
+
+
+_GLUING = {np.concatenate, np.hstack, np.column_stack, np.append}
+
+
+class _Scores(np.ndarray):
+    """What a product of the probe's queries with its keys gave (and what is computed from it element by element,
+    or summed over the features): scores that know which keys they belong to. Gluing the scores of several key
+    blocks together along the keys (``np.concatenate(parts, axis=1)``) tells a log that asks for it (``glued``):
+    one softmax over all of them, not an online softmax over the blocks."""
+
+    _rows: np.ndarray | None = None
+    _keys: np.ndarray | None = None
+    _log: Any = None
+
+    @classmethod
+    def of(cls, result: Any, tokens: tuple[np.ndarray, np.ndarray] | None, log: Any) -> Any:
+        if not isinstance(result, np.ndarray) or tokens is None or not hasattr(log, "glued"):
+            return result
+        out = result.view(cls)
+        (out._rows, out._keys), out._log = tokens, log
+        return out
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self._rows, self._keys = getattr(obj, "_rows", None), getattr(obj, "_keys", None)
+        self._log = getattr(obj, "_log", None)
+
+    def __reduce__(self):  # a copy in another process is a plain array
+        return self.view(np.ndarray).__reduce__()
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        if func in _GLUING:
+            parts = [a for a in _arrays_in(args[:2] if func is np.append else args[:1]) if isinstance(a, _Scores)
+                     and a._keys is not None and a.ndim >= 2 and a.shape[-1] == a._keys.size]
+            axis = kwargs.get("axis", args[1] if func is np.concatenate and len(args) > 1 else
+                              args[2] if func is np.append and len(args) > 2 else None)
+            along_keys = func in (np.hstack, np.column_stack) or axis in (-1, parts[0].ndim - 1 if parts else -1)
+            if len(parts) >= 2 and along_keys and len({tuple(a._keys) for a in parts}) >= 2:
+                self._log.glued(np.unique(np.concatenate([a._rows for a in parts])),
+                                np.unique(np.concatenate([a._keys for a in parts])))
+            return super().__array_function__(func, types, args, kwargs)
+        result = super().__array_function__(func, types, args, kwargs)
+        if isinstance(result, np.ndarray) and not isinstance(result, _Scores) and result.shape == self.shape:
+            return _Scores.of(result, (self._rows, self._keys), self._log)  # np.where(mask, -inf, s): the same
+        return result
 
 
 WATCHES = {"causal_blocks": _Log, "key_blocks": _KeyLog}

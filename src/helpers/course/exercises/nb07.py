@@ -44,6 +44,11 @@ STREAM = np.array([1.0, 3.0, 0.5, 4.0, 4.0, -2.0, 6.5, 2.0])
 # Float64's largest x with a finite exp(x) is about 709.78: scores just below it keep every
 # exp(x) finite but make the plain sum overflow.
 NEAR_OVERFLOW = 709.0
+# The fresh streams lie this far below 0: below every finite stand-in for −∞ a student may start the maximum
+# at (−1e9, −9999), so such a start is never overtaken there.
+FAR_BELOW = -1e12
+# The stand-in for −∞ that students write most (the finite_max_start variant).
+SENTINEL = -1e9
 
 
 def batched_example() -> dict:
@@ -80,6 +85,8 @@ VECTORISED_MISTAKES = {
     "softmax_wrong_axis": lambda q, k, v: attention(q, k, v, axis=-2),
     # dim=1, right for the (n, n) scores of the earlier notebooks: here it is the heads axis
     "softmax_over_heads": lambda q, k, v: attention(q, k, v, axis=1),
+    # the weights (or the outputs) divided by √d_k instead of the scores
+    "scale_after_softmax": lambda q, k, v: attention(q, k, v, scale=1.0) / np.sqrt(q.shape[-1]),
 }
 
 
@@ -138,6 +145,8 @@ ONLINE_MISTAKES = {
     "unstable_softmax": lambda scores: _running(scores, shift=False),
     "normaliser_pair_swapped": lambda scores: _running(scores)[::-1],
     "positive_exponent": _exponent_above_max,
+    # a finite "minus infinity" (−1e9) as the start: never overtaken by scores below it, so every exp underflows
+    "finite_max_start": lambda scores: _running(scores, start=SENTINEL),
 }
 
 
@@ -151,10 +160,12 @@ Allowed = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 def _blockwise(q, k, v, block_size, *, allowed: Allowed | None = None, zeroed: Allowed | None = None,
                scale=None, rescale_total=True, rescale_acc=True, m0=-np.inf, keep_max=True, per_row=True,
-               shift="running", divide=True, last_block=True, local_max=False):
+               shift="running", divide=True, last_block=True, local_max=False, acc_power=1, rescaled="old"):
     """Blockwise attention with an online softmax, every query at once, key block by key block in order,
     with switches for the catalogued mistakes (``local_max``: m is the block's own maximum, not the
-    running one — exact, until a later block's scores are far lower and exp(m_old − m_new) overflows).
+    running one — exact, until a later block's scores are far lower and exp(m_old − m_new) overflows;
+    ``acc_power=2``: acc multiplied by the factor twice; ``rescaled="new"``: the factor applied to the block's
+    new terms instead of to what was summed before).
 
     ``allowed(rows, cols)`` says which (query, key) pairs are used (None: all); a query with no
     allowed key in a block leaves its running quantities untouched, as a loop over query tiles that
@@ -181,8 +192,13 @@ def _blockwise(q, k, v, block_size, *, allowed: Allowed | None = None, zeroed: A
             m_new = b_max if local_max else np.maximum(m, b_max)
             alpha = np.exp(m - m_new)
             p = np.exp(s - (m_new if shift == "running" else b_max)[:, None])
-            new_total = (alpha if rescale_total else 1.0) * total + p.sum(axis=1)
-            new_acc = (alpha[:, None] if rescale_acc else 1.0) * acc + p @ v[start : start + block_size]
+            if rescaled == "new":
+                new_total = total + alpha * p.sum(axis=1)
+                new_acc = acc + alpha[:, None] * (p @ v[start : start + block_size])
+            else:
+                new_total = (alpha if rescale_total else 1.0) * total + p.sum(axis=1)
+                factor = alpha[:, None] ** acc_power if rescale_acc else 1.0
+                new_acc = factor * acc + p @ v[start : start + block_size]
             total = np.where(active, new_total, total)
             acc = np.where(active[:, None], new_acc, acc)
             if keep_max:
@@ -255,6 +271,8 @@ FLASH_MISTAKES = {
     "block_max_in_exp": lambda q, k, v, block_size: _blockwise(q, k, v, block_size, shift="block"),
     "softmax_per_block": lambda q, k, v, block_size: _per_block_average(q, k, v, block_size),
     "max_not_running": lambda q, k, v, block_size: _blockwise(q, k, v, block_size, local_max=True),
+    "acc_rescaled_twice": lambda q, k, v, block_size: _blockwise(q, k, v, block_size, acc_power=2),
+    "new_block_rescaled": lambda q, k, v, block_size: _blockwise(q, k, v, block_size, rescaled="new"),
 }
 
 
@@ -270,6 +288,8 @@ def _masks(block_size: int, mask: str) -> tuple[Allowed | None, Allowed | None]:
     wrong       keys j ≥ i of the diagonal block     zero      keys j > i there scored 0 instead of hidden
     none        every key (no causal mask at all)
     local       in every block not above the diagonal, the keys j ≤ i counted within the block
+    tile        in every block not above the diagonal, the keys j ≤ i mod b: the query's position counted
+                within its tile, the key's in the whole sequence
     """
     b = block_size
 
@@ -285,6 +305,7 @@ def _masks(block_size: int, mask: str) -> tuple[Allowed | None, Allowed | None]:
         "zero": lambda i, j: j // b <= i // b,
         "none": None,
         "local": lambda i, j: (j // b <= i // b) & (j % b <= i % b),
+        "tile": lambda i, j: (j // b <= i // b) & (j <= i % b),
     }[mask]
     zeroed = (lambda i, j: same_block(i, j) & (j > i)) if mask == "zero" else None
     return allowed, zeroed
@@ -321,6 +342,7 @@ CAUSAL_MISTAKES = {
     "mask_wrong_triangle": lambda q, k, v, block_size: _causal(q, k, v, block_size, "wrong"),
     "mask_with_zero": lambda q, k, v, block_size: _causal(q, k, v, block_size, "zero"),
     "triangle_mask_every_block": lambda q, k, v, block_size: _causal(q, k, v, block_size, "local"),
+    "tile_positions_local": lambda q, k, v, block_size: _causal(q, k, v, block_size, "tile"),
 }
 
 
@@ -344,15 +366,17 @@ def vectorised_inputs(rng=None):
 
 def online_inputs(rng=None):
     """The notebook's stream, or a fresh one whose maximum jumps far up: the first score near −1100,
-    the others near −300 (all negative, so a running maximum started at 0 never moves; a maximum frozen
-    at the first score is 800 too low, and exp of the jump, e^800, overflows: an update that takes
-    exp(s − m) before raising m shows)."""
+    the others near −300 (so a maximum frozen at the first score is 800 too low, and exp of the jump,
+    e^800, overflows: an update that takes exp(s − m) before raising m shows), every one of them moved
+    down by 10¹² (FAR_BELOW): all negative, so a running maximum started at 0 never moves, and all below
+    any finite "minus infinity" such as −1e9, which never moves either. (Differences of scores near 10¹²
+    are exact in float64, so the right answer is computed as accurately as on the notebook's stream.)"""
     if rng is None:
         return {"scores": STREAM.copy()}
     n = int(rng.integers(12, 48))
     scores = -300.0 + rng.normal(0.0, 3.0, size=n)
     scores[0] = -1100.0 + rng.normal(0.0, 3.0)
-    return {"scores": scores}
+    return {"scores": FAR_BELOW + scores}
 
 
 def long_stream(rng):
@@ -432,6 +456,19 @@ def causal_probe_inputs(rng):
             "block_size": block}
 
 
+# Part 3 is NumPy: another framework's tensors (and their memory, which NumPy's tracing does not see) are not the step
+NOT_NUMPY = ("torch", "tensorflow", "keras", "jax")
+NUMPY_HINTS = {
+    "not_as_asked:not_with": "Your function uses {names}: Part 3 is NumPy. Write the blocks and the running "
+    "quantities with NumPy arrays; another library's arrays and functions are not the step.",
+}
+TWO_PASSES_HINT = (
+    "Your function goes through the key blocks twice: first for the maximum, then again for the sums, so every "
+    "score is computed twice. The online softmax needs one pass: with each block, update m, total and acc "
+    "together, rescaling what was summed so far by exp(m_old − m_new) when m grows."
+)
+BLOCKS_RAISED = {r"\bKeysNotInBlocks\b": "keys_not_in_blocks", r"\bKeyBlocksTwice\b": "not_one_pass"}
+
 WRONG_TRIANGLE_HINT = (
     "In the diagonal block you hid the keys before each query and kept the ones after it. Query i may look "
     "at keys j ≤ i: hide the keys with j > i (the upper triangle of the diagonal block)."
@@ -449,10 +486,14 @@ register(
         reference=lambda q, k, v: attention(q, k, v),
         mistakes=VECTORISED_MISTAKES,
         dtype="float32",
+        keeps_grad=True,  # attention inside a model that is trained: no .detach(), no torch.no_grad()
         how={"library_attention": False},  # the cell compares it with the fused function: that one is not the step
         # `.T` reverses all four axes: the product that follows cannot line them up, and raises
         raises={r"RuntimeError.*\(line \d+: `[^`]*\.T\b": "transposed_all_axes"},
         hints={
+            "not_as_asked:library_attention": "Your function calls a library's attention "
+            "(`scaled_dot_product_attention`). This step asks you to write the batched version yourself, from "
+            "matrix products and a softmax: the fused function is what the cell compares yours with.",
             "missing_scale": "Your scores were not divided by √d_k. Divide them by the square root of the last "
             "axis of q (the width of a query) before the softmax.",
             "scale_by_d": "You divided by d_k itself. Divide by its square root, √d_k.",
@@ -475,6 +516,7 @@ register(
         inputs=online_inputs,
         reference=lambda scores: _running(scores),
         mistakes=ONLINE_MISTAKES,
+        not_with=NOT_NUMPY,
         probes=(Probe("one_pass", long_stream, lambda inputs: 64, "not_one_pass", stream="scores"),
                 # read once but kept whole (a list of 5 000 floats is about 160 KiB): not an online softmax either
                 Probe("peak_memory", long_stream, lambda inputs: 32 * 1024, "not_one_pass")),
@@ -489,6 +531,8 @@ register(
             "the total when m grows.",
             "first_score_as_max": "Your m never moves past the first score, so a larger score later is measured "
             "against a maximum that is too small (and can overflow). Update m with every score.",
+            "not_as_asked:not_with": "`online_normaliser` uses {names}: Part 3 is NumPy and plain Python. Go "
+            "through the stream with one loop, keeping m and total as Python (or NumPy) numbers.",
         },
     ),
     Exercise(
@@ -504,8 +548,24 @@ register(
         probes=(Probe("peak_memory", long_flash, flash_memory_limit, "full_score_matrix"),
                 Probe("key_blocks", key_probe_inputs, lambda inputs: 0, "keys_not_in_blocks")),
         edge=one_block,
-        raises={r"\bKeysNotInBlocks\b": "keys_not_in_blocks"},
+        raises=BLOCKS_RAISED,
+        how={"library_attention": False},
+        not_with=NOT_NUMPY,
         hints={
+            **NUMPY_HINTS,
+            "not_as_asked:library_attention": "Your function calls a library's attention "
+            "(`scaled_dot_product_attention`): this step is to write blockwise attention yourself, in NumPy: the "
+            "keys one block at a time, each query's m, total and acc updated as in the table.",
+            "not_one_pass": TWO_PASSES_HINT,
+            "keys_not_in_blocks": "Your function does not run the online softmax over the key blocks one at a "
+            "time: take block_size keys at a time (the last block may be shorter), update each query's m, total and "
+            "acc with that block, and divide once at the end.",
+            "acc_rescaled_twice": "Your acc is multiplied by the factor exp(m_old − m_new) twice when a block "
+            "raises a query's maximum. Once is what makes the old sum count against the new maximum: "
+            "acc · exp(m_old − m_new) + exp(S_b − m_new) V_b, the same factor as for total.",
+            "new_block_rescaled": "You multiplied the new block's terms by exp(m_old − m_new). The new terms are "
+            "already measured against m_new; it is what was summed before (total and acc, measured against the old "
+            "maximum) that must be multiplied by it: total · exp(m_old − m_new) + the block's sum.",
             "max_not_running": "Your m is the maximum of the current block only, not of every score so far. "
             "That is exact until a later block's scores are far below an earlier one's: then exp(m_old − m_new) "
             "overflows to inf (here: scores near +400, then near −400). Keep the running maximum, "
@@ -542,10 +602,26 @@ register(
         probes=(
             Probe("peak_memory", long_flash, flash_memory_limit, "full_score_matrix"),
             Probe("causal_blocks", causal_probe_inputs, lambda inputs: 0, "future_blocks_computed"),
+            # "for each tile, run the online softmax … over the key blocks": not all the past keys at once
+            Probe("key_blocks", causal_probe_inputs, lambda inputs: 0, "keys_not_in_blocks"),
         ),
         edge=one_block,
-        raises={r"\bScoresAboveTheDiagonal\b": "future_blocks_computed"},
+        raises={r"\bScoresAboveTheDiagonal\b": "future_blocks_computed", **BLOCKS_RAISED},
+        how={"library_attention": False},
+        not_with=NOT_NUMPY,
         hints={
+            **NUMPY_HINTS,
+            "not_as_asked:library_attention": "Your function calls a library's attention "
+            "(`scaled_dot_product_attention`): this step is to write causal blockwise attention yourself, in "
+            "NumPy: one tile of queries at a time, the online softmax over the key blocks up to the diagonal.",
+            "not_one_pass": TWO_PASSES_HINT,
+            "keys_not_in_blocks": "Your function does not run the online softmax over the key blocks one at a "
+            "time. For each tile of queries, go through the key blocks up to the diagonal one by one (block_size "
+            "keys each, the last one may be shorter), updating the tile's m, total and acc with each block as in "
+            "07.flash.",
+            "tile_positions_local": "Your mask compares the keys' positions in the whole sequence with the "
+            "queries' positions inside their tile (0 … block_size − 1). Count both in the whole sequence: query "
+            "row r of the tile starting at q_start is at position q_start + r.",
             "missing_scale": "Your scores were not divided by √d_k. Divide each block of scores by the square "
             "root of the width of a query before masking it and taking its maximum.",
             MISSING_RESCALE: "When a block raises a query's running maximum m, what was summed so far (in total "

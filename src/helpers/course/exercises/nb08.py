@@ -72,10 +72,10 @@ def _exponents(d_model: int, how: str = "pair") -> np.ndarray:
     }[how].astype(np.float64)
 
 
-def sinusoid(n, d_model, exponent="pair", start=0, layout="interleaved"):
+def sinusoid(n, d_model, exponent="pair", start=0, layout="interleaved", base=BASE):
     """(n, d_model): sin in the even columns, cos in the odd ones, with switches for the mistakes."""
     n, d_model = int(n), int(d_model)
-    angles = np.arange(start, start + n, dtype=np.float64)[:, None] / BASE ** _exponents(d_model, exponent)
+    angles = np.arange(start, start + n, dtype=np.float64)[:, None] / base ** _exponents(d_model, exponent)
     out = np.empty((n, d_model))
     if layout == "halves":  # all sines, then all cosines, of the pairs' angles
         a = angles[:, 0::2]
@@ -86,16 +86,17 @@ def sinusoid(n, d_model, exponent="pair", start=0, layout="interleaved"):
     return out
 
 
-def pair_frequencies(d, exponent="pair"):
-    """θ_i, one per pair of features: 1 / 10000^(2i/d) (and the mistaken exponents)."""
-    return 1.0 / BASE ** _exponents(d, exponent)[0::2]
+def pair_frequencies(d, exponent="pair", base=BASE):
+    """θ_i, one per pair of features: 1 / 10000^(2i/d) (and the mistaken exponents and bases)."""
+    return 1.0 / base ** _exponents(d, exponent)[0::2]
 
 
-def rope(x, positions, pairing="adjacent", sign=1.0, exponent="pair", put_back="interleaved", trig="cos_sin"):
+def rope(x, positions, pairing="adjacent", sign=1.0, exponent="pair", put_back="interleaved", trig="cos_sin",
+         base=BASE):
     """Turn every pair of features of row j by positions[j]·θ_i (with switches for the mistakes)."""
     x = np.asarray(x, dtype=np.float64)
     d = x.shape[-1]
-    angles = np.asarray(positions, dtype=np.float64)[:, None] * pair_frequencies(d, exponent)[None, :]
+    angles = np.asarray(positions, dtype=np.float64)[:, None] * pair_frequencies(d, exponent, base)[None, :]
     cos, sin = np.cos(angles), np.sin(angles)
     if trig == "sin_cos":  # cos and sin the other way round in the rotation
         cos, sin = sin, cos
@@ -224,6 +225,7 @@ SINUSOID_MISTAKES = {
     "pe_cos_own_frequency": lambda n, d_model: sinusoid(n, d_model, exponent="column"),
     "pe_same_frequency": lambda n, d_model: sinusoid(n, d_model, exponent="same"),
     "positions_from_one": lambda n, d_model: sinusoid(n, d_model, start=1),
+    "pe_base_1000": lambda n, d_model: sinusoid(n, d_model, base=1000.0),
 }
 
 
@@ -323,6 +325,7 @@ ROPE_MISTAKES = {
     "pe_same_frequency": lambda x, positions: rope(x, positions, exponent="same"),
     "pe_exponent_doubled": lambda x, positions: rope(x, positions, exponent="pair_doubled"),
     "pe_sin_cos_swapped": lambda x, positions: rope(x, positions, trig="sin_cos"),
+    "pe_base_1000": lambda x, positions: rope(x, positions, base=1000.0),
 }
 ROPE_HINTS = {
     "pe_exponent_doubled": "Your angles use the exponent 2·(2i)/d. The numbers 0, 2, 4, … (as `arange(0, d, 2)` "
@@ -415,7 +418,9 @@ def _exercises() -> list[Exercise]:
         Exercise(
             "08.attention_with_positions", title="Attention with the positions added",
             answers=("attention_with_positions",), inputs=positional_inputs, reference=ref_positional,
-            mistakes=POSITIONAL_MISTAKES, hints=POSITIONAL_HINTS, atol=1e-5, **fn,
+            mistakes=POSITIONAL_MISTAKES, hints=POSITIONAL_HINTS, atol=1e-5,
+            # the token vectors and the weights are trained through it; the fixed encoding pe is not
+            keeps_grad=("x", "w_query", "w_key", "w_value"), **fn,
         ),
         Exercise(
             "08.learned_positions", title="Learned position vectors", answers=("add_learned_positions",),
@@ -426,6 +431,7 @@ def _exercises() -> list[Exercise]:
         Exercise(
             "08.rope", title="The rotation of RoPE", answers=("apply_rope",), inputs=rope_inputs,
             reference=ref_rope, mistakes=ROPE_MISTAKES, hints=ROPE_HINTS, dtype="float32", atol=5e-5, points=2,
+            keeps_grad=True,  # the queries and keys it turns are trained through it
             **fn,
         ),
         Exercise(

@@ -26,6 +26,8 @@ of a function step is the example the student sees.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ..reference import softmax
@@ -190,10 +192,10 @@ def cross_inputs(rng=None) -> dict:
 # --- part 2: the encoder's padding ---------------------------------------------------------
 
 
-def _real_keys(enc_lengths, n_k, off_by_one=False):
-    """(batch, 1, n_k): True where key j is a real token of its sentence."""
+def _real_keys(enc_lengths, n_k, off_by_one=False, short=False):
+    """(batch, 1, n_k): True where key j is a real token of its sentence (``short``: j < length − 1)."""
     j, lengths = np.arange(n_k)[None, :], np.asarray(enc_lengths)[:, None]
-    return (j <= lengths if off_by_one else j < lengths)[:, None, :]
+    return (j <= lengths if off_by_one else j < lengths - 1 if short else j < lengths)[:, None, :]
 
 
 def _padded(q, k, v, enc_lengths, *, padding="keys", causal=False, how="inf", scale=True, axis=-1):
@@ -201,6 +203,7 @@ def _padded(q, k, v, enc_lengths, *, padding="keys", causal=False, how="inf", sc
     allowed = {"keys": _real_keys(enc_lengths, n_k), "none": np.ones((1, 1, n_k), bool),
                "inverted": ~_real_keys(enc_lengths, n_k),
                "off_by_one": _real_keys(enc_lengths, n_k, off_by_one=True),
+               "short": _real_keys(enc_lengths, n_k, short=True),
                # the source's lengths applied to the decoder's queries (rows): a row past the length has no key
                "queries": np.arange(n_q)[None, :, None] < np.asarray(enc_lengths)[:, None, None]}[padding]
     if causal:
@@ -216,6 +219,7 @@ PADDED_MISTAKES = {
     "missing_padding_mask": lambda **i: _padded(**i, padding="none"),
     "padding_mask_inverted": lambda **i: _padded(**i, padding="inverted"),
     "padding_mask_off_by_one": lambda **i: _padded(**i, padding="off_by_one"),
+    "padding_mask_short_by_one": lambda **i: _padded(**i, padding="short"),
     "fully_masked_row": lambda **i: _padded(**i, padding="queries"),
     "cross_causal_mask": lambda **i: _padded(**i, causal=True),
     "mask_with_zero": lambda **i: _padded(**i, how="zero"),
@@ -243,10 +247,11 @@ def padded_inputs(rng=None) -> dict:
 # --- part 3: attention over a cache -------------------------------------------------------
 
 
-def _cached(q, k, v, *, mask="offset", how="inf", scale=True, axis=-1):
-    """The newest m queries over all t + m keys; new query i is at position t + i."""
+def _cached(q, k, v, *, mask="offset", how="inf", scale=True, axis=-1, offset=None):
+    """The newest m queries over all t + m keys; new query i is at position t + i (``offset``: a t of its own,
+    ``"m"`` for the number of new queries)."""
     m, n_k = q.shape[-2], k.shape[-2]
-    t = n_k - m
+    t = n_k - m if offset is None else m if offset == "m" else int(offset)
     i, j = np.arange(m)[:, None], np.arange(n_k)[None, :]
     allowed = {"offset": j <= t + i, "from_zero": j <= i, "off_by_one": j < t + i, "sees_next": j <= t + i + 1,
                "none": np.ones((m, n_k), bool), "inverted": j > t + i}[mask]
@@ -268,6 +273,10 @@ CACHED_MISTAKES = {
     "mask_after_softmax": lambda **i: _cached(**i, how="after"),
     "missing_scale": lambda **i: _cached(**i, scale=False),
     "softmax_wrong_axis": lambda **i: _cached(**i, axis=-2),
+    # the notebook's t_cached (4) read or typed in instead of t found from the shapes
+    "cache_length_fixed": lambda **i: _cached(**i, offset=T_CACHED),
+    # t taken as the number of new queries m
+    "cache_offset_from_m": lambda **i: _cached(**i, offset="m"),
 }
 
 
@@ -276,8 +285,10 @@ def cached_inputs(rng=None) -> dict:
         return cached_example()
     batch = (int(rng.integers(2, 4)),)  # the notebook's example has no batch axis; these always have one
     # keys already cached, and new queries: at least 3, so that a mask that lets each query see the next new
-    # token differs from no mask at all
-    t, m = int(rng.integers(1, 5)), int(rng.integers(3, 5))
+    # token differs from no mask at all. The draw keeps the pairs where every variant differs: t other than the
+    # notebook's t_cached = 4 and than m, and neither one off from the other (two variants are offsets of 4 and
+    # of m) — with these ranges, t = 2 and m = 5, or t from 6 to 8 (the cache longer than the notebook's).
+    t, m = int(rng.integers(1, 9)), int(rng.integers(3, 6))
     d, d_v = int(rng.integers(2, 6)), int(rng.integers(2, 6))
     return {"q": rng.normal(size=(*batch, m, d)), "k": rng.normal(size=(*batch, t + m, d)),
             "v": rng.normal(size=(*batch, t + m, d_v))}
@@ -290,15 +301,16 @@ def world(rng: np.random.Generator | None = None, shape: tuple[int, int, int, in
     """Part 3's names in notebook order: the sequence, its position table and the weights, then
     what the notebook computes from them for the whole sequence at once, then the answer.
 
-    Fresh worlds change the length n (7 to 9), the widths, the position table (always at least one
-    row longer than the sequence, as in the notebook) and the weights; ``shape`` = (n, d_model, d_k,
-    max_len) fixes the sizes instead of drawing them.
+    Fresh worlds change the length n (9 to 11: longer than the notebook's whole position table, MAX_LEN = 8,
+    so a cache or a loop sized to the notebook's numbers fails on every draw), the widths, the position table
+    (always at least one row longer than the sequence, as in the notebook) and the weights; ``shape`` = (n,
+    d_model, d_k, max_len) fixes the sizes instead of drawing them.
     """
     if rng is None:
         names = decoder_example()
     else:
         if shape is None:
-            n = int(rng.integers(7, 10))  # longer than the notebook's 6: a loop over range(6) stops short
+            n = int(rng.integers(MAX_LEN + 1, MAX_LEN + 4))  # longer than the notebook's 6 rows and its 8 positions
             shape = (n, int(rng.integers(3, 7)), int(rng.integers(2, 6)), n + int(rng.integers(1, 4)))
         n, d_model, d_k, max_len = shape
         w_query, w_key, w_value = rng.normal(size=(3, d_model, d_k)) / np.sqrt(d_model)
@@ -343,7 +355,8 @@ def _decode(x_seq, pos_table, w_query, w_key, w_value, *, positions="own", sees=
     if swap_kv:
         k, v = v, k
     i, j = np.arange(n)[:, None], np.arange(n)[None, :]
-    allowed = {"past": j <= i, "itself": j == i, "first": j == 0, "before": j < i}[sees]
+    allowed = {"past": j <= i, "itself": j == i, "first": j == 0, "before": j < i,
+               "before_or_first": (j < i) | ((i == 0) & (j == 0))}[sees]
     return {"decoded": _attend(_scores(q, k, scale), v, allowed, empty=empty)}
 
 
@@ -355,6 +368,8 @@ DECODE_MISTAKES = {
     "cache_not_appended": lambda **names: _decode(**names, sees="itself"),
     # attending over the cache before appending: token 0 attends over an empty cache, which gives 0
     "cache_appended_late": lambda **names: _decode(**names, sees="before", empty="zero"),
+    # the same, with the first token (whose cache is still empty) given its own value, which is its right output
+    "cache_appended_late_first_own": lambda **names: _decode(**names, sees="before_or_first"),
     # the loop through a cached_attention whose mask is one off: token 0 has every key hidden (NaN)
     "cache_mask_off_by_one": lambda **names: _decode(**names, sees="before"),
     "cache_remasked": lambda **names: _decode(**names, sees="first"),
@@ -402,6 +417,8 @@ CACHE_BYTES_MISTAKES = {
         2 * num_layers * num_heads * n * d_head * bytes_per_number / 2**20,
     "cache_in_megabytes": lambda num_layers, num_heads, n, d_head, bytes_per_number:
         2 * num_layers * num_heads * n * d_head * bytes_per_number / 10**6,
+    "cache_in_gibibytes": lambda num_layers, num_heads, n, d_head, bytes_per_number:
+        2 * num_layers * num_heads * n * d_head * bytes_per_number / 2**30,
 }
 
 
@@ -421,13 +438,43 @@ def cache_bytes_inputs(rng=None) -> dict:
 
 # --- hints in this notebook's words -----------------------------------------------------------
 
-NARROW_MASK_HINT = ("(If your mask is made from the longest length, enc_lengths.max(), or by tf.sequence_mask without "
-                    "maxlen: it is narrower than the keys when every source of a batch is padded, as in a batch "
-                    "padded to a fixed length. Make it as wide as the key axis, k.shape[1].)")
+NARROW_MASK_HINT = ("(Your mask is made from the longest length ({how}): it is narrower than the keys when every "
+                    "source of a batch is padded, as in a batch padded to a fixed length. Make it as wide as the key "
+                    "axis, k.shape[-2].)")
+DECODER_WIDTH_HINT = ("(Your mask has n_q = {n_q} columns, the decoder's length, where the scores have n_k = {n_k}, "
+                      "one per source token: the padding lives on the keys' axis, so make the mask as wide as "
+                      "k.shape[-2].)")
+_TORCH_SIZES = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton "
+                          r"dimension (\d+)")
+_TF_SHAPES = re.compile(r"\[(\d+(?:,\s*\d+)*)\]")
+
+
+def mask_width_hint(message: str, inputs: dict | None, how: dict) -> str | None:
+    """What a size mismatch in the padded cross-attention comes from, when the code or the sizes say it: a mask
+    as wide as the longest length (the code takes ``lengths.max()``, or ``tf.sequence_mask`` without
+    ``maxlen``), or as wide as the decoder's n_q (the sizes in the error are n_q against n_k, on the keys'
+    axis). Nothing otherwise: the error's own line says the rest."""
+    if how.get("max_of_lengths") or how.get("sequence_mask_without_maxlen"):
+        return NARROW_MASK_HINT.format(how="enc_lengths.max()" if how.get("max_of_lengths")
+                                       else "tf.sequence_mask without maxlen")
+    if inputs is None:
+        return None
+    n_q, n_k = np.shape(inputs["q"])[-2], np.shape(inputs["k"])[-2]
+    if (m := _TORCH_SIZES.search(message)) and {int(m[1]), int(m[2])} == {n_q, n_k} and \
+            int(m[3]) == len(np.shape(inputs["q"])) - 1:
+        return DECODER_WIDTH_HINT.format(n_q=n_q, n_k=n_k)
+    shapes = [[int(x) for x in g.split(",")] for g in _TF_SHAPES.findall(message)]
+    lasts = [shape[-1] for shape in shapes if len(shape) == len(np.shape(inputs["q"]))]
+    if n_q in lasts and n_k in lasts:
+        return DECODER_WIDTH_HINT.format(n_q=n_q, n_k=n_k)
+    return None
 
 SCALE_HINT = ("Your scores were not divided by √d_k. Divide them by the square root of the key size "
               "(k.shape[-1]) before the softmax.")
+LIBRARY_HINT = ("Your function calls a library's attention (`scaled_dot_product_attention` or a multi-head attention "
+                "layer). The TO-DO asks you to write {what} yourself, from matrix products{mask} and a softmax.")
 CROSS_HINTS = {
+    "not_as_asked:library_attention": LIBRARY_HINT.format(what="cross-attention", mask=""),
     "missing_scale": "Your scores were not divided by √d_k. Divide them by the square root of the size of one "
     "key (w_key.shape[1]) before the softmax.",
     "scale_by_d_model": "You divided the scores by √d_model, the width of the input vectors. The scores are dot "
@@ -438,6 +485,7 @@ CROSS_HINTS = {
     "x_enc @ w_value.",
 }
 PADDED_HINTS = {
+    "not_as_asked:library_attention": LIBRARY_HINT.format(what="it", mask=", the padding mask"),
     "missing_scale": SCALE_HINT,
     "missing_padding_mask": "The encoder's padded keys are not hidden, so the decoder's tokens attend to <pad>. "
     "Hide the scores of the keys at positions ≥ enc_lengths[b] before the softmax.",
@@ -451,6 +499,9 @@ PADDED_HINTS = {
 }
 TF_PADDED_HINTS = {
     **PADDED_HINTS,
+    "not_as_asked:library_attention": "Your function calls a library's attention (`dot_product_attention`, "
+    "`MultiHeadAttention` or `scaled_dot_product_attention`). The TO-DO asks you to write the TensorFlow twin "
+    "yourself, with tf operations: a matrix product, the padding mask and a softmax.",
     "padding_mask_inverted": "Your mask hides the real encoder tokens and keeps the padding (a full sentence is "
     "left with nothing: NaN). In tf.where(condition, scores, −∞) the condition is what is kept: key j is real "
     "when j < enc_lengths[b].",
@@ -458,6 +509,8 @@ TF_PADDED_HINTS = {
     "encoder token. Keep only the padding test in your tf.where condition.",
 }
 CACHED_HINTS = {
+    "not_as_asked:library_attention": LIBRARY_HINT.format(what="it", mask=", the mask of the new queries") + " "
+    "Finding that mask is the step (the library's own mask for it comes right after).",
     "missing_scale": SCALE_HINT,
     "causal_mask_inverted": "Your mask is the wrong way round: it hides what each new query may see (the keys "
     "j ≤ t + i, itself included) and shows the keys after it. In masked_fill, True means 'hide': pass the keys "
@@ -493,17 +546,18 @@ def _exercises() -> list[Exercise]:
     torch_ = {**common, "framework": "torch"}
     padded = {"inputs": padded_inputs, "reference": ref_padded, "mistakes": PADDED_MISTAKES,
               "raised_hints": ((r"must match the size of tensor|must be broadcastable|Incompatible shapes",
-                                NARROW_MASK_HINT),)}
+                                mask_width_hint),)}
+    # "write …" (the TO-DOs say it in so many words): the library's fused attention is not the step; the
+    # results feed a model that is trained, so they keep their gradient
+    own = {"how": {"library_attention": False}, "keeps_grad": True}
     return [
         Exercise("09.cross_attention", title="Cross-attention", answers=("cross_attention",), inputs=cross_inputs,
-                 reference=ref_cross, mistakes=CROSS_MISTAKES, hints=CROSS_HINTS, how={"library_attention": False},
-                 **torch_),
+                 reference=ref_cross, mistakes=CROSS_MISTAKES, hints=CROSS_HINTS, **own, **torch_),
         Exercise("09.padded_cross_attention", title="Cross-attention over a padded batch of sources",
-                 answers=("padded_cross_attention",), hints=PADDED_HINTS, how={"library_attention": False},
-                 **padded, **torch_),
+                 answers=("padded_cross_attention",), hints=PADDED_HINTS, **own, **padded, **torch_),
         Exercise("09.cached_attention", title="Attention of the newest queries over a cache",
                  answers=("cached_attention",), inputs=cached_inputs, reference=ref_cached,
-                 mistakes=CACHED_MISTAKES, hints=CACHED_HINTS, **torch_),
+                 mistakes=CACHED_MISTAKES, hints=CACHED_HINTS, **own, **torch_),
         Exercise(
             "09.decode",
             notebook=NOTEBOOK,
