@@ -148,3 +148,16 @@ def test_a_typed_in_head_count_is_never_kept_by_the_draws():
     for seed in range(30):
         plan = spec.make_plan(ex, np.random.default_rng(seed))
         assert any(t["num_heads"] > 2 for t in plan.inputs[1:]), seed
+
+
+special = st.sampled_from([0.0, 1.0, -1.0, 1e-7, np.inf, -np.inf, np.nan]) | st.floats(-10, 10)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(special, special), min_size=1, max_size=6))
+def test_comparing_a_variant_with_all_others_at_once_agrees_with_comparing_pairs(pairs):
+    """The draws compare every new variant with all earlier ones in one array operation: it must say what the
+    pairwise comparison says, infinities and NaN included (an inf next to a 0 once made two variants 'close')."""
+    a = {"y": np.array([p[0] for p in pairs])}
+    b = {"y": np.array([p[1] for p in pairs])}
+    assert spec._close_to_any(a, [b], ("y",), 1e-3, 1e-5) == spec._close(a, b, ("y",), 1e-3, 1e-5)

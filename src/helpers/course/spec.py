@@ -351,9 +351,7 @@ def _close_to_any(new: Arrays, outs: Sequence[Arrays], names: Sequence[str], rto
         for n in names:
             b = np.asarray(new[n], dtype=float).ravel()
             others = np.stack([np.asarray(o[n], dtype=float).ravel() for o in same])
-            near = (np.abs(b - others) <= atol + rtol * np.abs(others)) | (b == others) | \
-                (np.isnan(b) & np.isnan(others))
-            close &= near.all(axis=1)
+            close &= np.isclose(b, others, rtol=rtol, atol=atol, equal_nan=True).all(axis=1)
     return bool(close.any())
 
 
