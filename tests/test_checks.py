@@ -445,6 +445,32 @@ def test_code_features_see_library_attention_and_no_grad(source, library, no_gra
     assert (features["library_attention"], features["no_grad"]) == (library, no_grad)
 
 
+@pytest.mark.parametrize("source, nested", [
+    ("for i, x_i in enumerate(x):\n    s[i] = x @ x_i", False),
+    ("s = torch.stack([x @ x_i for x_i in x])", False),
+    ("for i, x_i in enumerate(x):\n    for j, x_j in enumerate(x):\n        s[i, j] = x_i @ x_j", True),
+    ("s = torch.tensor([[a @ b for b in x] for a in x])", True),
+    ("s = torch.tensor([a @ b for a in x for b in x]).reshape(6, 6)", True),
+    ("i = 0\nwhile i < 6:\n    s[i] = torch.stack([x[i] @ b for b in x])\n    i += 1", True),
+])
+def test_code_features_tell_nested_loops_from_one_loop(source, nested):
+    from helpers.runtime.cells import code_features
+
+    assert code_features(source)["nested_loop"] is nested
+
+
+@pytest.mark.parametrize("source, seeds", [
+    ("class A(nn.Module):\n    def __init__(self):\n        super().__init__()\n        torch.manual_seed(123)\n"
+     "        self.w = nn.Parameter(torch.rand(3, 2))", True),
+    ("class A(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+     "        self.w = nn.Parameter(torch.rand(3, 2))\n\n\ntorch.manual_seed(123)\na = A()", False),
+])
+def test_code_features_see_a_class_that_seeds_itself(source, seeds):
+    from helpers.runtime.cells import code_features
+
+    assert code_features(source)["seeds_in_class"] is seeds
+
+
 def test_a_function_is_read_from_its_own_definition_not_the_cell_s_comparison_code():
     from helpers.runtime.cells import definition_source
 

@@ -495,6 +495,15 @@ _ROWS = [
      "same numbers. Seed once, then draw one matrix after the other: each draw goes on where the last stopped."),
     ("earlier_weights_used", "weights of an earlier step used",
      "You used weights computed in an earlier step, from other scores. Use the weights this step starts from."),
+    ("counted_all_tensors", "every weight tensor counted (frozen ones too) instead of their numbers",
+     "You counted the weight tensors, frozen ones included, not the numbers in them. Add up the number of entries "
+     "(a tensor's .numel()) of each parameter that requires a gradient."),
+    ("counted_frozen", "frozen parameters counted as trainable",
+     "You counted the entries of every parameter, frozen ones too: a parameter with requires_grad=False does not "
+     "change in training. Keep only the parameters with p.requires_grad."),
+    ("counted_from_shapes", "the count computed from the sizes instead of the module's parameters",
+     "You computed the count from the sizes the module was made with. Count what the module holds: the entries "
+     "(.numel()) of its parameters that require a gradient."),
     ("counted_inputs", "the inputs' numbers counted instead of the parameters'",
      "You counted the numbers of the inputs x. The trainable numbers are the entries of the module's parameters "
      "(module.parameters()), whatever the inputs it is run on."),

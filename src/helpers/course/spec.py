@@ -104,7 +104,8 @@ class Exercise:
     ``mistakes`` maps a code of :data:`helpers.course.mistakes.MISTAKES` to a wrong variant with
     the reference's signature. ``dtype`` (``"float"``, ``"float32"``, ``"float64"`` or ``"int32"``) is
     what the TO-DO asks for; ``module`` names an ``nn.Module`` whose ``trainable`` parameters must be
-    trainable; ``probes`` check how a function works.
+    trainable (for a function step with ``keeps_grad``: a module the cell makes, whose output must keep
+    its gradient to the module's parameters); ``probes`` check how a function works.
     """
 
     id: str
@@ -127,6 +128,8 @@ class Exercise:
     dtype: str | None = None
     module: str | None = None
     trainable: int = 0
+    # value steps with a ``module``: the names its parameters must have, no more and no fewer (the TO-DO names them)
+    parameters: tuple[str, ...] = ()
     probes: tuple[Probe, ...] = ()
     # one more trial (a value step: one more replay), a fresh draw cut to edge sizes (one query, a width of 1),
     # where the variants need not differ; it catches code right only while every axis is longer than 1 (a
@@ -641,6 +644,14 @@ def _items_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
 def _grad_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     if not ex.keeps_grad:
         return None
+    if ex.kind == "function" and ex.module:  # the function runs a module: the module's output must keep it
+        if record.get("module_grad") is False:
+            return _fail(ex, "gradient_cut", f"The output of `{ex.module}` is cut off from the module's own weights: a "
+                                             "`.detach()`, `torch.no_grad()` or a trip through NumPy in `forward`, so "
+                                             "`loss.backward()` cannot reach its layers and training cannot change "
+                                             "them. Keep every step of `forward` in torch operations; detach only to "
+                                             "print.")
+        return None
     if ex.kind == "function":  # its trials run without gradients: only the call on inputs that need one says
         cut = [f"{ex.answers[0]}(...)"] if record.get("keeps_grad") is False else []
     else:
@@ -715,11 +726,43 @@ def _module_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     return None
 
 
+def _listed(names: Sequence[str]) -> str:
+    """`a`, `b` and `c`."""
+    quoted = [f"`{n}`" for n in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} and {quoted[-1]}"
+
+
+def _parameters_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
+    """The module's parameters are the ones the TO-DO names (:attr:`Exercise.parameters`), and no others."""
+    if not ex.parameters:
+        return None
+    params = (record.get("module") or {}).get("params") or []
+    names = [str(p[0]) for p in params]
+    wanted = _listed([f"self.{n}" for n in ex.parameters])
+    if missing := [n for n in ex.parameters if n not in names]:
+        return _fail(ex, "not_as_asked", f"The TO-DO asks for the parameters {wanted}; your `{ex.module}` has no "
+                                         f"{_listed(missing)} (its parameters: {_listed(names) if names else 'none'}). "
+                                         "Name them as asked, one attribute per matrix: code outside the class finds "
+                                         f"a weight by its name (`{ex.module}.{ex.parameters[0]}`).")
+    if extra := [p for p in params if str(p[0]) not in ex.parameters]:
+        listed = ", ".join(f"`{p[0]}` ({int(np.prod(p[1]))} numbers)" for p in extra)
+        return _fail(ex, "not_as_asked", f"Your `{ex.module}` has a parameter the step does not ask for: {listed}. The "
+                                         f"step asks for {wanted} only; an extra parameter is trained too, and it "
+                                         "changes the count of trainable numbers of the next step.")
+    return None
+
+
 _HOW = {
     ("loop", True): "The step asks you to write it as a Python loop, and your cell has none: the loop is the point "
                     "here (it shows each term being added).",
     ("loop", False): "The step asks for it without a Python loop, and your cell has one: use one tensor operation "
                      "over all the rows at once.",
+    ("nested_loop", True): "The step asks for two nested loops, one over the rows i and inside it one over the rows "
+                           "j, and your cell has a single loop: compute each entry (i, j) on its own, one dot product "
+                           "at a time.",
+    ("seeds_in_class", False): "Your class seeds the random generator itself (a `manual_seed` inside it), so every "
+                               "object it makes starts from the very same numbers, whatever the generator's state. "
+                               "Seed outside the class, as the cell does, and only draw inside `__init__`.",
     ("matmul", False): "The step asks for it without a matrix product, and your cell uses one (`@`, matmul, "
                        "einsum or dot): build it from the pieces the step names.",
     ("matmul", True): "The step asks for a matrix product, and your cell has none.",
@@ -1033,7 +1076,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                                               "model. Use its `model` argument.")
         for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
                       _items_problem(ex, record.get("facts") or {}),
-                      _mutation_problem(ex, record), _module_problem(ex, record), _grad_problem(ex, record),
+                      _mutation_problem(ex, record), _module_problem(ex, record), _parameters_problem(ex, record),
+                      _grad_problem(ex, record),
                       _budget_problem(ex, plan, record),
                       _module_probe_problem(ex, plan, record)):
             if check is not None:
