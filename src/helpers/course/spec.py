@@ -806,6 +806,13 @@ def _unused_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
                     "your numbers come from somewhere else.")
 
 
+def _unused_names_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
+    """:func:`_unused_problem` for the names the cell never uses alone (not how it computes)."""
+    if not [n for n in record.get("unused") or [] if n in ex.computed_with]:
+        return None
+    return _unused_problem(ex, record)
+
+
 def _budget_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome | None:
     counted = record.get("rows") or []
     for budget in ex.budgets:
@@ -1131,6 +1138,10 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                                        "from them. Compute the answer from the variables the step starts from "
                                        "(the numbers are there to check against, not to type in).", note)
     if replay_error:
+        if fail0 is None and (unused := _unused_names_problem(ex, record)):
+            # right here, raised on other inputs, and the cell never uses what the step computes with: it reads the
+            # notebook's answers themselves (which a replay does not hand it), not the inputs
+            return unused
         if fail0 is None and (raised := record.get("raised")):
             # it raised in the notebook as well: that error, not the other inputs, is what to fix (unless
             # the answer's own dtype or framework is what made a later line raise)
