@@ -589,3 +589,12 @@ def test_a_wrong_number_is_told_as_the_number_it_is():
     assert outcome.status == "fail" and "differs: you have" in outcome.message and "entries" not in outcome.message
 
 
+
+
+def test_the_fresh_sizes_of_03_s_shape_predictions_are_never_within_one_of_each_other():
+    """(n, n, d_model - 1) must not pass because a draw made d_v = d_model - 1 (simulation 4)."""
+    ex = spec.get("03.predict_weighted")
+    for seed in range(300):
+        inputs = ex.inputs(np.random.default_rng(seed))
+        sizes = [int(inputs[k]) for k in ("n", "d_model", "d_k", "d_v")]
+        assert all(abs(a - b) >= 2 for i, a in enumerate(sizes) for b in sizes[i + 1:]), (seed, sizes)
