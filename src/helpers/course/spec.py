@@ -430,18 +430,28 @@ def _fmt(v: float) -> str:
     return f"{v:.6g}"
 
 
+def _distinct(got: float, want: float) -> tuple[str, str]:
+    """Both numbers with as many digits as it takes to tell them apart (6 at least, 12 at most): an answer
+    off in the 7th digit (rounded, say) does not read as "you have 5, expected 5"."""
+    for digits in range(6, 13):
+        a, b = f"{got:.{digits}g}", f"{want:.{digits}g}"
+        if a != b:
+            return a, b
+    return a, b
+
+
 def _first_difference(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str:
     with np.errstate(invalid="ignore", over="ignore"):
         bad = ~np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
         idx = tuple(int(i) for i in np.argwhere(bad)[0]) if got.ndim else ()
         worst = float(np.nanmax(np.abs(got - want))) if np.isfinite(got - want).any() else float("nan")
     if got.size == 1 and not idx:
-        return f"differs: you have {_fmt(float(got))}, expected {_fmt(float(want))}."
+        return "differs: you have {}, expected {}.".format(*_distinct(float(got), float(want)))
     where = f"at index {idx}" if idx else "in its value"
     n_bad, n = int(bad.sum()), bad.size
     return (
-        f"first differs {where}: you have {_fmt(float(got[idx]))}, expected {_fmt(float(want[idx]))} "
-        f"({n_bad} of {n} entries differ; largest difference {_fmt(worst)})."
+        "first differs {}: you have {}, expected {} ".format(where, *_distinct(float(got[idx]), float(want[idx])))
+        + f"({n_bad} of {n} entries differ; largest difference {_fmt(worst)})."
     )
 
 

@@ -110,6 +110,8 @@ def _mimic(value: Any, like: Any, framework: str | None) -> Any:
         value = np.asarray(value)
     if isinstance(value, list) or not isinstance(value, np.ndarray):
         return copy.deepcopy(value)
+    if value.ndim == 0 and type(like) in (int, float):  # a size the student keeps as a Python number stays one
+        return type(like)(value)
     fw = framework_of(like) if like is not None else None
     if fw not in ("torch", "tensorflow", "numpy"):
         fw = framework or "numpy"
