@@ -17,7 +17,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..reference import global_softmax, self_attention, softmax, sum_normalise, unstable_softmax
+from ..reference import (
+    global_softmax,
+    max_without_keepdim,
+    one_sum,
+    self_attention,
+    softmax,
+    sum_normalise,
+    unstable_softmax,
+)
 from ..spec import Exercise, one_row, register, upstream_of
 
 NOTEBOOK = "05_numpy_self_attention_bug"
@@ -86,7 +94,8 @@ def world(rng: np.random.Generator | None = None, vary_n: bool = False) -> dict:
     the number of tokens or a typed-in 2 cannot stand in for √d_k), values as wide as the sentence
     is long (as the original's: the wrong products of the values stay defined), and new embeddings
     and projections (d_model = 8, d_k = 3). ``vary_n`` also changes the number of tokens (for a
-    step whose cell does not draw the 4 tokens' labels), so that √n cannot pass either.
+    step whose cell does not draw the 4 tokens' labels), so that √n cannot pass either, and the width of
+    the values, apart from n, d_k and 4, so that √d_v cannot either.
     """
     if rng is None:
         queries, keys, values = QUERIES, KEYS, VALUES
@@ -95,7 +104,8 @@ def world(rng: np.random.Generator | None = None, vary_n: bool = False) -> dict:
         n = int(rng.integers(3, 8)) if vary_n else len(TOKENS)
         d_k = int(rng.choice([2, 3, 5, 6, 7]))
         queries, keys = (rng.standard_normal((n, d_k)) for _ in range(2))
-        values = rng.standard_normal((n, n))
+        d_v = int(rng.choice([w for w in (2, 3, 5, 6, 7, 8) if w not in (n, d_k)])) if vary_n else n
+        values = rng.standard_normal((n, d_v))
         emb = {**{w: rng.standard_normal((D_MODEL, D_K)) / np.sqrt(D_MODEL) for w in ("w_query", "w_key", "w_value")},
                "x": rng.standard_normal((4, D_MODEL))}
     attn_scores = queries @ keys.T
@@ -136,6 +146,8 @@ def _fixed(fn):
 
 FIXED_WEIGHTS_MISTAKES = {
     "global_softmax": _fixed(global_softmax),  # the original's attention_weights again
+    "max_without_keepdim": _fixed(max_without_keepdim),
+    "sum_without_axis": _fixed(one_sum),  # each row's maximum, then one sum for the whole matrix
     "softmax_wrong_axis": _fixed(lambda s: softmax(s, axis=0)),
     "missing_keepdim": _fixed(_sum_no_keepdim),
     "transposed_scores": _fixed(lambda s: softmax(s.T)),
@@ -179,6 +191,8 @@ SCALED_WEIGHTS_MISTAKES = {
     # √len(tokens), √4 or 2 typed in: the notebook's number whatever the keys
     "fixed_scale": lambda attn_scores, **_: {"scaled_weights": softmax(attn_scores / 2.0)},
     "scale_by_n": lambda attn_scores, keys, **_: {"scaled_weights": softmax(attn_scores / np.sqrt(keys.shape[0]))},
+    "scale_by_d_v": lambda attn_scores, values, **_: {
+        "scaled_weights": softmax(attn_scores / np.sqrt(values.shape[-1]))},
 }
 
 # --- part 4: a stable, row-wise softmax -----------------------------------------------
@@ -259,6 +273,7 @@ SOFTMAX_MISTAKES = {
     "shifted_by_min": _shifted_by_min,
     "shifted_by_mean": _shifted_by_mean,
     "global_max_subtraction": _global_max,
+    "sum_without_axis": one_sum,
 }
 
 # --- part 5: self-attention on token embeddings ----------------------------------------
@@ -310,6 +325,11 @@ WEIGHTS_MISTAKES = {
     "power_precedence": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key, scale=2.0 * w_key.shape[-1]),
     "scale_multiplied": lambda x, w_query, w_key, **_: _weights_from(
         x, w_query, w_key, scale=1 / np.sqrt(w_key.shape[-1])),
+    # a softmax written out again in the cell: the row sums or the row maxima without keepdims, or one sum for all
+    "missing_keepdim": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key, normalise=_sum_no_keepdim),
+    "max_without_keepdim": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key,
+                                                                        normalise=max_without_keepdim),
+    "sum_without_axis": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key, normalise=one_sum),
 }
 
 
@@ -384,6 +404,9 @@ register(
                "so some weights are negative. Exponentiate, then divide by each row's sum of exponentials.",
                "unexpected_scale": "You divided the scores by √d_k. This step fixes the bug alone: the softmax "
                "of each row of the raw attn_scores. The scaling is the next step.",
+               "sum_without_axis": "Your row maxima are right, but you divided by one sum over the whole matrix (a "
+               "sum without an axis): that is the original's bug again. Divide each row by the sum of its own "
+               "exponentials: sum(axis=1, keepdims=True).",
            }),
     _value("05.fixed_value", "The fixed attention value", ("fixed_value",),
            lambda fixed_weights, values, **_: {"fixed_value": fixed_weights @ values},
@@ -413,6 +436,9 @@ register(
                "scale_by_n": "You divided by the square root of the number of tokens (the rows of the keys, "
                "len(keys)). Here it is 4, like d_k, but the scaling is about the width of one key: divide by "
                "√d_k, with d_k = keys.shape[-1] (the cell sets it for you).",
+               "scale_by_d_v": "You divided by the square root of the values' width (values.shape[1]). Here it is "
+               "4, like d_k, but the scores are dot products of queries and keys: divide by √d_k, with d_k = "
+               "keys.shape[-1] (the cell sets it for you).",
            }),
     Exercise(
         "05.softmax",
@@ -447,7 +473,10 @@ register(
                   "transposed_scores": _TRANSPOSED, "scale_by_d_model": _D_MODEL, "softmax_wrong_axis": _COLUMNS,
                   "missing_scale": "Your scores were not divided by √d_k. Divide them by √d_k, the square root "
                   "of the width of a key (3 here), before the softmax.",
-                  "scale_by_d": "You divided by d_k itself. The scaling divides by its square root, √d_k."}),
+                  "scale_by_d": "You divided by d_k itself. The scaling divides by its square root, √d_k.",
+                  "missing_keepdim": "Your row sums lost their axis: a (4,) vector, which NumPy lines up with the "
+                  "columns, so entry (i, j) was divided by the sum of row j. Keep the axis (keepdims=True), or "
+                  "rather call your `softmax` of Part 4, as the step asks."}),
     Exercise(
         "05.self_attention",
         notebook=NOTEBOOK,
