@@ -471,6 +471,20 @@ def test_code_features_see_a_class_that_seeds_itself(source, seeds):
     assert code_features(source)["seeds_in_class"] is seeds
 
 
+@pytest.mark.parametrize("source, low", [
+    ("w = torch.softmax(s.half(), dim=-1)", True),
+    ("w = tf.cast(tf.nn.softmax(tf.cast(s, tf.float16)), tf.float32)", True),
+    ("w = tf.nn.softmax(tf.cast(s, 'bfloat16'))", True),
+    ("w = torch.softmax(s.to(torch.bfloat16), dim=-1)", True),
+    ("w = torch.softmax(s.float(), dim=-1)", False),
+    ("w = np.exp(s) / np.exp(s).sum(axis=-1, keepdims=True)", False),
+])
+def test_code_features_see_half_precision_named(source, low):
+    from helpers.runtime.cells import code_features
+
+    assert code_features(source)["low_precision"] is low
+
+
 def test_a_function_is_read_from_its_own_definition_not_the_cell_s_comparison_code():
     from helpers.runtime.cells import definition_source
 

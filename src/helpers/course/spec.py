@@ -705,6 +705,44 @@ def _dtype_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
     return None
 
 
+_HALF_PRECISION = {"bfloat16": (3e-2, 1e-2), "float16": (5e-3, 1e-3)}  # rtol, atol of a result computed in it
+
+
+def _low_precision_problem(ex: Exercise, record: Mapping[str, Any],
+                           trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> Outcome | None:
+    """A wrong answer that is the right one to the precision of a half-precision float (float16, bfloat16) it has
+    as its dtype, or that its code names: computed in half precision, where the step asks for float32 (or the
+    framework's usual float) or float64."""
+    if ex.dtype == "int32" or not trials:
+        return None
+    asked = ex.dtype if ex.dtype in ("float32", "float64") else \
+        "float64" if (ex.framework or "numpy") == "numpy" else "float32"
+    dtypes = {n: str(d).removeprefix("torch.") for n, d in ((record.get("facts") or {}).get("dtype") or {}).items()
+              if d is not None and str(d).removeprefix("torch.") in _HALF_PRECISION}
+    named = bool((record.get("how") or {}).get("low_precision"))
+    if not dtypes and not named:
+        return None
+    half = next(iter(dtypes.values()), "float16")
+    rtol, atol = _HALF_PRECISION[half]
+    for got, inputs in trials:
+        try:
+            want = ex.expected(inputs)
+        except Exception:
+            return None
+        if not _close(got, want, ex.answers, rtol, atol):
+            return None
+    digits = "3" if half == "float16" else "2"
+    if dtypes:
+        name = next(iter(dtypes))
+        what = f"`{name}`" if ex.kind == "value" else f"`{name}(...)`'s result"
+        said = f"{what} has dtype {half}, which keeps only about {digits} significant digits"
+    else:
+        where = "Your cell" if ex.kind == "value" else f"`{ex.answers[0]}`"
+        said = f"{where} computes in {half} (half precision), which keeps only about {digits} significant digits"
+    return _fail(ex, "wrong_dtype", f"{said}: your numbers are right only to that many digits. This step asks for "
+                                     f"{asked}: leave out the cast to {half}.")
+
+
 def _module_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     if not ex.module:
         return None
@@ -1126,6 +1164,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
     code = diagnose(ex, trials)
     if code:
         return _fail(ex, code, note=note)
+    if low := _low_precision_problem(ex, record, trials):
+        return low
     if inlined := _inlined(ex, plan, replays):
         return _fail(ex, "hard_coded", f"Your cell does not use the variable `{inlined}` itself: its answer is what "
                                        f"this notebook's `{inlined}` gives (its numbers typed in, or the result "
@@ -1213,6 +1253,8 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
     code = diagnose(ex, trials)
     if code:
         return _fail(ex, code)
+    if low := _low_precision_problem(ex, record, trials):
+        return low
     read = record.get("globals_read") or []
     if read:
         return _fail(ex, "reads_globals", _reads_globals(ex, record, "so it only works for this notebook's data. "

@@ -288,6 +288,20 @@ def _loop_depth(node: ast.AST, depth: int = 0) -> int:
     return max([depth, *(_loop_depth(child, depth) for child in ast.iter_child_nodes(node))])
 
 
+_HALF = {"float16", "half", "bfloat16", "float16_t"}
+
+
+def _low_precision(tree: ast.AST) -> bool:
+    """Does the cell name a half-precision float type (``.half()``, ``torch.float16``, ``tf.bfloat16``,
+    ``np.float16``, ``"float16"``)?"""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in _HALF or isinstance(node, ast.Name) and node.id in _HALF:
+            return True
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in _HALF:
+            return True
+    return False
+
+
 _SEEDS = {"manual_seed", "seed", "set_seed"}
 
 
@@ -312,8 +326,8 @@ def code_features(source: str) -> dict[str, bool] | None:
     ``f(x)[perm]``), ``typed_numbers`` (an array typed in by hand: a nested literal of numbers, or a
     tensor/array made from a literal of four numbers or more), ``library_attention`` (a library's
     attention called: ``scaled_dot_product_attention``, a multi-head attention layer), ``no_grad``
-    (gradient tracking switched off) and ``seeds_in_class`` (a class that seeds a random generator
-    itself). ``None`` if it does not parse."""
+    (gradient tracking switched off), ``seeds_in_class`` (a class that seeds a random generator itself)
+    and ``low_precision`` (a half-precision float type named). ``None`` if it does not parse."""
     tree = _parse(source)
     if tree is None:
         return None
@@ -334,4 +348,4 @@ def code_features(source: str) -> dict[str, bool] | None:
     return {"loop": loop, "nested_loop": _loop_depth(tree) >= 2, "matmul": matmul, "implicit_softmax_dim": implicit,
             "indexed_result": _indexes_a_result(tree), "typed_numbers": _types_numbers(tree),
             "library_attention": bool(_call_names(tree) & _LIBRARY_ATTENTION), "no_grad": _without_grad(tree),
-            "seeds_in_class": _seeds_in_class(tree)}
+            "seeds_in_class": _seeds_in_class(tree), "low_precision": _low_precision(tree)}

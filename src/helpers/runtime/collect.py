@@ -719,7 +719,7 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
     record: dict[str, Any] = {"answers": [], "globals_read": read, "globals_in": [where] if where else [],
                               "mutated": [], "models_read": [n for n in read if _is_model(glob.get(n))]}
     own = definition_source(run.source, name) if run is not None else None  # not the cell's given code
-    if own is not None and plan.get("how"):
+    if own is not None:  # what the TO-DO asks for, and what a wrong answer's code says (a float16 cast)
         record["how"] = code_features(own)
     if own is not None and (plan.get("computed_with") or plan.get("not_with")):
         mentioned = mentioned_names(own)
