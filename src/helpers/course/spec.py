@@ -1239,6 +1239,12 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
     if fail is None and record.get("models_read"):  # right here only because the notebook's model is the one given
         return _fail(ex, "reads_globals", _reads_globals(ex, record, "so it trains or runs that model whatever "
                                                                      "model it is given. Use its `model` argument."))
+    if fail is None and (answers_read := _answers_read(ex, record)):  # right, but only where those exist
+        names = ", ".join(f"`{n}`" for n in answers_read)
+        return _fail(ex, "reads_globals", f"`{ex.answers[0]}` reads the notebook's {names}: its results come out right "
+                                          "only because what it takes from there happens not to change them, and it "
+                                          "raises a NameError wherever that variable does not exist. Use only the "
+                                          "parameters the function is given.")
     if fail is None:
         for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
                       _mutation_problem(ex, record), _probe_problem(ex, plan, record), _grad_problem(ex, record)):
@@ -1265,6 +1271,18 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
 # what the probes' watching inputs raise (helpers.course.exercises.nb07), as `_call` words it
 _WATCHED = re.compile(r"^`[^`]+` raised (?:KeysNotInBlocks|ScoresAboveTheDiagonal): (?P<what>.+?)"
                       r"(?: \(line \d+: .*\))? when called on (?P<inputs>.+)\.$", re.S)
+
+
+def _answers_read(ex: Exercise, record: Mapping[str, Any]) -> list[str]:
+    """The notebook's own results (answers of its value steps) that a function reads from its globals: data a
+    function of its arguments has no business with (a constant of the student's own is not one of them)."""
+    read = set(record.get("globals_read") or []) - set(record.get("models_read") or [])
+    if not read or record.get("globals_in"):
+        return []
+    _load_all()
+    answers = {n for other in REGISTRY.values() if other.notebook == ex.notebook and other.kind == "value"
+               for n in other.answers}
+    return sorted(read & answers)
 
 
 def _reads_globals(ex: Exercise, record: Mapping[str, Any], then: str) -> str:
