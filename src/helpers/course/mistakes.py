@@ -493,6 +493,9 @@ _ROWS = [
     ("reseeded_each_draw", "the generator seeded again before every draw",
      "You seeded the generator again before each draw, so every draw starts from the same place and gives the "
      "same numbers. Seed once, then draw one matrix after the other: each draw goes on where the last stopped."),
+    ("randn_for_rand", "drawn with torch.randn (normal) where torch.rand (uniform) was asked",
+     "Your matrices hold numbers of both signs: torch.randn draws them from a normal distribution. The book's "
+     "matrices come from torch.rand, uniform between 0 and 1: draw with torch.rand, after the same seed."),
     ("earlier_weights_used", "weights of an earlier step used",
      "You used weights computed in an earlier step, from other scores. Use the weights this step starts from."),
     ("counted_all_tensors", "every weight tensor counted (frozen ones too) instead of their numbers",

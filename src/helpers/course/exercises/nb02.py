@@ -58,6 +58,13 @@ W_KEY_64 = np.array([[0.6050827078458633, 0.5312960527869689], [0.94854647634065
                      [0.8285744797310848, 0.09380308349175259]])
 W_VALUE_64 = np.array([[0.19596254575695027, 0.22033581483610876], [0.19462613768691917, 0.41458350743866934],
                        [0.7430684281621825, 0.3251963060982157]])
+# The same three draws with torch.randn (normal, both signs) instead of torch.rand, after the same seed.
+W_QUERY_N = np.array([[-0.11146711558103561, 0.12036294490098953], [-0.3696345090866089, -0.2404179722070694],
+                      [-1.1969243288040161, 0.20926935970783234]])
+W_KEY_N = np.array([[-0.9723550081253052, -0.755045473575592], [0.32390275597572327, -0.10852263122797012],
+                    [0.21033115684986115, -0.39084282517433167]])
+W_VALUE_N = np.array([[0.23497341573238373, 0.6652604341506958], [0.3528207540512085, 0.9728211164474487],
+                      [-0.03861621767282486, -0.8861014246940613]])
 JOURNEY = 1  # x^(2), the second word, is row 1
 D_K = 2  # the notebook's d_k: a code that divides by √2 whatever the keys is caught on other sizes
 N, D_MODEL = 6, 3
@@ -409,6 +416,7 @@ PART_2 = [
                    "w_query": W_QUERY.reshape(2, 3), "w_key": W_KEY.reshape(2, 3), "w_value": W_VALUE.reshape(2, 3)},
                "wrong_dtype": lambda **_: {"w_query": W_QUERY_64, "w_key": W_KEY_64, "w_value": W_VALUE_64},
                "reseeded_each_draw": lambda **_: {"w_query": W_QUERY, "w_key": W_QUERY, "w_value": W_QUERY},
+               "randn_for_rand": lambda **_: {"w_query": W_QUERY_N, "w_key": W_KEY_N, "w_value": W_VALUE_N},
            },
            hints={
                "swapped_projections": "Your w_query holds the numbers of w_key and the other way round. Right "
@@ -455,6 +463,7 @@ PART_2 = [
     _value("02.keys_values", "Keys and values of all six inputs", ("keys", "values"),
            lambda x, w_key, w_value, **_: {"keys": x @ w_key, "values": x @ w_value},
            reads=("x", "w_key", "w_value"), dtype="float32",  # the next products mix them with float32 tensors
+           how={"loop": False},  # "for all six inputs at once"
            mistakes={
                "swapped_projections": lambda x, w_key, w_value, **_: {"keys": x @ w_value, "values": x @ w_key},
                "all_rows_or_one": lambda x_2, w_key, w_value, **_: {"keys": x_2 @ w_key, "values": x_2 @ w_value},
@@ -467,6 +476,8 @@ PART_2 = [
                "the context vector a value for every input: project all six rows of x at once.",
                "projection_reused": "Your keys are made with w_query, the queries' matrix. Keys have a matrix of "
                "their own: x @ w_key.",
+               "not_as_asked": "Your numbers are right, but your cell projects the inputs one at a time (a `for` or "
+               "a comprehension). The step asks for all six at once: one product of x with each matrix.",
            }),
     _value("02.score_22", "The score of query 2 against key 2", ("attn_score_22",),
            _one("attn_score_22", lambda query_2, key_2, **_: query_2 @ key_2), reads=("query_2", "key_2"),
@@ -609,6 +620,7 @@ PART_2 = [
                "reads_globals": _one("outputs_v1", lambda x, w_query, w_key, w_value, **_:
                                      attention(x, w_query, w_key, w_value)),
                "weights_returned": _one("outputs_v1", lambda x, **_: self_attention(x, W_QUERY, W_KEY, W_VALUE)[0]),
+               "randn_for_rand": _one("outputs_v1", lambda x, **_: attention(x, W_QUERY_N, W_KEY_N, W_VALUE_N)),
            },
            hints={
                **ATTENTION_HINTS,

@@ -325,6 +325,9 @@ WEIGHTS_MISTAKES = {
     "power_precedence": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key, scale=2.0 * w_key.shape[-1]),
     "scale_multiplied": lambda x, w_query, w_key, **_: _weights_from(
         x, w_query, w_key, scale=1 / np.sqrt(w_key.shape[-1])),
+    # √4 whatever the keys: √n (the 4 tokens, k.shape[0], len(tokens)) or a 2 typed in, which a sentence of 4
+    # tokens cannot tell apart
+    "fixed_scale": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key, scale=2.0),
     # a softmax written out again in the cell: the row sums or the row maxima without keepdims, or one sum for all
     "missing_keepdim": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key, normalise=_sum_no_keepdim),
     "max_without_keepdim": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key,
@@ -474,6 +477,9 @@ register(
                   "missing_scale": "Your scores were not divided by √d_k. Divide them by √d_k, the square root "
                   "of the width of a key (3 here), before the softmax.",
                   "scale_by_d": "You divided by d_k itself. The scaling divides by its square root, √d_k.",
+                  "fixed_scale": "You divided by 2 whatever the keys: √4, the square root of the number of tokens "
+                  "(k.shape[0], len(tokens)), or a 2 typed in. The scaling is about the width of one key: divide by "
+                  "√d_k, with d_k = k.shape[-1] (3 here).",
                   "missing_keepdim": "Your row sums lost their axis: a (4,) vector, which NumPy lines up with the "
                   "columns, so entry (i, j) was divided by the sum of row j. Keep the axis (keepdims=True), or "
                   "rather call your `softmax` of Part 4, as the step asks."}),
