@@ -487,6 +487,10 @@ _ROWS = [
      "so divide by √d_k, the width of a key (the last axis of the keys)."),
     # --- notebook 02
     # power_precedence, scale_by_n, scale_by_d_v: catalogued under notebooks 04/05 (the same misconceptions)
+    ("keys_reshaped", "keys reshaped instead of transposed",
+     "You reshaped the keys to (d_k, n) instead of transposing them. A reshape keeps the numbers in their order and "
+     "only cuts them into new rows, so each column mixes pieces of different keys; a transpose turns key j into "
+     "column j (`.T`, or transpose_b=True in tf.matmul)."),
     ("projection_reused", "one weight matrix used for two roles",
      "One of your projections uses another role's matrix (the keys made with w_query, for instance). Each role "
      "has a matrix of its own: queries from w_query, keys from w_key, values from w_value."),

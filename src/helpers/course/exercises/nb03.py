@@ -291,6 +291,7 @@ FN_MISTAKES = {
     "missing_keepdim": lambda **i: _fn(**i, normalise=sums_without_keepdim),
     "max_without_keepdim": lambda **i: _fn(**i, normalise=max_without_keepdim),
     "sum_without_axis": lambda **i: _fn(**i, normalise=one_sum),
+    "keys_reshaped": lambda **i: _fn(**i, scores=lambda q, k: q @ k.reshape(k.shape[1], k.shape[0])),
 }
 
 # --- hints, in this notebook's words ---------------------------------------------------------

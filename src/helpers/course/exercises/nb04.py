@@ -548,6 +548,8 @@ FN_MISTAKES = {
     "max_without_keepdim": lambda q, k, v: max_without_keepdim(q @ k.T / np.sqrt(k.shape[-1])) @ v,
     "sum_without_axis": lambda q, k, v: one_sum(q @ k.T / np.sqrt(k.shape[-1])) @ v,
     "power_precedence": lambda q, k, v: _attend(q, k, v, scale=2.0 * k.shape[-1]),  # k.shape[-1] ** 1 / 2
+    "swapped_projections": lambda q, k, v: softmax(q @ k.T / np.sqrt(k.shape[-1])) @ k,  # the keys mixed
+    "keys_reshaped": lambda q, k, v: softmax(q @ k.reshape(k.shape[1], k.shape[0]) / np.sqrt(k.shape[-1])) @ v,
 }
 
 
@@ -580,6 +582,7 @@ SELF_MISTAKES = {
     "softmax_wrong_axis": lambda x, w_query, w_key, w_value: _attend(x @ w_query, x @ w_key, x @ w_value, axis=0),
     "weights_not_applied": lambda x, w_query, w_key, w_value: softmax((x @ w_query) @ (x @ w_key).T
                                                                       / np.sqrt(w_key.shape[-1])),
+    "projection_reused": lambda x, w_query, w_key, w_value: _attend(x @ w_query, x @ w_key, x @ w_key),
 }
 
 
@@ -827,6 +830,8 @@ FN_HINTS = {
     "sum_without_axis": "You divided by one sum over the whole matrix (tf.reduce_sum without an axis), so no row "
     "of weights sums to 1. Sum each row on its own: tf.reduce_sum(e, axis=-1, keepdims=True).",
     "power_precedence": PRECEDENCE,
+    "swapped_projections": "Your function mixes the keys: the weights times `k`. The keys only decide the weights; "
+    "the outputs are the weighted sums of the values, the weights times `v`.",
 }
 SELF_HINTS = {
     "scale_by_d_model": "You divided by √d_model, the width of x (or the rows of w_key). The scores are dot "
@@ -845,6 +850,8 @@ SELF_HINTS = {
     "softmax_wrong_axis": FN_HINTS["softmax_wrong_axis"],
     "weights_not_applied": "Your function returns the weights, an (n, n) matrix, not the outputs: apply them to "
     "the values (the weights times the values), which gives (n, d_v).",
+    "projection_reused": "Your values are made with w_key: the outputs mix the keys. The values come from w_value "
+    "(x @ w_value), whose width d_v may differ from d_k.",
 }
 
 

@@ -163,6 +163,8 @@ FIXED_VALUE_MISTAKES = {
     "elementwise_product": lambda fixed_weights, values, **_: {"fixed_value": fixed_weights * values},
     "transposed_scores": lambda fixed_weights, values, **_: {"fixed_value": fixed_weights.T @ values},
     "values_times_weights": lambda fixed_weights, values, **_: {"fixed_value": values @ fixed_weights},
+    # the original's value divided by its row sums, an (n,) vector lined up with the columns
+    "missing_keepdim": lambda attention_value, row_sums, **_: {"fixed_value": attention_value / row_sums},
 }
 
 
@@ -359,6 +361,7 @@ ATTENTION_MISTAKES = {
     # √3 whatever the keys: the notebook's global d_k (an int, so not seen as notebook data) or 3 typed in
     "reads_globals": lambda **i: _attention(**i, scale=float(np.sqrt(D_K))),
     "weights_returned": lambda **i: self_attention(**i)[0],  # (n, n) instead of (n, d_v)
+    "projection_reused": lambda x, w_query, w_key, **_: _attention(x, w_query, w_key, w_key),  # values from w_key
 }
 
 _TRANSPOSED = (
@@ -421,6 +424,9 @@ register(
                "of the value rows: a matrix product, `@`.",
                "transposed_scores": "You used the transposed weights. Row i of fixed_weights belongs to "
                "token i and weights the rows of `values`: the weights come first in the product.",
+               "missing_keepdim": "You divided the original's attention_value by the row sums as they are, a (4,) "
+               "vector, which NumPy lines up with the columns: entry (i, j) was divided by the sum of row j. The "
+               "step asks for the value of `fixed_weights`: fixed_weights @ values.",
            }),
     _value("05.scaled_weights", "The scaling by √d_k, as its own step", ("scaled_weights",), ref_scaled,
            reads=("attn_scores", "keys"), mistakes=SCALED_WEIGHTS_MISTAKES, world_fn=world_any_n,
@@ -511,6 +517,8 @@ register(
             "the notebook both are 3, in general they differ.",
             "scale_by_n": "You divided by the square root of the number of tokens (len(x)). The scaling is "
             "about the width of a key: divide by √d_k, k.shape[-1].",
+            "projection_reused": "Your values are made with w_key: the outputs mix the keys. The values come from "
+            "w_value (x @ w_value), whose width d_v may differ from d_k.",
             "reads_globals": "Your function divides by √3 whatever its inputs: that is the notebook's d_k (the "
             "global variable, or the number typed in). Take d_k from the keys the function computes: "
             "k.shape[-1].",
