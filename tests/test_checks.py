@@ -478,6 +478,7 @@ def test_code_features_see_a_class_that_seeds_itself(source, seeds):
     ("w = torch.softmax(s.to(torch.bfloat16), dim=-1)", True),
     ("w = torch.softmax(s.float(), dim=-1)", False),
     ("w = np.exp(s) / np.exp(s).sum(axis=-1, keepdims=True)", False),
+    ("half = d_model // 2\npe[:, :half] = np.sin(pos * freq)", False),  # a variable called half
 ])
 def test_code_features_see_half_precision_named(source, low):
     from helpers.runtime.cells import code_features

@@ -295,7 +295,9 @@ def _low_precision(tree: ast.AST) -> bool:
     """Does the cell name a half-precision float type (``.half()``, ``torch.float16``, ``tf.bfloat16``,
     ``np.float16``, ``"float16"``)?"""
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in _HALF or isinstance(node, ast.Name) and node.id in _HALF:
+        if isinstance(node, ast.Attribute) and node.attr in _HALF:  # .half(), torch.float16, tf.bfloat16
+            return True
+        if isinstance(node, ast.Name) and node.id in _HALF - {"half"}:  # a variable `half` is not a dtype
             return True
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in _HALF:
             return True
