@@ -445,6 +445,47 @@ def test_code_features_see_library_attention_and_no_grad(source, library, no_gra
     assert (features["library_attention"], features["no_grad"]) == (library, no_grad)
 
 
+@pytest.mark.parametrize("source, nested", [
+    ("for i, x_i in enumerate(x):\n    s[i] = x @ x_i", False),
+    ("s = torch.stack([x @ x_i for x_i in x])", False),
+    ("for i, x_i in enumerate(x):\n    for j, x_j in enumerate(x):\n        s[i, j] = x_i @ x_j", True),
+    ("s = torch.tensor([[a @ b for b in x] for a in x])", True),
+    ("s = torch.tensor([a @ b for a in x for b in x]).reshape(6, 6)", True),
+    ("i = 0\nwhile i < 6:\n    s[i] = torch.stack([x[i] @ b for b in x])\n    i += 1", True),
+])
+def test_code_features_tell_nested_loops_from_one_loop(source, nested):
+    from helpers.runtime.cells import code_features
+
+    assert code_features(source)["nested_loop"] is nested
+
+
+@pytest.mark.parametrize("source, seeds", [
+    ("class A(nn.Module):\n    def __init__(self):\n        super().__init__()\n        torch.manual_seed(123)\n"
+     "        self.w = nn.Parameter(torch.rand(3, 2))", True),
+    ("class A(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+     "        self.w = nn.Parameter(torch.rand(3, 2))\n\n\ntorch.manual_seed(123)\na = A()", False),
+])
+def test_code_features_see_a_class_that_seeds_itself(source, seeds):
+    from helpers.runtime.cells import code_features
+
+    assert code_features(source)["seeds_in_class"] is seeds
+
+
+@pytest.mark.parametrize("source, low", [
+    ("w = torch.softmax(s.half(), dim=-1)", True),
+    ("w = tf.cast(tf.nn.softmax(tf.cast(s, tf.float16)), tf.float32)", True),
+    ("w = tf.nn.softmax(tf.cast(s, 'bfloat16'))", True),
+    ("w = torch.softmax(s.to(torch.bfloat16), dim=-1)", True),
+    ("w = torch.softmax(s.float(), dim=-1)", False),
+    ("w = np.exp(s) / np.exp(s).sum(axis=-1, keepdims=True)", False),
+    ("half = d_model // 2\npe[:, :half] = np.sin(pos * freq)", False),  # a variable called half
+])
+def test_code_features_see_half_precision_named(source, low):
+    from helpers.runtime.cells import code_features
+
+    assert code_features(source)["low_precision"] is low
+
+
 def test_a_function_is_read_from_its_own_definition_not_the_cell_s_comparison_code():
     from helpers.runtime.cells import definition_source
 
@@ -826,3 +867,12 @@ def test_numbers_typed_into_a_tensor_are_read_from_the_code():
     assert typed_lists("real = torch.arange(5) < torch.tensor([5, 2])[:, None]") == [[5.0, 2.0]]
     assert typed_lists("x = np.array([[1, -2], [3, 4]])") == [[1.0, -2.0, 3.0, 4.0]]
     assert typed_lists("x = torch.tensor(float('-inf'))\ny = torch.zeros(3)") == []
+
+
+def test_the_fresh_sizes_of_03_s_shape_predictions_are_never_within_one_of_each_other():
+    """(n, n, d_model - 1) must not pass because a draw made d_v = d_model - 1 (simulation 4)."""
+    ex = spec.get("03.predict_weighted")
+    for seed in range(300):
+        inputs = ex.inputs(np.random.default_rng(seed))
+        sizes = [int(inputs[k]) for k in ("n", "d_model", "d_k", "d_v")]
+        assert all(abs(a - b) >= 2 for i, a in enumerate(sizes) for b in sizes[i + 1:]), (seed, sizes)

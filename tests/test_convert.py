@@ -79,3 +79,10 @@ def test_conversion_copies():
     out = to_array(a)
     out[0] = 5
     assert a[0] == 0
+
+
+def test_a_bfloat16_tensor_converts_to_its_values():
+    """NumPy has no bfloat16: the check reads its values (and says it is the wrong dtype), it does not fail."""
+    torch = pytest.importorskip("torch")
+    got = to_array(torch.tensor([[1.0, 0.5], [2.0, -3.0]], dtype=torch.bfloat16), "x")
+    assert got.dtype == np.float64 and np.array_equal(got, [[1.0, 0.5], [2.0, -3.0]])

@@ -35,6 +35,18 @@ def test_lists_and_arrays_convert_to_the_same_values(arr):
     assert np.array_equal(to_array(arr), arr)
 
 
+any_float = st.floats(allow_nan=True, allow_infinity=True, width=64)
+
+
+@given(hnp.arrays(np.float64, st.shared(hnp.array_shapes(max_dims=2, max_side=4), key="shape"), elements=any_float),
+       hnp.arrays(np.float64, st.shared(hnp.array_shapes(max_dims=2, max_side=4), key="shape"), elements=any_float),
+       st.sampled_from([(1e-4, 1e-6), (1e-5, 1e-12), (0.0, 0.0), (1e-3, 1e-3)]))
+def test_the_fast_comparison_is_numpy_s_allclose(a, b, tolerances):
+    rtol, atol = tolerances
+    assert spec._allclose(a, b, rtol, atol) == np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+    assert spec._allclose(a, a, rtol, atol)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(VALUE_EXERCISES), st.data())
 def test_a_random_wrong_entry_is_never_diagnosed_as_a_mistake(ex, data):

@@ -64,6 +64,8 @@ def _from_torch(obj: Any, name: str) -> np.ndarray:
         t = obj.detach()
         if getattr(t, "is_complex", lambda: False)():
             raise AnswerError("dtype", f"`{name}` is a complex tensor; attention works with real numbers.")
+        if str(getattr(t, "dtype", "")) == "torch.bfloat16":  # NumPy has no bfloat16: its values, as float32
+            t = t.float()
         return t.cpu().numpy()
     except AnswerError:
         raise

@@ -525,14 +525,30 @@ _ROWS = [
      "so divide by √d_k, the width of a key (the last axis of the keys)."),
     # --- notebook 02
     # power_precedence, scale_by_n, scale_by_d_v: catalogued under notebooks 04/05 (the same misconceptions)
+    ("keys_reshaped", "keys reshaped instead of transposed",
+     "You reshaped the keys to (d_k, n) instead of transposing them. A reshape keeps the numbers in their order and "
+     "only cuts them into new rows, so each column mixes pieces of different keys; a transpose turns key j into "
+     "column j (`.T`, or transpose_b=True in tf.matmul)."),
     ("projection_reused", "one weight matrix used for two roles",
      "One of your projections uses another role's matrix (the keys made with w_query, for instance). Each role "
      "has a matrix of its own: queries from w_query, keys from w_key, values from w_value."),
     ("reseeded_each_draw", "the generator seeded again before every draw",
      "You seeded the generator again before each draw, so every draw starts from the same place and gives the "
      "same numbers. Seed once, then draw one matrix after the other: each draw goes on where the last stopped."),
+    ("randn_for_rand", "drawn with torch.randn (normal) where torch.rand (uniform) was asked",
+     "Your matrices hold numbers of both signs: torch.randn draws them from a normal distribution. The book's "
+     "matrices come from torch.rand, uniform between 0 and 1: draw with torch.rand, after the same seed."),
     ("earlier_weights_used", "weights of an earlier step used",
      "You used weights computed in an earlier step, from other scores. Use the weights this step starts from."),
+    ("counted_all_tensors", "every weight tensor counted (frozen ones too) instead of their numbers",
+     "You counted the weight tensors, frozen ones included, not the numbers in them. Add up the number of entries "
+     "(a tensor's .numel()) of each parameter that requires a gradient."),
+    ("counted_frozen", "frozen parameters counted as trainable",
+     "You counted the entries of every parameter, frozen ones too: a parameter with requires_grad=False does not "
+     "change in training. Keep only the parameters with p.requires_grad."),
+    ("counted_from_shapes", "the count computed from the sizes instead of the module's parameters",
+     "You computed the count from the sizes the module was made with. Count what the module holds: the entries "
+     "(.numel()) of its parameters that require a gradient."),
     ("counted_inputs", "the inputs' numbers counted instead of the parameters'",
      "You counted the numbers of the inputs x. The trainable numbers are the entries of the module's parameters "
      "(module.parameters()), whatever the inputs it is run on."),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["global_softmax", "self_attention", "softmax", "sum_normalise", "unstable_softmax"]
+__all__ = ["global_softmax", "max_without_keepdim", "one_sum", "self_attention", "softmax", "sum_normalise",
+           "sums_without_keepdim", "unstable_softmax"]
 
 
 def softmax(scores: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -25,6 +26,30 @@ def global_softmax(scores: np.ndarray) -> np.ndarray:
     """exp(scores) / sum over the *whole* matrix: the bug of seed 004."""
     s = np.asarray(scores, dtype=np.float64)
     e = np.exp(s - s.max())
+    return e / e.sum()
+
+
+def sums_without_keepdim(scores: np.ndarray) -> np.ndarray:
+    """exp(scores) divided by the row sums kept as an (n,) vector, which lines up with the columns: entry (i, j)
+    divided by the sum of row j (a shift common to all entries, as in ``exp(s)`` itself, changes nothing)."""
+    s = np.asarray(scores, dtype=np.float64)
+    e = np.exp(s - s.max())
+    return e / e.sum(axis=-1)
+
+
+def max_without_keepdim(scores: np.ndarray) -> np.ndarray:
+    """The row maxima kept as an (n,) vector, which lines up with the columns: entry (i, j) shifted by the
+    maximum of row j, which the row sums (with their axis) do not cancel."""
+    s = np.asarray(scores, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(s - s.max(axis=-1))
+        return e / e.sum(axis=-1, keepdims=True)
+
+
+def one_sum(scores: np.ndarray) -> np.ndarray:
+    """Each row's own maximum subtracted, then ONE sum over the whole matrix (a sum without its axis)."""
+    s = np.asarray(scores, dtype=np.float64)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
     return e / e.sum()
 
 

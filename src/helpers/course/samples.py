@@ -70,17 +70,18 @@ def answer_namespace(ex: Exercise, code: str | None = None, framework: str | Non
         if ex.keeps_grad:  # as the output of a trainable module is
             ns.update({name: ns[name].requires_grad_(True) for name in ex.answers})
         if ex.module:
-            ns[ex.module] = _trainable_module(ex.trainable)
+            ns[ex.module] = _trainable_module(ex.trainable, ex.parameters)
         return ns
     return {ex.answers[0]: student_function(ex, code, framework)}
 
 
-def _trainable_module(n: int) -> Any:
+def _trainable_module(n: int, names: tuple[str, ...] = ()) -> Any:
     import torch
 
     module = torch.nn.Module()
     for i in range(n):
-        module.register_parameter(f"w{i}", torch.nn.Parameter(torch.zeros(1)))
+        name = names[i] if i < len(names) else f"w{i}"  # the names the TO-DO asks for, where it names them
+        module.register_parameter(name, torch.nn.Parameter(torch.zeros(1)))
     return module.eval()  # as a module is when its answers are computed
 
 

@@ -115,7 +115,8 @@ class Exercise:
     ``mistakes`` maps a code of :data:`helpers.course.mistakes.MISTAKES` to a wrong variant with
     the reference's signature. ``dtype`` (``"float"``, ``"float32"``, ``"float64"`` or ``"int32"``) is
     what the TO-DO asks for; ``module`` names an ``nn.Module`` whose ``trainable`` parameters must be
-    trainable; ``probes`` check how a function works.
+    trainable (for a function step with ``keeps_grad``: a module the cell makes, whose output must keep
+    its gradient to the module's parameters); ``probes`` check how a function works.
     """
 
     id: str
@@ -141,6 +142,8 @@ class Exercise:
     dtype: str | None = None
     module: str | None = None
     trainable: int = 0
+    # value steps with a ``module``: the names its parameters must have, no more and no fewer (the TO-DO names them)
+    parameters: tuple[str, ...] = ()
     probes: tuple[Probe, ...] = ()
     # one more trial (a value step: one more replay), a fresh draw cut to edge sizes (one query, a width of 1),
     # where the variants need not differ; it catches code right only while every axis is longer than 1 (a
@@ -309,10 +312,20 @@ def _close(a: Arrays, b: Arrays, names: Sequence[str], rtol: float, atol: float,
         if n not in a or n not in b or a[n].shape != b[n].shape:
             return False
         tol = atol + 2 * slack[n] if slack is not None and n in slack else atol
-        with np.errstate(invalid="ignore", over="ignore"):
-            if not np.allclose(a[n], b[n], rtol=rtol, atol=tol, equal_nan=True):
-                return False
+        if not _allclose(a[n], b[n], rtol, tol):
+            return False
     return True
+
+
+def _allclose(a: np.ndarray, b: np.ndarray, rtol: float, atol: Any) -> bool:
+    """``np.allclose(a, b, rtol, atol, equal_nan=True)`` for arrays of one shape, without its generality (the draws
+    compare every pair of variants: this is where a check spends most of its time)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        ok = (np.abs(a - b) <= atol + rtol * np.abs(b)) & np.isfinite(b)
+        if ok.all():
+            return True
+        # inf matches an inf of the same sign (inf - inf is NaN above), NaN matches NaN
+        return bool((ok | (a == b) | (np.isnan(a) & np.isnan(b))).all())
 
 
 def separates(ex: Exercise, inputs: Mapping[str, Any]) -> bool:
@@ -514,18 +527,28 @@ def _fmt(v: float) -> str:
     return f"{v:.6g}"
 
 
+def _distinct(got: float, want: float) -> tuple[str, str]:
+    """Both numbers with as many digits as it takes to tell them apart (6 at least, 12 at most): an answer
+    off in the 7th digit (rounded, say) does not read as "you have 5, expected 5"."""
+    for digits in range(6, 13):
+        a, b = f"{got:.{digits}g}", f"{want:.{digits}g}"
+        if a != b:
+            return a, b
+    return a, b
+
+
 def _first_difference(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str:
     with np.errstate(invalid="ignore", over="ignore"):
         bad = ~np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
         idx = tuple(int(i) for i in np.argwhere(bad)[0]) if got.ndim else ()
         worst = float(np.nanmax(np.abs(got - want))) if np.isfinite(got - want).any() else float("nan")
     if got.size == 1 and not idx:
-        return f"differs: you have {_fmt(float(got))}, expected {_fmt(float(want))}."
+        return "differs: you have {}, expected {}.".format(*_distinct(float(got), float(want)))
     where = f"at index {idx}" if idx else "in its value"
     n_bad, n = int(bad.sum()), bad.size
     return (
-        f"first differs {where}: you have {_fmt(float(got[idx]))}, expected {_fmt(float(want[idx]))} "
-        f"({n_bad} of {n} entries differ; largest difference {_fmt(worst)})."
+        "first differs {}: you have {}, expected {} ".format(where, *_distinct(float(got[idx]), float(want[idx])))
+        + f"({n_bad} of {n} entries differ; largest difference {_fmt(worst)})."
     )
 
 
@@ -751,6 +774,14 @@ def _items_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
 def _grad_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     if not ex.keeps_grad:
         return None
+    if ex.kind == "function" and ex.module:  # the function runs a module: the module's output must keep it
+        if record.get("module_grad") is False:
+            return _fail(ex, "gradient_cut", f"The output of `{ex.module}` is cut off from the module's own weights: a "
+                                             "`.detach()`, `torch.no_grad()` or a trip through NumPy in `forward`, so "
+                                             "`loss.backward()` cannot reach its layers and training cannot change "
+                                             "them. Keep every step of `forward` in torch operations; detach only to "
+                                             "print.")
+        return None
     if ex.kind == "function":  # its trials run without gradients: only the call on inputs that need one says
         cut = [f"{ex.answers[0]}(...)"] if record.get("keeps_grad") is False else []
     else:
@@ -794,6 +825,44 @@ def _dtype_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
     return None
 
 
+_HALF_PRECISION = {"bfloat16": (1e-1, 5e-2), "float16": (2e-2, 1e-2)}  # rtol, atol of a result computed in it
+
+
+def _low_precision_problem(ex: Exercise, record: Mapping[str, Any],
+                           trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> Outcome | None:
+    """A wrong answer that is the right one to the precision of a half-precision float (float16, bfloat16) it has
+    as its dtype, or that its code names: computed in half precision, where the step asks for float32 (or the
+    framework's usual float) or float64."""
+    if ex.dtype == "int32" or not trials:
+        return None
+    asked = ex.dtype if ex.dtype in ("float32", "float64") else \
+        "float64" if (ex.framework or "numpy") == "numpy" else "float32"
+    dtypes = {n: str(d).removeprefix("torch.") for n, d in ((record.get("facts") or {}).get("dtype") or {}).items()
+              if d is not None and str(d).removeprefix("torch.") in _HALF_PRECISION}
+    named = bool((record.get("how") or {}).get("low_precision"))
+    if not dtypes and not named:
+        return None
+    half = next(iter(dtypes.values()), "float16")
+    rtol, atol = _HALF_PRECISION[half]
+    for got, inputs in trials:
+        try:
+            want = ex.expected(inputs)
+        except Exception:
+            return None
+        if not _close(got, want, ex.answers, rtol, atol):
+            return None
+    digits = "3" if half == "float16" else "2"
+    if dtypes:
+        name = next(iter(dtypes))
+        what = f"`{name}`" if ex.kind == "value" else f"`{name}(...)`'s result"
+        said = f"{what} has dtype {half}, which keeps only about {digits} significant digits"
+    else:
+        where = "Your cell" if ex.kind == "value" else f"`{ex.answers[0]}`"
+        said = f"{where} computes in {half} (half precision), which keeps only about {digits} significant digits"
+    return _fail(ex, "wrong_dtype", f"{said}: your numbers are right only to that many digits. This step asks for "
+                                     f"{asked}: leave out the cast to {half}.")
+
+
 def _module_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     if not ex.module:
         return None
@@ -826,11 +895,43 @@ def _module_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     return None
 
 
+def _listed(names: Sequence[str]) -> str:
+    """`a`, `b` and `c`."""
+    quoted = [f"`{n}`" for n in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} and {quoted[-1]}"
+
+
+def _parameters_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
+    """The module's parameters are the ones the TO-DO names (:attr:`Exercise.parameters`), and no others."""
+    if not ex.parameters:
+        return None
+    params = (record.get("module") or {}).get("params") or []
+    names = [str(p[0]) for p in params]
+    wanted = _listed([f"self.{n}" for n in ex.parameters])
+    if missing := [n for n in ex.parameters if n not in names]:
+        return _fail(ex, "not_as_asked", f"The TO-DO asks for the parameters {wanted}; your `{ex.module}` has no "
+                                         f"{_listed(missing)} (its parameters: {_listed(names) if names else 'none'}). "
+                                         "Name them as asked, one attribute per matrix: code outside the class finds "
+                                         f"a weight by its name (`{ex.module}.{ex.parameters[0]}`).")
+    if extra := [p for p in params if str(p[0]) not in ex.parameters]:
+        listed = ", ".join(f"`{p[0]}` ({int(np.prod(p[1]))} numbers)" for p in extra)
+        return _fail(ex, "not_as_asked", f"Your `{ex.module}` has a parameter the step does not ask for: {listed}. The "
+                                         f"step asks for {wanted} only; an extra parameter is trained too, and it "
+                                         "changes the count of trainable numbers of the next step.")
+    return None
+
+
 _HOW = {
     ("loop", True): "The step asks you to write it as a Python loop, and your cell has none: the loop is the point "
                     "here (it shows each term being added).",
     ("loop", False): "The step asks for it without a Python loop, and your cell has one: use one tensor operation "
                      "over all the rows at once.",
+    ("nested_loop", True): "The step asks for two nested loops, one over the rows i and inside it one over the rows "
+                           "j, and your cell has a single loop: compute each entry (i, j) on its own, one dot product "
+                           "at a time.",
+    ("seeds_in_class", False): "Your class seeds the random generator itself (a `manual_seed` inside it), so every "
+                               "object it makes starts from the very same numbers, whatever the generator's state. "
+                               "Seed outside the class, as the cell does, and only draw inside `__init__`.",
     ("matmul", False): "The step asks for it without a matrix product, and your cell uses one (`@`, matmul, "
                        "einsum or dot): build it from the pieces the step names.",
     ("matmul", True): "The step asks for a matrix product, and your cell has none.",
@@ -884,6 +985,13 @@ def _unused_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
                  or f"Your cell never uses {names}: the step asks you to compute "
                     f"{', '.join(f'`{a}`' for a in ex.answers)} with {'it' if len(quoted) == 1 else 'them'}, and "
                     "your numbers come from somewhere else.")
+
+
+def _unused_names_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
+    """:func:`_unused_problem` for the names the cell never uses alone (not how it computes)."""
+    if not [n for n in record.get("unused") or [] if n in ex.computed_with]:
+        return None
+    return _unused_problem(ex, record)
 
 
 def _budget_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome | None:
@@ -1365,7 +1473,7 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
         for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
                       _items_problem(ex, record.get("facts") or {}),
                       _mutation_problem(ex, record), _rebound_problem(ex, record), _module_problem(ex, record),
-                      _grad_problem(ex, record), _budget_problem(ex, plan, record),
+                      _parameters_problem(ex, record), _grad_problem(ex, record), _budget_problem(ex, plan, record),
                       _module_probe_problem(ex, plan, record), _step_probe_problem(ex, record, right=True)):
             if check is not None:
                 return check
@@ -1406,6 +1514,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
         return _fail(ex, code, note=note)
     if drawn := _draw_problem(ex, plan, record):
         return drawn
+    if low := _low_precision_problem(ex, record, trials):
+        return low
     if inlined := _inlined(ex, plan, replays):
         return _fail(ex, "hard_coded", _inlined_message(ex, inlined), note)
     if replays and all(_same(got[n], got0[n], ex) for got in replays for n in ex.answers) and \
@@ -1425,6 +1535,10 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                                        "from them. Compute the answer from the variables the step starts from "
                                        "(the numbers are there to check against, not to type in).", note)
     if replay_error:
+        if fail0 is None and (unused := _unused_names_problem(ex, record)):
+            # right here, raised on other inputs, and the cell never uses what the step computes with: it reads the
+            # notebook's answers themselves (which a replay does not hand it), not the inputs
+            return unused
         if fail0 is None and (raised := record.get("raised")):
             # it raised in the notebook as well: that error, not the other inputs, is what to fix (unless
             # the answer's own dtype or framework is what made a later line raise)
@@ -1473,6 +1587,12 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
     if fail is None and record.get("models_read"):  # right here only because the notebook's model is the one given
         return _fail(ex, "reads_globals", _reads_globals(ex, record, "so it trains or runs that model whatever "
                                                                      "model it is given. Use its `model` argument."))
+    if fail is None and (answers_read := _answers_read(ex, record)):  # right, but only where those exist
+        names = ", ".join(f"`{n}`" for n in answers_read)
+        return _fail(ex, "reads_globals", f"`{ex.answers[0]}` reads the notebook's {names}: its results come out right "
+                                          "only because what it takes from there happens not to change them, and it "
+                                          "raises a NameError wherever that variable does not exist. Use only the "
+                                          "parameters the function is given.")
     if fail is None:
         for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
                       _mutation_problem(ex, record), _probe_problem(ex, plan, record), _grad_problem(ex, record)):
@@ -1491,6 +1611,8 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
         value = plan.inputs[0][typed]
         return _fail(ex, "hard_coded", f"`{ex.answers[0]}` computes as if `{typed}` were always {value!r}, this "
                                        f"notebook's value, whatever it is given: use its `{typed}` argument.")
+    if low := _low_precision_problem(ex, record, trials):
+        return low
     read = record.get("globals_read") or []
     if read:
         return _fail(ex, "reads_globals", _reads_globals(ex, record, "so it only works for this notebook's data. "
@@ -1499,7 +1621,7 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
         return _fail(ex, "reads_globals", _reads_scalars(ex, scalars, "so it is right only where that number is "
                                                                       "the inputs' own. Take it from the function's "
                                                                       "arguments (a shape, a size)."))
-    if problem := _precision_problem(ex, record, trials) or _typed_in_problem(ex, plan, record):
+    if problem := _typed_in_problem(ex, plan, record):
         return problem
     return Outcome(ex.id, "fail", 0, ex.points, fail)
 
@@ -1528,25 +1650,21 @@ def _typed_argument(ex: Exercise, plan: Plan, answers: Sequence[Arrays]) -> str 
     return None
 
 
-_LOW_PRECISION = ("float16", "bfloat16", "half")
-
-
-def _precision_problem(ex: Exercise, record: Mapping[str, Any],
-                       trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> Outcome | None:
-    """A result in half precision (float16, bfloat16) where the step asks for float32, whose numbers are off
-    only by that precision's rounding: the dtype is what to fix."""
-    facts = record.get("facts") or {}
-    if ex.dtype not in ("float", "float32") or \
-            not any(str(d) in _LOW_PRECISION for d in (facts.get("dtype") or {}).values()):
-        return None
-    if not all(_close(got, ex.expected(inputs), ex.answers, 1e-2, 1e-2) for got, inputs in trials):
-        return None
-    return _dtype_problem(ex, facts)
-
-
 # what the probes' watching inputs raise (helpers.course.exercises.nb07), as `_call` words it
 _WATCHED = re.compile(r"^`[^`]+` raised (?:KeysNotInBlocks|KeyBlocksTwice|ScoresAboveTheDiagonal): (?P<what>.+?)"
                       r"(?: \(line \d+: .*\))? when called on (?P<inputs>.+)\.$", re.S)
+
+
+def _answers_read(ex: Exercise, record: Mapping[str, Any]) -> list[str]:
+    """The notebook's own results (answers of its value steps) that a function reads from its globals: data a
+    function of its arguments has no business with (a constant of the student's own is not one of them)."""
+    read = set(record.get("globals_read") or []) - set(record.get("models_read") or [])
+    if not read or record.get("globals_in"):
+        return []
+    _load_all()
+    answers = {n for other in REGISTRY.values() if other.notebook == ex.notebook and other.kind == "value"
+               for n in other.answers}
+    return sorted(read & answers)
 
 
 def _reads_globals(ex: Exercise, record: Mapping[str, Any], then: str) -> str:

@@ -322,6 +322,36 @@ def _max_of_lengths(tree: ast.AST) -> bool:
     return False
 
 
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _loop_depth(node: ast.AST, depth: int = 0) -> int:
+    """How deep loops nest in ``node``: a ``for``/``while`` counts one, a comprehension one per ``for`` clause
+    (``[f(a, b) for a in x for b in x]`` is two loops, one inside the other)."""
+    if isinstance(node, _LOOPS):
+        depth += 1
+    elif isinstance(node, _COMPREHENSIONS):
+        depth += len(node.generators)
+    return max([depth, *(_loop_depth(child, depth) for child in ast.iter_child_nodes(node))])
+
+
+_HALF = {"float16", "half", "bfloat16", "float16_t"}
+
+
+def _low_precision(tree: ast.AST) -> bool:
+    """Does the cell name a half-precision float type (``.half()``, ``torch.float16``, ``tf.bfloat16``,
+    ``np.float16``, ``"float16"``)?"""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in _HALF:  # .half(), torch.float16, tf.bfloat16
+            return True
+        if isinstance(node, ast.Name) and node.id in _HALF - {"half"}:  # a variable `half` is not a dtype
+            return True
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in _HALF:
+            return True
+    return False
+
+
 def _sequence_mask_without_maxlen(tree: ast.AST) -> bool:
     """A ``tf.sequence_mask(lengths)`` call without its ``maxlen``: as wide as the longest length."""
     return any(isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name))
@@ -356,16 +386,33 @@ def typed_lists(source: str) -> list[list[float]]:
     return out
 
 
+_SEEDS = {"manual_seed", "seed", "set_seed"}
+
+
+def _seeds_in_class(tree: ast.AST) -> bool:
+    """Does a class of the cell seed a random generator itself (``torch.manual_seed(…)`` in its ``__init__``)?"""
+    for cls in ast.walk(tree):
+        if isinstance(cls, ast.ClassDef):
+            for node in ast.walk(cls):
+                if isinstance(node, ast.Call):
+                    fn = node.func
+                    name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+                    if name in _SEEDS:
+                        return True
+    return False
+
+
 def code_features(source: str) -> dict[str, bool] | None:
     """How a cell computes, for steps that ask for one way: ``loop`` (a ``for``/``while`` or a
-    comprehension), ``matmul`` (``@`` or a matrix-product call), ``implicit_softmax_dim`` (a softmax
-    called without its axis, e.g. ``F.softmax(s)``) and ``indexed_result`` (the result of a function
-    call indexed, as in ``f(x)[perm]``) and ``typed_numbers`` (an array typed in by hand: a nested
-    literal of numbers, or a tensor/array made from a literal of four numbers or more),
-    ``library_attention`` (a library's attention called: ``scaled_dot_product_attention``, a
-    multi-head attention layer) and ``no_grad`` (gradient tracking switched off), ``max_of_lengths`` (the
-    largest of some lengths taken: ``lengths.max()``) and ``sequence_mask_without_maxlen``. ``None`` if it does
-    not parse."""
+    comprehension), ``nested_loop`` (a loop inside a loop, or a comprehension with two ``for``),
+    ``matmul`` (``@`` or a matrix-product call), ``implicit_softmax_dim`` (a softmax called without its
+    axis, e.g. ``F.softmax(s)``), ``indexed_result`` (the result of a function call indexed, as in
+    ``f(x)[perm]``), ``typed_numbers`` (an array typed in by hand: a nested literal of numbers, or a
+    tensor/array made from a literal of four numbers or more), ``library_attention`` (a library's
+    attention called: ``scaled_dot_product_attention``, a multi-head attention layer), ``no_grad``
+    (gradient tracking switched off), ``seeds_in_class`` (a class that seeds a random generator itself),
+    ``low_precision`` (a half-precision float type named), ``max_of_lengths`` (the largest of some lengths
+    taken: ``lengths.max()``) and ``sequence_mask_without_maxlen``. ``None`` if it does not parse."""
     tree = _parse(source)
     if tree is None:
         return None
@@ -383,8 +430,9 @@ def code_features(source: str) -> dict[str, bool] | None:
             name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
             matmul = matmul or name in _PRODUCTS
             implicit = implicit or _implicit_axis(node, imported)
-    return {"loop": loop, "matmul": matmul, "implicit_softmax_dim": implicit, "indexed_result": _indexes_a_result(tree),
-            "typed_numbers": _types_numbers(tree),
+    return {"loop": loop, "nested_loop": _loop_depth(tree) >= 2, "matmul": matmul, "implicit_softmax_dim": implicit,
+            "indexed_result": _indexes_a_result(tree), "typed_numbers": _types_numbers(tree),
             "library_attention": bool(_call_names(tree) & _LIBRARY_ATTENTION), "no_grad": _without_grad(tree),
+            "seeds_in_class": _seeds_in_class(tree), "low_precision": _low_precision(tree),
             "max_of_lengths": _max_of_lengths(tree),
             "sequence_mask_without_maxlen": _sequence_mask_without_maxlen(tree)}

@@ -112,6 +112,8 @@ def _mimic(value: Any, like: Any, framework: str | None) -> Any:
         return plain
     if isinstance(value, list) or not isinstance(value, np.ndarray):
         return copy.deepcopy(value)
+    if value.ndim == 0 and type(like) in (int, float):  # a size the student keeps as a Python number stays one
+        return type(like)(value)
     fw = framework_of(like) if like is not None else None
     if fw not in ("torch", "tensorflow", "numpy"):
         fw = framework or "numpy"
@@ -143,9 +145,13 @@ def _plain_like(value: np.ndarray, like: Any) -> Any:
 
 def _module_like(params: Mapping[str, Any], module: Any) -> Any:
     """A copy of ``module`` whose parameters are ``params`` (by name; by order when the student named them
-    otherwise, as long as there are as many), each as trainable as the student's own."""
+    otherwise, as long as there are as many), each as trainable as the student's own. ``params`` of the form
+    ``{"trainable": {name: array}, "frozen": {name: array}}`` make a module of their own instead, with exactly
+    these parameters (those of ``frozen`` with requires_grad=False)."""
     import torch
 
+    if set(params) == {"trainable", "frozen"} and all(isinstance(v, Mapping) for v in params.values()):
+        return _module_of(params["trainable"], params["frozen"])
     clone = copy.deepcopy(module)
     own = [name for name, _ in clone.named_parameters()]
     if set(params) <= set(own):
@@ -161,6 +167,19 @@ def _module_like(params: Mapping[str, Any], module: Any) -> Any:
         setattr(owner, attr, torch.nn.Parameter(torch.as_tensor(np.asarray(arr), dtype=old.dtype),
                                                 requires_grad=old.requires_grad))
     return clone
+
+
+def _module_of(trainable: Mapping[str, Any], frozen: Mapping[str, Any]) -> Any:
+    """A plain ``nn.Module`` whose parameters are the given arrays (float32), in that order, those of ``frozen``
+    with requires_grad=False: other counts, sizes and frozen parameters than the student's own module."""
+    import torch
+
+    module = torch.nn.Module()
+    for group, grad in ((trainable, True), (frozen, False)):
+        for name, arr in group.items():
+            module.register_parameter(name, torch.nn.Parameter(torch.as_tensor(np.asarray(arr), dtype=torch.float32),
+                                                               requires_grad=grad))
+    return module
 
 
 # ----------------------------------------------------------------------------- errors
@@ -1093,6 +1112,29 @@ def _numpy_of_graph(exc: BaseException) -> bool | None:
     return False if isinstance(exc, RuntimeError) and "numpy()" in text and "requires grad" in text else None
 
 
+def _module_keeps_grad(module: Any, inputs: Mapping[str, Any]) -> bool | None:
+    """Called on the first of ``inputs`` with gradients on, does the module's output reach every parameter of it
+    that requires a gradient? None when that cannot be told (no module, it raised, no tensor came out)."""
+    torch = sys.modules.get("torch")
+    params = [p for p in getattr(module, "parameters", lambda: [])() if getattr(p, "requires_grad", False)] \
+        if torch is not None and isinstance(module, torch.nn.Module) else []
+    if not params or not inputs:
+        return None
+    state = torch.get_rng_state()
+    try:
+        with warnings.catch_warnings(), torch.enable_grad():
+            warnings.simplefilter("ignore")
+            result = module(to_framework(next(iter(inputs.values())), "torch"))
+            if not getattr(result, "requires_grad", False):
+                return False if hasattr(result, "requires_grad") else None
+            grads = torch.autograd.grad(result.sum(), params, allow_unused=True)
+    except Exception:  # noqa: BLE001 — the student's module: anything can happen
+        return None
+    finally:
+        torch.set_rng_state(state)
+    return all(g is not None for g in grads)
+
+
 def _shapes(inputs: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}{tuple(np.shape(v))}" if isinstance(v, (np.ndarray, list)) else f"{k}={v!r}"
                      for k, v in inputs.items())
@@ -1120,7 +1162,7 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
     own = definition_source(run.source, name) if run is not None else None  # not the cell's given code
     if own is not None:
         record["calls"] = sorted(called_names(own))
-    if own is not None and plan.get("how"):
+    if own is not None:  # what the TO-DO asks for, and what a wrong answer's code says (a float16 cast)
         record["how"] = code_features(own)
     if own is not None:
         record["typed_in"] = typed_lists(own)
@@ -1144,7 +1186,10 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             record["answers"].append({name: to_array(result, f"{name}(...)", finite=False)})
         # a function that uses what the step rules out (another library) is not measured: that comes first
         record["probes"] = {} if record.get("forbidden") else _probes(plan, fn, name, framework)
-        if plan.get("keeps_grad") and framework == "torch" and plan.get("trials"):
+        if plan.get("keeps_grad") and framework == "torch" and plan.get("trials") and plan.get("module"):
+            # the function runs a module the cell made (which it may call without gradients): that module's output
+            record["module_grad"] = _module_keeps_grad(namespace.get(plan["module"]), plan["trials"][0])
+        elif plan.get("keeps_grad") and framework == "torch" and plan.get("trials"):
             wanted = plan["keeps_grad"] if isinstance(plan["keeps_grad"], (list, tuple)) else None
             record["keeps_grad"] = _keeps_grad(fn, name, plan["trials"][0], wanted)
     except AnswerError as err:

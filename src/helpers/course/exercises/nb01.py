@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..reference import global_softmax, softmax, sum_normalise
+from ..reference import global_softmax, max_without_keepdim, softmax, sum_normalise
 from ..spec import Exercise, register, upstream_of
 
 NOTEBOOK = "01_illustrated_self_attention"
@@ -146,6 +146,7 @@ SOFTMAX_MISTAKES = {
     "softmax_wrong_axis": _weights(lambda s, **_: softmax(s, axis=0)),
     "transposed_scores": _weights(lambda s, **_: softmax(s.T)),
     "missing_keepdim": _weights(lambda s, **_: _no_keepdim(s)),
+    "max_without_keepdim": _weights(lambda s, **_: max_without_keepdim(s)),
     "global_softmax": _weights(lambda s, **_: global_softmax(s)),
     "no_softmax": _weights(lambda s, **_: s),
     "sum_normalisation": _weights(lambda s, **_: sum_normalise(s)),
@@ -202,10 +203,16 @@ def _hints(framework: str) -> dict[str, dict[str, str]]:
     qk = "tf.matmul(queries, keys, transpose_b=True)" if tf else "queries @ keys.T"
     axis = "axis=-1" if tf else "dim=-1"
     keep = "tf.reduce_sum(…, axis=-1, keepdims=True)" if tf else ".sum(dim=-1, keepdim=True)"
+    keep_max = "tf.reduce_max(…, axis=-1, keepdims=True)" if tf else ".max(dim=-1, keepdim=True).values"
     product = ("You multiplied element by element (`*`). A matrix product is tf.matmul (or `@`)." if tf else
                "You multiplied element by element (`*`). A matrix product is `@` (or torch.matmul).")
-    return {
+    lists = ("Your cell does not make {what} from {lists}: the TensorFlow half makes its tensors itself, from the "
+             "lists (tf.constant({first}, dtype=tf.float32)), not from Part 1's PyTorch tensors or other numbers.")
+    hints = {
+        "x": {"not_computed_with": lists.format(what="`x`", lists="`x_list`", first="x_list")} if tf else {},
         "weights": {
+            **({"not_computed_with": lists.format(what="the weight matrices", lists="their lists",
+                                                  first="w_query_list")} if tf else {}),
             "key_value_swapped": "Your w_key holds the numbers of w_value_list, and your w_value those of "
             "w_key_list: make each tensor from its own list.",
         },
@@ -233,6 +240,9 @@ def _hints(framework: str) -> dict[str, dict[str, str]]:
             "softmax_wrong_axis": f"Your softmax normalised each column. Each query's row must sum to 1: {axis}.",
             "missing_keepdim": "Your row sums lost their axis, so the division lined each sum up with a column "
             f"instead of its own row. Keep the axis: {keep}.",
+            "max_without_keepdim": "Your row maxima lost their axis, so the subtraction lined each maximum up with a "
+            "column: entry (i, j) was shifted by the maximum of row j, which the softmax does not cancel. Keep the "
+            f"axis: {keep_max}.",
             "rounded_weights": "You typed in the original's rounded weights. This step asks for the exact "
             "softmax of attn_scores.",
         },
@@ -257,6 +267,12 @@ def _hints(framework: str) -> dict[str, dict[str, str]]:
             "where 0.0634 would round to 0.1): use rounded_weights.",
         },
     }
+    if tf:
+        for group in hints.values():
+            group["not_as_asked"] = ("Your cell uses `torch`: the TensorFlow half computes everything itself, with "
+                                     "TensorFlow operations on tensors made from the lists. Numbers computed in "
+                                     "PyTorch and converted are Part 1's work, not this half's.")
+    return hints
 
 
 # The TensorFlow half computes steps 2–4 in one cell. Replaying that cell for the outputs recomputes
@@ -304,6 +320,9 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
         return Exercise(f"01.{p}{name}", notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
                         inputs=_without(inputs, *drop) if drop else inputs, framework=framework, **kw)
 
+    # the TensorFlow half "computes everything itself, from the lists": no torch in its cells, and the tensors
+    # made from the lists (not from Part 1's PyTorch tensors, which a replay does not hand it)
+    own = dict(not_with=("torch",)) if tf else {}
     if tf:
         outputs_step = dict(reference=_from_scores(ref_outputs), reads=("attn_scores", "values"),
                             drop=("attn_weights",), mistakes=TF_OUTPUT_MISTAKES)
@@ -312,22 +331,25 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
         outputs_step = dict(reference=ref_outputs, reads=("attn_weights", "values"), mistakes=OUTPUT_MISTAKES)
         rounded_step = dict(mistakes=ROUNDED_MISTAKES)
     return [
-        value("x", "The inputs", ("x",), ref_x, reads=("x_list",), dtype="float32"),
+        value("x", "The inputs", ("x",), ref_x, reads=("x_list",), dtype="float32", hints=hints["x"],
+              **(dict(own, computed_with=("x_list",)) if tf else {})),
         value("weights", "The three weight matrices", ("w_query", "w_key", "w_value"), ref_weights,
               reads=("w_query_list", "w_key_list", "w_value_list"), dtype="float32",
-              mistakes=WEIGHTS_MISTAKES, hints=hints["weights"]),
+              mistakes=WEIGHTS_MISTAKES, hints=hints["weights"],
+              **(dict(own, computed_with=("w_query_list", "w_key_list", "w_value_list")) if tf else {})),
         # Steps 1–3 work on float32 tensors, and a float64 result makes the next matrix product raise. The
         # PyTorch half projects the tensors of step 0 (the TensorFlow half makes them in the same cell).
         value("qkv", "Queries, keys and values", ("queries", "keys", "values"), ref_qkv,
               reads=("x", "w_query", "w_key", "w_value"), mistakes=QKV_MISTAKES, hints=hints["qkv"], dtype="float32",
-              computed_with=() if tf else ("x", "w_query", "w_key", "w_value")),
+              computed_with=() if tf else ("x", "w_query", "w_key", "w_value"), **own),
         value("scores", "Attention scores", ("attn_scores",), ref_scores, reads=("queries", "keys"),
-              mistakes=SCORES_MISTAKES, hints=hints["scores"], dtype="float32"),
+              mistakes=SCORES_MISTAKES, hints=hints["scores"], dtype="float32", **own),
         value("softmax", "Attention weights (softmax)", ("attn_weights",), ref_softmax,
-              reads=("attn_scores",), mistakes=SOFTMAX_MISTAKES, hints=hints["softmax"], dtype="float32"),
-        value("outputs", "Outputs", ("outputs",), hints=hints["outputs"], dtype="float32", **outputs_step),
+              reads=("attn_scores",), mistakes=SOFTMAX_MISTAKES, hints=hints["softmax"], dtype="float32", **own),
+        value("outputs", "Outputs", ("outputs",), hints=hints["outputs"], dtype="float32", **outputs_step, **own),
         value("outputs_rounded", "Outputs from the rounded weights", ("outputs_rounded",), ref_rounded,
-              reads=("rounded_weights", "values"), hints=hints["outputs_rounded"], dtype="float32", **rounded_step),
+              reads=("rounded_weights", "values"), hints=hints["outputs_rounded"], dtype="float32", **rounded_step,
+              **own),
     ]
 
 

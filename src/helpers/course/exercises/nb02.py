@@ -15,7 +15,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..reference import global_softmax, self_attention, softmax, sum_normalise
+from ..reference import (
+    global_softmax,
+    max_without_keepdim,
+    one_sum,
+    self_attention,
+    softmax,
+    sum_normalise,
+    sums_without_keepdim,
+)
 from ..spec import Exercise, one_row, register, upstream_of
 
 NOTEBOOK = "02_dot_products_to_trainable_weights"
@@ -50,20 +58,34 @@ W_KEY_64 = np.array([[0.6050827078458633, 0.5312960527869689], [0.94854647634065
                      [0.8285744797310848, 0.09380308349175259]])
 W_VALUE_64 = np.array([[0.19596254575695027, 0.22033581483610876], [0.19462613768691917, 0.41458350743866934],
                        [0.7430684281621825, 0.3251963060982157]])
+# The same three draws with torch.randn (normal, both signs) instead of torch.rand, after the same seed.
+W_QUERY_N = np.array([[-0.11146711558103561, 0.12036294490098953], [-0.3696345090866089, -0.2404179722070694],
+                      [-1.1969243288040161, 0.20926935970783234]])
+W_KEY_N = np.array([[-0.9723550081253052, -0.755045473575592], [0.32390275597572327, -0.10852263122797012],
+                    [0.21033115684986115, -0.39084282517433167]])
+W_VALUE_N = np.array([[0.23497341573238373, 0.6652604341506958], [0.3528207540512085, 0.9728211164474487],
+                      [-0.03861621767282486, -0.8861014246940613]])
 JOURNEY = 1  # x^(2), the second word, is row 1
 D_K = 2  # the notebook's d_k: a code that divides by √2 whatever the keys is caught on other sizes
+N, D_MODEL = 6, 3
 
 
-def world(rng: np.random.Generator | None = None) -> dict:
+def world(rng: np.random.Generator | None = None, widths: bool = False) -> dict:
     """Every array the notebook defines, in order (``rng=None``: the notebook's own numbers).
 
     Fresh worlds draw six embeddings of both signs and weight matrices like ``torch.rand``; the
-    notebook's names and shapes stay the same.
+    notebook's names and shapes stay the same. ``widths``: keys of another width d_k and values of
+    another width d_v, different from each other, from the notebook's 2 and from n and d_model (the
+    given ``d_k`` follows the keys), so that √d_v, √n, √d_model or a typed-in √2 cannot stand in for √d_k.
     """
+    d_k = d_v = D_K
+    if rng is not None and widths:
+        d_k = int(rng.choice([4, 5, 7]))
+        d_v = int(rng.choice([w for w in (4, 5, 7, 8) if w != d_k]))
     if rng is None:
         x, wq, wk, wv = X, W_QUERY, W_KEY, W_VALUE
     else:
-        x, wq, wk, wv = _fresh(rng)
+        x, wq, wk, wv = _fresh(rng, d_k, d_v)
     query = x[JOURNEY]
     s2 = x @ query
     s = x @ x.T
@@ -77,7 +99,7 @@ def world(rng: np.random.Generator | None = None) -> dict:
         "attn_weights_2_sum": sum_normalise(s2), "attn_weights_2": softmax(s2),
         "context_vec_2_simple": softmax(s2) @ x,
         "attn_scores_loop": s, "attn_scores": s, "attn_weights": softmax(s), "outputs": softmax(s) @ x,
-        "x_2": x[JOURNEY],
+        "x_2": x[JOURNEY], "d_model": D_MODEL, "d_k": d_k,
         "w_query": wq, "w_key": wk, "w_value": wv,
         "query_2": query_2, "key_2": key_2, "value_2": x[JOURNEY] @ wv,
         "keys": keys, "values": values,
@@ -96,12 +118,13 @@ def _well_divided(scores: np.ndarray) -> bool:
     return bool(np.all(np.abs(s.sum(axis=-1)) > 0.2 * np.abs(s).sum(axis=-1)))
 
 
-def _fresh(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+def _fresh(rng: np.random.Generator, d_k: int = D_K, d_v: int = D_K) -> tuple[np.ndarray, ...]:
     """Embeddings of both signs and weights like ``torch.rand``, drawn again until every score vector
     the notebook divides by its sum has a sum well away from 0."""
     while True:
-        x = rng.normal(0.0, 1.5, size=(6, 3)).round(2)
-        wq, wk, wv = (rng.uniform(0.0, 1.0, size=(3, 2)) for _ in range(3))
+        x = rng.normal(0.0, 1.5, size=(N, D_MODEL)).round(2)
+        wq, wk = (rng.uniform(0.0, 1.0, size=(D_MODEL, d_k)) for _ in range(2))
+        wv = rng.uniform(0.0, 1.0, size=(D_MODEL, d_v))
         s2_qk = (x[JOURNEY] @ wq) @ (x @ wk).T
         if _well_divided(x @ x.T) and _well_divided(s2_qk):
             return x, wq, wk, wv
@@ -131,6 +154,12 @@ def _weights_2_qk(attn_scores_2_qk, keys, scale=None, **_):
     return softmax(attn_scores_2_qk / (np.sqrt(d_k) if scale is None else scale))
 
 
+def _reshaped(x, w_query, w_key, w_value):
+    """keys.reshape(d_k, n) where keys.T was meant."""
+    q, k, v = x @ w_query, x @ w_key, x @ w_value
+    return softmax(q @ k.reshape(k.shape[1], k.shape[0]) / np.sqrt(k.shape[-1])) @ v
+
+
 ATTENTION_MISTAKES = {
     "missing_scale": lambda **i: attention(**i, scale=1.0),
     "power_precedence": lambda **i: attention(**i, scale=2.0 * i["w_key"].shape[-1]),  # s / d_k ** 1/2
@@ -143,6 +172,14 @@ ATTENTION_MISTAKES = {
     "swapped_projections": lambda **i: attention(**i, swap_kv=True),
     "mixed_inputs_not_values": lambda **i: attention(**i, mix_inputs=True),
     "weights_returned": lambda **i: self_attention(**i)[0],
+    # a softmax written out by hand: the row sums without keepdim, the row maxima without keepdim, one sum for all
+    "missing_keepdim": lambda **i: attention(**i, normalise=sums_without_keepdim),
+    "max_without_keepdim": lambda **i: attention(**i, normalise=max_without_keepdim),
+    "global_softmax": lambda **i: attention(**i, normalise=global_softmax),
+    "sum_without_axis": lambda **i: attention(**i, normalise=one_sum),
+    # the values made with w_key (or the weights applied to the keys)
+    "projection_reused": lambda x, w_query, w_key, **_: attention(x, w_query, w_key, w_key),
+    "keys_reshaped": lambda x, w_query, w_key, w_value: _reshaped(x, w_query, w_key, w_value),
 }
 ATTENTION_HINTS = {
     "transposed_scores": "Your scores are keys @ queries.T, so row i belongs to key i. Use queries @ keys.T "
@@ -161,6 +198,18 @@ ATTENTION_HINTS = {
     "mix the values with them: weights @ values.",
     "power_precedence": "`scores / d_k ** 1/2` is (scores / d_k) / 2: Python raises d_k to the power 1 first and "
     "then divides by 2, so no square root is taken. Write d_k ** 0.5 (or math.sqrt(d_k)).",
+    "missing_keepdim": "Your row sums lost their axis: a (n,) tensor, which lines up with the columns, so entry "
+    "(i, j) was divided by the sum of row j. Keep the axis: `.sum(dim=-1, keepdim=True)` (or use torch.softmax "
+    "with dim=-1).",
+    "max_without_keepdim": "Your row maxima lost their axis: `s.max(dim=-1).values` is an (n,) tensor, which lines "
+    "up with the columns, so entry (i, j) was shifted by the maximum of row j, which the softmax does not cancel. "
+    "Keep the axis: `s.max(dim=-1, keepdim=True).values` (or use torch.softmax with dim=-1).",
+    "global_softmax": "You divided by one sum over the whole matrix, so no row sums to 1. Each query's row is "
+    "normalised on its own: sum along dim=-1 with keepdim=True (or use torch.softmax with dim=-1).",
+    "sum_without_axis": "Your row maxima are right, but you divided by one sum over the whole matrix (a `.sum()` "
+    "without its dim), so no row sums to 1. Sum each row on its own: `.sum(dim=-1, keepdim=True)`.",
+    "projection_reused": "Your outputs mix the keys: the values made with w_key, or the weights applied to the keys. "
+    "The keys only decide the weights; the context vectors mix the values, x @ w_value.",
 }
 
 
@@ -190,28 +239,48 @@ def _v1(x, scale=None, transpose=False, axis=-1, swap_kv=False, **_):
 
 
 def _trainable_inputs(rng: np.random.Generator | None = None) -> dict:
-    """What the count reads: the module ``sa_v1`` (as ``{parameter: array}``; the replay puts these arrays
-    into a copy of the student's module), the sizes it was built with and the inputs x its cell runs it on.
-    Fresh: a module of another d_k and inputs of another n, so that neither the 18 of this notebook typed in
-    nor x.numel() (18 here too) can pass. d_model stays 3: the cell also trains a new SelfAttentionV1 on x."""
+    """What the count reads: the module ``sa_v1`` (as ``{"trainable": {parameter: array}, "frozen": {…}}``; the
+    replay hands the cell a module with exactly these parameters), the sizes it was built with and the inputs x
+    its cell runs it on. Fresh: a module where the filter on requires_grad matters — one of w_query, w_key,
+    w_value frozen, and a fourth, trainable (d_k, m) matrix `w_out` — of another d_k, and inputs of another n, so
+    that neither the 18 of this notebook typed in, nor x.numel() (18 here too), nor a count of every parameter,
+    nor one from the sizes (3 · d_model · d_k) can pass. d_model stays 3: the cell also trains a new
+    SelfAttentionV1 on x."""
     d_model = 3
+    names = ("w_query", "w_key", "w_value")
     if rng is None:
-        x, d_k = X, 2
-        weights = (W_QUERY, W_KEY, W_VALUE)
-    else:
-        # n never 3: x.numel() would then be 9, the count of a module's rows (len(p) for each parameter)
-        d_k, n = int(rng.choice([1, 3, 4, 5])), int(rng.choice([4, 5, 7, 8]))
-        x = rng.normal(0.0, 1.5, size=(n, d_model)).round(2)
-        weights = tuple(rng.uniform(0.0, 1.0, size=(d_model, d_k)) for _ in range(3))
-    return {"x": x, "d_model": d_model, "d_k": d_k, "sa_v1": dict(zip(("w_query", "w_key", "w_value"), weights))}
+        return {"x": X, "d_model": d_model, "d_k": 2,
+                "sa_v1": {"trainable": dict(zip(names, (W_QUERY, W_KEY, W_VALUE))), "frozen": {}}}
+    # d_k of 3 or more: with d_k = 1 the rows of the trainable parameters (len(p), 6 + d_k) could equal the count
+    d_k, n, m = int(rng.choice([3, 4, 5])), int(rng.choice([4, 5, 7, 8])), int(rng.choice([1, 2, 4, 5]))
+    x = rng.normal(0.0, 1.5, size=(n, d_model)).round(2)
+    weights = {name: rng.uniform(0.0, 1.0, size=(d_model, d_k)) for name in names}
+    frozen = str(rng.choice(names))
+    trainable = {name: w for name, w in weights.items() if name != frozen}
+    trainable["w_out"] = rng.uniform(-1.0, 1.0, size=(d_k, m))  # m ≠ 3: not three matrices of one shape
+    module = {"trainable": trainable, "frozen": {frozen: weights[frozen]}}
+    return {"x": x, "d_model": d_model, "d_k": d_k, "sa_v1": module}
+
+
+def _count(fn):
+    return lambda sa_v1, **i: {"n_trainable": np.asarray(float(fn(sa_v1["trainable"], sa_v1["frozen"], **i)))}
+
+
+def _numbers(params) -> int:
+    return sum(int(np.size(w)) for w in params.values())
 
 
 # --- the exercises ---------------------------------------------------------------------------
 
 
-def _value(ex_id, title, answers, reference, independent=(), **kw):
+def _value(ex_id, title, answers, reference, independent=(), widths=False, **kw):
+    drawn = (lambda rng=None: world(rng, widths=True)) if widths else world
     return Exercise(ex_id, notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
-                    inputs=upstream_of(world, answers[0], independent), framework="torch", **kw)
+                    inputs=upstream_of(drawn, answers[0], independent), framework="torch", **kw)
+
+
+_NO_LOOP = ("Your numbers are right, but your cell loops over the rows (a `for` or a comprehension). The step asks "
+            "for {what} without a loop: one product does every row at once.")
 
 
 _PART_1_UNSCALED = ("You divided the scores by √3, the square root of the width of an input, before the softmax. "
@@ -230,7 +299,7 @@ PART_1 = [
                   "\"journey\", x^(2), is row 1 — the `query` the cell gives you."}),
     _value("02.scores_2_vec", "Scores of the journey query, by one matrix product", ("attn_scores_2_vec",),
            _one("attn_scores_2_vec", lambda x, query, **_: x @ query), reads=("x", "query"),
-           independent=("attn_scores_2",),
+           independent=("attn_scores_2",), how={"loop": False},
            mistakes={
                "elementwise_product": _one("attn_scores_2_vec", lambda x, query, **_: x * query),
                "sum_wrong_axis": _one("attn_scores_2_vec", lambda x, query, **_: (x * query).sum(axis=0)),
@@ -246,10 +315,11 @@ PART_1 = [
                "(row 1: Python counts from 0).",
                "copied_answer": "`attn_scores_2_vec` is a copy of the loop's `attn_scores_2`. This step asks you to "
                "compute the same scores again, with one matrix product of `x` and `query`.",
+               "not_as_asked": _NO_LOOP.format(what="the six scores in one line"),
            }),
     _value("02.weights_2_sum", "Weights by dividing by the sum", ("attn_weights_2_sum",),
            _one("attn_weights_2_sum", lambda attn_scores_2, **_: sum_normalise(attn_scores_2)),
-           reads=("attn_scores_2",),
+           reads=("attn_scores_2",), dtype="float32",
            mistakes={"softmax_instead_of_sum": _one("attn_weights_2_sum",
                                                     lambda attn_scores_2, **_: softmax(attn_scores_2))}),
     _value("02.weights_2", "Weights by softmax", ("attn_weights_2",),
@@ -292,9 +362,11 @@ PART_1 = [
                "the six weighted inputs together instead: one vector of 3 numbers.",
            }),
     _value("02.scores_loop", "All scores, by a double loop", ("attn_scores_loop",),
-           _one("attn_scores_loop", lambda x, **_: x @ x.T), reads=("x",), how={"loop": True}),
+           _one("attn_scores_loop", lambda x, **_: x @ x.T), reads=("x",), how={"loop": True, "nested_loop": True},
+           dtype="float32"),  # the next cell compares it with a float32 product, which torch refuses across dtypes
     _value("02.scores", "All scores, by one matrix product", ("attn_scores",),
            _one("attn_scores", lambda x, **_: x @ x.T), reads=("x",), independent=("attn_scores_loop",),
+           how={"loop": False},
            mistakes={
                "elementwise_product": _one("attn_scores", lambda x, **_: x * x),
                "features_paired": _one("attn_scores", lambda x, **_: x.T @ x),
@@ -305,11 +377,14 @@ PART_1 = [
                "matrix product of x with its transpose.",
                "copied_answer": "`attn_scores` is a copy of the loops' `attn_scores_loop`. This step asks you to "
                "compute the same matrix again, with one matrix product.",
+               "not_as_asked": _NO_LOOP.format(what="all 36 scores in one line"),
            }),
     _value("02.weights", "All attention weights", ("attn_weights",),
            _one("attn_weights", lambda attn_scores, **_: softmax(attn_scores)), reads=("attn_scores",),
+           dtype="float32",  # the next step multiplies it with the float32 x
            mistakes={
                "softmax_wrong_axis": _one("attn_weights", lambda attn_scores, **_: softmax(attn_scores, axis=0)),
+               "max_without_keepdim": _one("attn_weights", lambda attn_scores, **_: max_without_keepdim(attn_scores)),
                "global_softmax": _one("attn_weights", lambda attn_scores, **_: global_softmax(attn_scores)),
                "sum_normalisation": _one("attn_weights", lambda attn_scores, **_: sum_normalise(attn_scores)),
                "no_softmax": _one("attn_weights", lambda attn_scores, **_: attn_scores),
@@ -325,6 +400,7 @@ PART_1 = [
                "row is normalised on its own: a softmax along dim=-1.",
                "no_softmax": "These are the raw scores. Turn each row into weights with a softmax along dim=-1.",
                "unexpected_scale": _PART_1_UNSCALED,
+               "max_without_keepdim": ATTENTION_HINTS["max_without_keepdim"],
            }),
     _value("02.context_all", "All context vectors", ("outputs",),
            _one("outputs", lambda attn_weights, x, **_: attn_weights @ x),
@@ -351,6 +427,7 @@ PART_2 = [
                    "w_query": W_QUERY.reshape(2, 3), "w_key": W_KEY.reshape(2, 3), "w_value": W_VALUE.reshape(2, 3)},
                "wrong_dtype": lambda **_: {"w_query": W_QUERY_64, "w_key": W_KEY_64, "w_value": W_VALUE_64},
                "reseeded_each_draw": lambda **_: {"w_query": W_QUERY, "w_key": W_QUERY, "w_value": W_QUERY},
+               "randn_for_rand": lambda **_: {"w_query": W_QUERY_N, "w_key": W_KEY_N, "w_value": W_VALUE_N},
            },
            hints={
                "swapped_projections": "Your w_query holds the numbers of w_key and the other way round. Right "
@@ -360,9 +437,10 @@ PART_2 = [
                "(d_model, d_k).",
                "wrong_dtype": "You drew the matrices in float64: in double precision torch.rand draws other numbers "
                "than the book's. Draw them with the default dtype, float32.",
-               "reseeded_each_draw": "Your three matrices are equal: the generator was seeded with 123 again before "
-               "each draw, so each draw starts from the same place. Seed once, then draw w_query, w_key and w_value "
-               "one after the other.",
+               "reseeded_each_draw": "Your three matrices are equal, all three the first draw after the seed: the "
+               "generator seeded with 123 again before each draw (each draw then starts from the same place), or one "
+               "draw copied into the others. Seed once, then draw w_query, w_key and w_value one after the other, "
+               "each with its own torch.rand.",
                "not_as_asked": "Your cell types the numbers in instead of drawing them: a model's weights are "
                "drawn at random before training. Seed with torch.manual_seed(123), then draw each matrix with "
                "torch.rand.",
@@ -395,7 +473,8 @@ PART_2 = [
            }),
     _value("02.keys_values", "Keys and values of all six inputs", ("keys", "values"),
            lambda x, w_key, w_value, **_: {"keys": x @ w_key, "values": x @ w_value},
-           reads=("x", "w_key", "w_value"),
+           reads=("x", "w_key", "w_value"), dtype="float32",  # the next products mix them with float32 tensors
+           how={"loop": False},  # "for all six inputs at once"
            mistakes={
                "swapped_projections": lambda x, w_key, w_value, **_: {"keys": x @ w_value, "values": x @ w_key},
                "all_rows_or_one": lambda x_2, w_key, w_value, **_: {"keys": x_2 @ w_key, "values": x_2 @ w_value},
@@ -408,10 +487,15 @@ PART_2 = [
                "the context vector a value for every input: project all six rows of x at once.",
                "projection_reused": "Your keys are made with w_query, the queries' matrix. Keys have a matrix of "
                "their own: x @ w_key.",
+               "not_as_asked": "Your numbers are right, but your cell projects the inputs one at a time (a `for` or "
+               "a comprehension). The step asks for all six at once: one product of x with each matrix.",
            }),
     _value("02.score_22", "The score of query 2 against key 2", ("attn_score_22",),
            _one("attn_score_22", lambda query_2, key_2, **_: query_2 @ key_2), reads=("query_2", "key_2"),
            plain_number=True,  # "a single number": a Python float (.item()) is one too
+           dtype="float32",  # the next cell compares it with a float32 entry, which torch refuses across dtypes
+           # float32's own error stays below 1e-6 here; an answer rounded to 4 decimals is 1.5e-5 off on the notebook's
+           rtol=5e-6, atol=3e-6,
            mistakes={
                "elementwise_product": _one("attn_score_22", lambda query_2, key_2, **_: query_2 * key_2),
                "wrong_query_row": _one("attn_score_22", lambda query_2, keys, **_: query_2 @ keys[2]),
@@ -428,6 +512,7 @@ PART_2 = [
            }),
     _value("02.scores_2_qk", "The scores of query 2 against all keys", ("attn_scores_2_qk",),
            _one("attn_scores_2_qk", lambda query_2, keys, **_: query_2 @ keys.T), reads=("query_2", "keys"),
+           how={"loop": False},
            mistakes={
                "elementwise_product": _one("attn_scores_2_qk", lambda query_2, keys, **_: query_2 * keys),
                "swapped_projections": _one("attn_scores_2_qk", lambda query_2, values, **_: query_2 @ values.T),
@@ -441,10 +526,16 @@ PART_2 = [
                "keys; the values are only mixed afterwards.",
                "unexpected_scale": "These are the scaled scores. This step asks for the plain dot products; the "
                "division by √d_k comes in the next step.",
+               "not_as_asked": _NO_LOOP.format(what="the six scores in one product"),
            }),
     _value("02.weights_2_qk", "Weights of query 2, scaled by √d_k", ("attn_weights_2_qk",),
            _one("attn_weights_2_qk", _weights_2_qk), reads=("attn_scores_2_qk", "keys"),
+           dtype="float32",  # the next step multiplies it with the float32 values
+           widths=True,  # keys and values of other widths than 2 and than each other: √d_v and a typed √2 show
            mistakes={
+               "scale_by_d_v": _one("attn_weights_2_qk", lambda attn_scores_2_qk, values, **_:
+                                    softmax(attn_scores_2_qk / np.sqrt(values.shape[-1]))),
+               "fixed_scale": _one("attn_weights_2_qk", lambda **i: _weights_2_qk(**i, scale=float(np.sqrt(D_K)))),
                "missing_scale": _one("attn_weights_2_qk", lambda **i: _weights_2_qk(**i, scale=1.0)),
                "scale_by_d": _one("attn_weights_2_qk",
                                   lambda **i: _weights_2_qk(**i, scale=float(i["keys"].shape[-1]))),
@@ -472,6 +563,12 @@ PART_2 = [
                "power_precedence": ATTENTION_HINTS["power_precedence"],
                "scale_by_n": "You divided by √6, the square root of the number of keys n. d_k is the width of one "
                "key, 2: keys.shape[-1], not keys.shape[0].",
+               "scale_by_d_v": "You divided by the square root of the values' width d_v (values.shape[-1]), which "
+               "equals d_k only in this notebook (both 2). The scores are dot products of a query and the keys: "
+               "divide by √d_k, the width of a key (keys.shape[-1], or the d_k the notebook set).",
+               "fixed_scale": "You divided by √2 whatever the width of the keys: the number typed in (2 ** 0.5, "
+               "1.4142). Divide by √d_k with d_k taken from the keys (keys.shape[-1]) or the notebook's d_k, so that "
+               "the same line works for keys of any width.",
            }),
     _value("02.context_2", "The journey's context vector, with trainable weights", ("context_vec_2",),
            _one("context_vec_2", lambda attn_weights_2_qk, values, **_: attn_weights_2_qk @ values),
@@ -520,6 +617,8 @@ PART_2 = [
     ),
     _value("02.sa_v1", "SelfAttentionV1 seeded with torch.manual_seed(123)", ("outputs_v1",),
            _one("outputs_v1", _v1), reads=("x",), module="sa_v1", trainable=3, keeps_grad=True,
+           parameters=("w_query", "w_key", "w_value"),
+           how={"seeds_in_class": False},  # "drawn like the matrices of step 5": from the generator the cell seeds
            mistakes={
                "missing_scale": _one("outputs_v1", lambda x, **_: _v1(x, scale=1.0)),
                "scale_by_d": _one("outputs_v1", lambda x, **_: _v1(x, scale=2.0)),
@@ -532,6 +631,7 @@ PART_2 = [
                "reads_globals": _one("outputs_v1", lambda x, w_query, w_key, w_value, **_:
                                      attention(x, w_query, w_key, w_value)),
                "weights_returned": _one("outputs_v1", lambda x, **_: self_attention(x, W_QUERY, W_KEY, W_VALUE)[0]),
+               "randn_for_rand": _one("outputs_v1", lambda x, **_: attention(x, W_QUERY_N, W_KEY_N, W_VALUE_N)),
            },
            hints={
                **ATTENTION_HINTS,
@@ -550,13 +650,27 @@ PART_2 = [
     Exercise(
         "02.trainable", notebook=NOTEBOOK, title="Trainable numbers in SelfAttentionV1", answers=("n_trainable",),
         inputs=_trainable_inputs,
-        reference=lambda sa_v1, **_: {"n_trainable": np.asarray(float(sum(np.size(w) for w in sa_v1.values())))},
+        reference=_count(lambda trainable, frozen, **_: _numbers(trainable)),
         mistakes={
-            "counted_tensors": lambda sa_v1, **_: {"n_trainable": np.asarray(float(len(sa_v1)))},
+            "counted_tensors": _count(lambda trainable, frozen, **_: len(trainable)),
+            "counted_all_tensors": _count(lambda trainable, frozen, **_: len(trainable) + len(frozen)),
+            "counted_frozen": _count(lambda trainable, frozen, **_: _numbers(trainable) + _numbers(frozen)),
+            "counted_from_shapes": _count(lambda trainable, frozen, d_model, d_k, **_: 3 * d_model * d_k),
             "counted_inputs": lambda x, **_: {"n_trainable": np.asarray(float(np.size(x)))},
         },
         hints={"counted_tensors": "You counted the weight tensors (3), not the numbers in them. Add up the number "
                "of entries of every parameter that requires a gradient (a tensor's .numel()).",
+               "counted_all_tensors": "You counted the weight tensors, not the numbers in them (and every tensor, "
+               "frozen ones too). Add up the number of entries (a tensor's .numel()) of the parameters that require "
+               "a gradient.",
+               "counted_frozen": "You counted the entries of every parameter, frozen ones too. Here every parameter "
+               "of sa_v1 requires a gradient, so the count comes out right; on a module with a frozen parameter "
+               "(requires_grad=False, like the cell's `frozen` below) it counts numbers that training never changes. "
+               "Keep only the parameters with p.requires_grad (a state_dict() cannot tell: it holds plain tensors).",
+               "counted_from_shapes": "You computed the count from the sizes (three d_model × d_k matrices, or one "
+               "matrix's .numel() times 3): right only for a module made exactly like SelfAttentionV1 with every "
+               "weight trainable. Count what sa_v1 itself holds: the entries (.numel()) of its parameters that "
+               "require a gradient.",
                "counted_inputs": "You counted the numbers of the inputs x, which happen to be 18 too. Training "
                "changes the module's own numbers: add up the entries of sa_v1's parameters (sa_v1.parameters()), "
                "which do not depend on the inputs."},
@@ -570,12 +684,16 @@ PART_2 = [
         reference=attention,
         mistakes=ATTENTION_MISTAKES,
         edge=one_row("x"),  # one token: the outputs are (1, d_k), not squeezed
+        dtype="float32",  # layers made float64 give other numbers than the float32 module of the notebook
+        keeps_grad=True, module="sa_v2",  # the cell's sa_v2: its output must keep the gradient to its layers
         hints={
             **ATTENTION_HINTS,
             "swapped_projections": "Your keys and values use each other's layers. Keys come from "
             "self.w_key(x), values from self.w_value(x).",
             "mixed_inputs_not_values": "You mixed the inputs x with the weights. The context vectors mix the "
             "values, self.w_value(x).",
+            "projection_reused": "Your outputs mix the keys: the values made with self.w_key, or the weights applied "
+            "to the keys. The keys only decide the weights; the context vectors mix the values, self.w_value(x).",
         },
         framework="torch",
         notebook=NOTEBOOK,

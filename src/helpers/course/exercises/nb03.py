@@ -9,7 +9,8 @@ Two worlds of names, in notebook order:
 
 - ``world(rng)``: the example's shapes; the computing steps are replayed on fresh numbers of
   these shapes;
-- ``world(rng, sized=True)``: fresh sizes as well (all different, none 3 or 4), for the shape
+- ``world(rng, sized=True)``: fresh sizes as well (none 3 or 4, and no two of them within 1 of each
+  other, so that ``d_model - 1`` cannot stand for ``d_v``), for the shape
   predictions: ``scores_shape = (n, n)`` replayed there gives ``(5, 5)``, and each typical
   wrong prediction something else. Axis predictions do not depend on the sizes: they are
   judged on the notebook's answer alone (``replays=0``), where every wrong axis already shows.
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..reference import global_softmax, softmax, sum_normalise
+from ..reference import global_softmax, max_without_keepdim, one_sum, softmax, sum_normalise, sums_without_keepdim
 from ..spec import Exercise, one_row, register, upstream_of
 from . import nb01
 from .nb01 import (
@@ -42,6 +43,7 @@ SEED = "002_b79901dd11caa054.txt"  # every number it prints must appear in the s
 # The seed's diagrams round query 1's softmax row to 0.0 / 0.5 / 0.5 (steps 5–6).
 ROUNDED_1 = ROUNDED_WEIGHTS[0]
 SIZES = ("n", "d_model", "d_k", "d_v")
+SIZED = (2, 5, 7, 9, 11)  # the fresh sizes of the shape predictions: at least 2 apart, none 3 or 4
 
 
 def _weighted(weights, values):
@@ -50,10 +52,10 @@ def _weighted(weights, values):
 
 
 def _sized_base(rng: np.random.Generator) -> dict:
-    """The names notebook 01's world has, for fresh sizes: all different, and none of them 3 or 4 (the
-    example's sizes), so that every wrong shape prediction gives another tuple than the right one, and a
-    prediction typed in digits never matches."""
-    n, d_model, d_k, d_v = (int(s) for s in rng.choice([2, 5, 6, 7, 8], size=4, replace=False))
+    """The names notebook 01's world has, for fresh sizes: none of them 3 or 4 (the example's sizes), and no
+    two of them equal or one apart, so that every wrong shape prediction gives another tuple than the right one
+    (``d_model - 1`` or ``d_k + 1`` for ``d_v`` too), and a prediction typed in digits never matches."""
+    n, d_model, d_k, d_v = (int(s) for s in rng.choice(SIZED, size=4, replace=False))
     x = rng.integers(0, 2, size=(n, d_model)).astype(np.float64)
     wq, wk = (rng.integers(0, 2, size=(d_model, d_k)).astype(np.float64) for _ in range(2))
     wv = rng.integers(0, 4, size=(d_model, d_v)).astype(np.float64)
@@ -285,6 +287,11 @@ FN_MISTAKES = {
     "missing_sum": lambda **i: _fn(**i, reduce="none"),
     "width_of_keys": lambda **i: _fn(**i, w_v=i["w_key"]),  # the values made with w_key
     "weights_returned": _weights_only,
+    # a softmax written out by hand: the row sums or the row maxima without keepdim, one sum for the whole matrix
+    "missing_keepdim": lambda **i: _fn(**i, normalise=sums_without_keepdim),
+    "max_without_keepdim": lambda **i: _fn(**i, normalise=max_without_keepdim),
+    "sum_without_axis": lambda **i: _fn(**i, normalise=one_sum),
+    "keys_reshaped": lambda **i: _fn(**i, scores=lambda q, k: q @ k.reshape(k.shape[1], k.shape[0])),
 }
 
 # --- hints, in this notebook's words ---------------------------------------------------------
@@ -315,8 +322,9 @@ HINTS = {
         "makes them again (from the lists). Project x with w_query, w_key and w_value.",
     },
     "predict_scores": {
-        "elementwise_product": "(n, d_k) is the shape of queries and keys multiplied entry by entry. A score is "
-        "one number for each pair (query i, key j): a dot product of two whole vectors.",
+        "elementwise_product": "(n, d_k) is the shape of the queries themselves (and of queries and keys multiplied "
+        "entry by entry). A score is one number for each pair (query i, key j), a dot product of two whole vectors: "
+        "one row per query, one column per key.",
         "transposed_first_operand": "(d_k, d_k) is what the transposed queries times the keys would give: it "
         "pairs features with features. Scores pair tokens with tokens, query i with key j.",
         "one_query_only": "(n,) are the scores of one query, one per key. All queries at once give one such "
@@ -433,6 +441,14 @@ HINTS = {
         "from w_value, whose width d_v may differ from d_k.",
         "weights_returned": "Your function returns the attention weights, (n, n). The outputs mix the values with "
         "them: the weighted values summed over the tokens, (n, d_v).",
+        "missing_keepdim": "Your row sums lost their axis: an (n,) tensor, which lines up with the columns, so "
+        "entry (i, j) was divided by the sum of row j. Keep the axis: .sum(dim=-1, keepdim=True), or use "
+        "torch.softmax with dim=-1.",
+        "max_without_keepdim": "Your row maxima lost their axis: an (n,) tensor, which lines up with the columns, so "
+        "entry (i, j) was shifted by the maximum of row j, which the softmax does not cancel. Keep the axis: "
+        ".max(dim=-1, keepdim=True).values, or use torch.softmax with dim=-1.",
+        "sum_without_axis": "You divided by one sum over the whole matrix (a .sum() without its dim), so no row of "
+        "weights sums to 1. Sum each row on its own: .sum(dim=-1, keepdim=True).",
         "not_as_asked": _STATE_AXIS + "-1 (or dim=1).",
     },
 }

@@ -34,7 +34,7 @@ from functools import partial
 
 import numpy as np
 
-from ..reference import global_softmax, softmax
+from ..reference import global_softmax, max_without_keepdim, one_sum, softmax, sums_without_keepdim
 from ..spec import Exercise, one_row, register, upstream_of
 
 NOTEBOOK = "04_attention_from_scratch_tensorflow"
@@ -55,43 +55,64 @@ WORDS_NAMES = tuple(f"word_{i}" for i in range(1, N_WORDS + 1))
 BIG = 1000  # the first feature of every word in the NumPy step's worlds (see _levels)
 
 
-def _levels(words, wq, wk, wv):
-    """Rows of scores at very different levels: every word's first feature is BIG and reaches only the
-    first entry of every key (= BIG), never a query or a value; so row i of the scores is shifted by BIG
-    times the first entry of query i, which a softmax ignores and a careless exponential does not."""
+WIDE = 170  # the spread of the wide rows of the NumPy step's scores, per unit of √d_k (see _levels)
+
+
+def _levels(words, wq, wk, wv, d_k):
+    """Rows of scores at very different levels, and rows of very different spreads.
+
+    Levels: every word's first feature is BIG and reaches only the first entry of every key (= BIG), never a
+    query or a value; so row i of the scores is shifted by BIG times the first entry of query i, which a
+    softmax ignores and a careless exponential does not.
+
+    Spreads: the second feature of the words is 0, 0, 1 and 5 in some order, c_i; it becomes the second
+    entry of the queries (c_i) and of the keys (c_j · WIDE · √d_k) alone, so row i of the scaled scores gains
+    c_i · c_j · WIDE: nothing in two rows (which stay soft), a spread of 850 in one (subtracting the row's
+    minimum overflows there, its mean does not: the mean lies 595 below the maximum) and of 4 250 in another
+    (subtracting the mean overflows too)."""
     words, wq, wk, wv = words.copy(), wq.copy(), wk.copy(), wv.copy()
     words[:, 0] = BIG
     wq[0, :], wv[0, :] = 0, 0
     wk[0, :], wk[:, 0] = 0, 0
     wk[0, 0] = 1
-    return words, wq, wk, wv
+    words[:, 1] = wide = np.array([0, 0, 1, 5])[np.argsort(np.sum(words[:, 2:], axis=1) + np.arange(4) / 10)]
+    wq[1, :], wq[:, 1], wv[1, :] = 0, 0, 0
+    wq[1, 1] = 1
+    wk[1, :], wk[:, 1] = 0, 0
+    wk[1, 1] = round(WIDE * np.sqrt(d_k))
+    return words, wq, wk, wv, wide
 
 
-def _extreme(s) -> bool:
-    """exp overflows on some scaled score, and some row lies wholly more than 745 below the largest."""
-    return bool(s.max() > 720 and (s.max(axis=-1) < s.max() - 760).any())
+def _extreme(s, wide) -> bool:
+    """exp overflows on some scaled score, some row lies wholly more than 745 below the largest, and the rows
+    without a spread (c_i = 0) are soft."""
+    soft = softmax(s[wide == 0])
+    return bool(s.max() > 720 and (s.max(axis=-1) < s.max() - 760).any() and soft.max() < 0.99)
 
 
-def world(rng: np.random.Generator | None = None, widths: bool = False, levels: bool = False) -> dict:
+def world(rng: np.random.Generator | None = None, widths: bool = False, levels: bool = False,
+          d_v: int | None = None) -> dict:
     """Every name of the notebook, in its order (``rng=None``: the notebook's own numbers).
 
-    ``widths``: d_model and d_k drawn different from each other and from n = 4; ``levels``: rows of
-    scores at very different levels (see :func:`_levels`)."""
+    ``widths``: d_model, d_k and d_v drawn different from each other and from n = 4 (d_model of 3 or more
+    with ``levels``); ``levels``: rows of scores at very different levels and spreads (see :func:`_levels`);
+    ``d_v``: the values' width, else 4."""
     if rng is None:
         words, wq, wk, wv = WORDS, W_QUERY, W_KEY, W_VALUE
     else:
-        d_model, d_k = (4, 4)
+        d_model, d_k, d_v = (4, 4, d_v or 4)
         if widths:
             d_k = int(rng.choice([3, 5, 6]))  # not 2: √2 and 2 must differ from d_k itself and from √4
-            d_model = int(rng.choice([d for d in (2, 3, 5, 6) if d != d_k]))
+            d_model = int(rng.choice([d for d in ((3, 5, 6) if levels else (2, 3, 5, 6)) if d != d_k]))
+            d_v = int(rng.choice([d for d in (2, 3, 5, 6, 7) if d not in (d_k, d_model)]))  # √d_v shows too
         while True:  # weights that blend: no row of the softmax (almost) one-hot
             words = rng.integers(0, 3, size=(4, d_model))
             wq, wk = (rng.integers(0, 2, size=(d_model, d_k)) for _ in range(2))
-            wv = rng.integers(0, 2, size=(d_model, 4))
+            wv = rng.integers(0, 2, size=(d_model, d_v))
             if levels:
-                words, wq, wk, wv = _levels(words, wq, wk, wv)
+                words, wq, wk, wv, wide = _levels(words, wq, wk, wv, d_k)
             s = (words @ wq) @ (words @ wk).T / np.sqrt(d_k)
-            if softmax(s).max() < 0.99 and (not levels or _extreme(s)):
+            if _extreme(s, wide) if levels else softmax(s).max() < 0.99:
                 break
     x = np.asarray(words, dtype=np.int64)
     out: dict = {f"word_{i + 1}": x[i : i + 1] for i in range(4)}
@@ -104,6 +125,7 @@ def world(rng: np.random.Generator | None = None, widths: bool = False, levels: 
     scores = q @ k.T
     weights = softmax(scores / np.sqrt(k.shape[-1]))
     out["attn_weights_1"] = weights[0]
+    out["d_k"] = np.asarray(k.shape[-1])  # step 4 sets d_k from key_1: a later step may use it
     out["output_1"] = weights[0:1] @ v
     out |= {"x": x, "queries": q, "keys": k, "values": v, "attn_scores": scores, "attn_weights": weights}
     out["outputs"] = weights @ v
@@ -210,6 +232,12 @@ WEIGHTS_1_MISTAKES = {
     "no_softmax": lambda attn_scores_1, key_1, **_: {"attn_weights_1": _flat_scores_1(attn_scores_1) / _sqrt_dk(key_1)},
     "scale_after_softmax": lambda attn_scores_1, key_1, **_: {
         "attn_weights_1": softmax(_flat_scores_1(attn_scores_1)) / _sqrt_dk(key_1)},
+    # the width of a value (d_v) instead of a key's
+    "scale_by_d_v": lambda attn_scores_1, value_1, **_: {
+        "attn_weights_1": softmax(_flat_scores_1(attn_scores_1) / np.sqrt(np.shape(value_1)[-1]))},
+    # s / d_k ** 1/2 = s / d_k / 2
+    "power_precedence": lambda attn_scores_1, key_1, **_: {
+        "attn_weights_1": softmax(_flat_scores_1(attn_scores_1) / (2.0 * np.shape(key_1)[-1]))},
     # no tf.squeeze: the softmax runs over the last axis of a (4, 1, 1) tensor, of length 1
     "missing_squeeze": lambda **_: {"attn_weights_1": np.ones((4, 1, 1))},
     # tf.squeeze(..., axis=1) or axis=2: (4, 1), and the softmax runs over the axis of length 1 left
@@ -304,6 +332,7 @@ WRONG_WEIGHTS = {
     "global_softmax": lambda s, d: global_softmax(s / np.sqrt(d)),
     "no_softmax": lambda s, d: s / np.sqrt(d),
     "scale_after_softmax": lambda s, d: softmax(s) / np.sqrt(d),
+    "power_precedence": lambda s, d: softmax(s / (2.0 * d)),  # s / d_k ** 1/2 = s / d_k / 2
 }
 
 
@@ -324,6 +353,11 @@ WEIGHTS_MISTAKES = {
     **{code: _weights_variant(code) for code in WRONG_WEIGHTS},
     "missing_keepdim": lambda attn_scores, keys, **_: {"attn_weights": _no_keepdims(_f(attn_scores) / _sqrt_dk(keys))},
     "transposed_scores": lambda attn_scores, keys, **_: {"attn_weights": softmax(_f(attn_scores).T / _sqrt_dk(keys))},
+    "max_without_keepdim": lambda attn_scores, keys, **_: {
+        "attn_weights": max_without_keepdim(_f(attn_scores) / _sqrt_dk(keys))},
+    # √d_v: values.shape[-1]
+    "scale_by_d_v": lambda attn_scores, values, **_: {
+        "attn_weights": softmax(_f(attn_scores) / np.sqrt(np.shape(values)[-1]))},
     # √4 typed in, or √n (keys.shape[0], the number of words: 4 in every world)
     "fixed_scale": lambda attn_scores, **_: {"attn_weights": softmax(_f(attn_scores) / 2.0)},
     # √d_model: x.shape[1], or the rows of w_key
@@ -439,7 +473,7 @@ def _np_reversed(x_np, w_query_np, w_key_np, w_value_np, **_):
 
 NUMPY_MISTAKES = {
     **{code: _np_variant(code) for code in ("missing_scale", "scale_by_d", "softmax_wrong_axis", "global_softmax",
-                                            "scale_after_softmax")},
+                                            "scale_after_softmax", "power_precedence")},
     # each row's maximum, then e / e.sum(axis=-1): entry (i, j) divided by row j's sum
     "missing_keepdim": _np_softmax_variant(lambda s: np.exp(s - _row_max(s)) / np.exp(s - _row_max(s)).sum(axis=-1)),
     # s - s.max(axis=-1): entry (i, j) shifted by row j's maximum
@@ -453,8 +487,18 @@ NUMPY_MISTAKES = {
     # each row's maximum, but the sums of the columns
     "sum_wrong_axis": _np_softmax_variant(lambda s: np.exp(s - _row_max(s)) / np.exp(s - _row_max(s)).sum(
         axis=0, keepdims=True)),
+    # each row's minimum or mean subtracted instead of its maximum: the wide rows overflow
+    "shifted_by_min": _np_softmax_variant(lambda s: np.exp(s - s.min(axis=-1, keepdims=True)) / np.exp(
+        s - s.min(axis=-1, keepdims=True)).sum(axis=-1, keepdims=True)),
+    "shifted_by_mean": _np_softmax_variant(lambda s: np.exp(s - s.mean(axis=-1, keepdims=True)) / np.exp(
+        s - s.mean(axis=-1, keepdims=True)).sum(axis=-1, keepdims=True)),
+    "sum_without_axis": _np_softmax_variant(one_sum),  # each row's maximum, then one sum for the whole matrix
     "fixed_scale": _np_scale_variant(lambda x, k: 2.0),  # np.sqrt(4) typed in, or √n (k.shape[0])
     "scale_by_d_model": _np_scale_variant(lambda x, k: np.sqrt(x.shape[-1])),
+    "scale_by_d_v": lambda x_np, w_query_np, w_key_np, w_value_np, **_: {
+        "outputs_np": softmax(_np_qkv(x_np, w_query_np, w_key_np, w_value_np)[0] @ _np_qkv(
+            x_np, w_query_np, w_key_np, w_value_np)[1].T / np.sqrt(np.shape(w_value_np)[-1]))
+        @ _np_qkv(x_np, w_query_np, w_key_np, w_value_np)[2]},
     "transposed_scores": _np_scores_variant(lambda q, k: k @ q.T),
     "keys_not_transposed": _np_scores_variant(lambda q, k: q @ k),
     "product_order_reversed": _np_reversed,
@@ -499,6 +543,13 @@ FN_MISTAKES = {
     "scale_after_softmax": lambda q, k, v: _attend(q, k, v, scale=1.0, after=np.sqrt(k.shape[-1])),
     "weights_not_applied": lambda q, k, v: softmax(q @ k.T / np.sqrt(k.shape[-1])),
     "scale_by_d_v": lambda q, k, v: _attend(q, k, v, scale=np.sqrt(v.shape[-1])),
+    # a softmax written out by hand: the row sums or the row maxima without keepdims, one sum for the whole matrix
+    "missing_keepdim": lambda q, k, v: sums_without_keepdim(q @ k.T / np.sqrt(k.shape[-1])) @ v,
+    "max_without_keepdim": lambda q, k, v: max_without_keepdim(q @ k.T / np.sqrt(k.shape[-1])) @ v,
+    "sum_without_axis": lambda q, k, v: one_sum(q @ k.T / np.sqrt(k.shape[-1])) @ v,
+    "power_precedence": lambda q, k, v: _attend(q, k, v, scale=2.0 * k.shape[-1]),  # k.shape[-1] ** 1 / 2
+    "swapped_projections": lambda q, k, v: softmax(q @ k.T / np.sqrt(k.shape[-1])) @ k,  # the keys mixed
+    "keys_reshaped": lambda q, k, v: softmax(q @ k.reshape(k.shape[1], k.shape[0]) / np.sqrt(k.shape[-1])) @ v,
 }
 
 
@@ -531,6 +582,7 @@ SELF_MISTAKES = {
     "softmax_wrong_axis": lambda x, w_query, w_key, w_value: _attend(x @ w_query, x @ w_key, x @ w_value, axis=0),
     "weights_not_applied": lambda x, w_query, w_key, w_value: softmax((x @ w_query) @ (x @ w_key).T
                                                                       / np.sqrt(w_key.shape[-1])),
+    "projection_reused": lambda x, w_query, w_key, w_value: _attend(x @ w_query, x @ w_key, x @ w_key),
 }
 
 
@@ -544,6 +596,8 @@ CAST_TO_INT = ("You cast the weights to int32, which cuts every weight below 1 d
                "(almost) all zeros. Cast the values to float32 instead, and keep the weights as they are.")
 SCALE_AFTER = ("You divided by √d_k after the softmax, so each row of weights sums to 1/√d_k instead of 1. "
                "Divide the scores first, then take the softmax of the result.")
+PRECEDENCE = ("`scores / d_k ** 1/2` is (scores / d_k) / 2: Python raises d_k to the power 1 first and then "
+              "divides by 2, so no square root is taken. Write d_k ** 0.5 (or tf.math.sqrt of d_k as a float).")
 SCORES_1_HINTS = {
     "elementwise_product": "You multiplied query_1 and the keys entry by entry, so each score is 4 numbers. A "
     "score is one dot product: the sum of those products, a (1, 1) matrix product of query_1 with the "
@@ -574,6 +628,10 @@ WEIGHTS_1_HINTS = {
     "scale_by_d_model": "You divided by √d_model, the width of a word. The scores are dot products of a query "
     "with the keys, so divide by √d_k, the width of a key: the last axis of key_1. Here both are 4; in general "
     "they differ.",
+    "scale_by_d_v": "You divided by √d_v, the width of a value (value_1). The scores are dot products of a query "
+    "with the keys, so divide by √d_k, the width of a key: the last axis of key_1. Here both are 4; in general "
+    "they differ.",
+    "power_precedence": PRECEDENCE,
     "no_softmax": NO_SOFTMAX_WEIGHTS,
     "scale_after_softmax": SCALE_AFTER,
     "softmax_wrong_axis": "Your weights are all 1, in shape (4, 1): one axis of length 1 is still there, and the "
@@ -652,6 +710,13 @@ WEIGHTS_HINTS = {
     "scale_by_d_model": "You divided by √d_model, the width of x (or the rows of w_key). The scores are dot "
     "products of queries and keys, so divide by √d_k, the width of a key: the last axis of `keys`. Here both "
     "are 4; in general they differ.",
+    "scale_by_d_v": "You divided by √d_v, the width of the values (values.shape[-1]). The scores are dot products "
+    "of queries and keys, so divide by √d_k, the width of a key: the last axis of `keys`. Here both are 4; in "
+    "general they differ.",
+    "max_without_keepdim": "Your row maxima lost their axis: tf.reduce_max(s, axis=-1) is a (4,) tensor, which "
+    "lines up with the columns, so entry (i, j) was shifted by the maximum of row j, which the softmax does not "
+    "cancel. Keep the axis (keepdims=True), or use tf.nn.softmax.",
+    "power_precedence": PRECEDENCE,
 }
 OUTPUTS_HINTS = {
     "no_softmax": NO_SOFTMAX_OUTPUTS,
@@ -669,6 +734,9 @@ OUTPUTS_HINTS = {
     "product_order_reversed": "You multiplied values by attn_weights. Row i of the outputs is word i's weights "
     "(row i of attn_weights) times the values: attn_weights first, values second.",
 }
+ONE_PRODUCT = ("Your numbers are right, but the step asks for all four outputs with one matrix product (tf.matmul "
+               "or `@` of the weights and the values), and your cell builds them another way (a broadcast sum, or a "
+               "loop over the words). Step 10 writes the sums out; here the point is the one product.")
 OUTPUTS_SUM_HINTS = {
     "sum_wrong_axis": "You summed over the queries (axis 0). Output i adds up attn_weights[i, j] * value_j over "
     "the words j: keep axis 0, sum over axis 1.",
@@ -721,6 +789,16 @@ NUMPY_HINTS = {
     "is the width of a key: k.shape[-1], and its square root stays a float.",
     "scale_by_d_model": "You divided by √d_model, the width of x_np (or the rows of w_key_np). Divide by √d_k, "
     "the width of a key: the last axis of the keys (or of w_key_np). Here both are 4; in general they differ.",
+    "scale_by_d_v": "You divided by √d_v, the width of the values (v.shape[1], or w_value_np's). Divide by √d_k, "
+    "the width of a key: k.shape[-1]. Here both are 4; in general they differ.",
+    "sum_without_axis": "Your row maxima are right, but you divided by one sum over the whole matrix (e.sum() "
+    "without an axis), so no row of weights sums to 1. Sum each row on its own: e.sum(axis=-1, keepdims=True).",
+    "shifted_by_min": "You subtracted each row's minimum. Any number per row cancels in the softmax, but only "
+    "the maximum keeps np.exp safe: in a row whose scores span more than about 709, exp(s − min) overflows to "
+    "inf, and inf / inf is nan. Subtract each row's maximum, as the step asks.",
+    "shifted_by_mean": "You subtracted each row's mean. Any number per row cancels in the softmax, but only the "
+    "maximum keeps np.exp safe: a score more than about 709 above its row's mean overflows to inf, and inf / inf "
+    "is nan. Subtract each row's maximum, as the step asks.",
 }
 FN_HINTS = {
     "missing_scale": "Your function does not divide the scores by √d_k. d_k is the size of the last axis of "
@@ -743,6 +821,17 @@ FN_HINTS = {
     "weights by v, so that row i becomes query i's weighted sum of the value rows, (n, d_v).",
     "scale_by_d_v": "Your function divides by √d_v, the width of the values (the last axis of `v`). The scores "
     "are dot products of queries and keys: divide by √d_k, the last axis of `k`.",
+    "missing_keepdim": "Your row sums lost their axis: tf.reduce_sum(e, axis=-1) is an (n,) tensor, which lines "
+    "up with the columns, so entry (i, j) was divided by the sum of row j. Keep the axis (keepdims=True), or use "
+    "tf.nn.softmax.",
+    "max_without_keepdim": "Your row maxima lost their axis: tf.reduce_max(s, axis=-1) is an (n,) tensor, which "
+    "lines up with the columns, so entry (i, j) was shifted by the maximum of row j, which the softmax does not "
+    "cancel. Keep the axis (keepdims=True), or use tf.nn.softmax.",
+    "sum_without_axis": "You divided by one sum over the whole matrix (tf.reduce_sum without an axis), so no row "
+    "of weights sums to 1. Sum each row on its own: tf.reduce_sum(e, axis=-1, keepdims=True).",
+    "power_precedence": PRECEDENCE,
+    "swapped_projections": "Your function mixes the keys: the weights times `k`. The keys only decide the weights; "
+    "the outputs are the weighted sums of the values, the weights times `v`.",
 }
 SELF_HINTS = {
     "scale_by_d_model": "You divided by √d_model, the width of x (or the rows of w_key). The scores are dot "
@@ -761,15 +850,31 @@ SELF_HINTS = {
     "softmax_wrong_axis": FN_HINTS["softmax_wrong_axis"],
     "weights_not_applied": "Your function returns the weights, an (n, n) matrix, not the outputs: apply them to "
     "the values (the weights times the values), which gives (n, d_v).",
+    "projection_reused": "Your values are made with w_key: the outputs mix the keys. The values come from w_value "
+    "(x @ w_value), whose width d_v may differ from d_k.",
 }
+
+
+NUMPY_INDEPENDENT = ("outputs", "outputs_sum", "attn_weights", "attn_scores", "queries", "keys", "values")
+
+
+def _numpy_inputs(rng: np.random.Generator | None = None) -> dict:
+    """The NumPy step's upstream, drawn with other widths and with rows of extreme levels and spreads; the
+    TensorFlow results it must not copy come from an independent draw, with values of the same width (the cell
+    compares its outputs with TensorFlow's)."""
+    out = upstream_of(partial(world, widths=True, levels=True), "outputs_np")(rng)
+    if rng is not None:
+        other = world(rng, d_v=int(np.shape(out["w_value_np"])[-1]))
+        out.update({name: other[name] for name in NUMPY_INDEPENDENT})
+    return out
 
 
 def _exercises() -> list[Exercise]:
     def value(ex_id, title, answers, reference, independent=(), widths=False, levels=False, **kw):
         kw.setdefault("framework", "tensorflow")
         drawn = partial(world, widths=widths, levels=levels)
-        return Exercise(ex_id, notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
-                        inputs=upstream_of(drawn, answers[0], independent), **kw)
+        kw.setdefault("inputs", upstream_of(drawn, answers[0], independent))
+        return Exercise(ex_id, notebook=NOTEBOOK, title=title, answers=answers, reference=reference, **kw)
 
     per_word = tuple(f"{kind}_{i}" for i in range(1, 5) for kind in ("query", "key", "value"))
     values = tuple(f"value_{j}" for j in range(1, 5))
@@ -828,16 +933,18 @@ def _exercises() -> list[Exercise]:
         value("04.weights", "The weight matrix", ("attn_weights",), ref_weights, reads=("attn_scores", "keys"),
               mistakes=WEIGHTS_MISTAKES, hints=WEIGHTS_HINTS, dtype="float32", widths=True, **TIGHT),
         value("04.attention", "The outputs of all four words", ("outputs",), ref_outputs,
-              reads=("attn_weights", "values"), mistakes=OUTPUTS_MISTAKES, hints=OUTPUTS_HINTS,
+              reads=("attn_weights", "values"), mistakes=OUTPUTS_MISTAKES,
+              hints={**OUTPUTS_HINTS, "not_as_asked": ONE_PRODUCT}, how={"matmul": True, "loop": False},
               dtype="float32", rtol=1e-5),
         value("04.attention_sum", "The outputs as explicit weighted sums", ("outputs_sum",), ref_outputs_sum,
               reads=("attn_weights", "values"), independent=("outputs",),
               mistakes=OUTPUTS_SUM_MISTAKES, hints=OUTPUTS_SUM_HINTS, dtype="float32", rtol=1e-5,
               how={"matmul": False}),
         value("04.numpy", "The NumPy cross-check", ("outputs_np",), ref_outputs_np,
-              reads=("x_np", "w_query_np", "w_key_np", "w_value_np"),
-              independent=("outputs", "outputs_sum", "attn_weights", "attn_scores", "queries", "keys", "values"),
-              framework="numpy", mistakes=NUMPY_MISTAKES, hints=NUMPY_HINTS, rtol=1e-5, not_with=("tf",),
+              reads=("x_np", "w_query_np", "w_key_np", "w_value_np"), inputs=_numpy_inputs,
+              # float64 is the point of the cross-check: an answer rounded to 5 decimals (off by up to 5e-6 here) does
+              # not pass; TensorFlow's float32 results, off by ~1e-7, are still told apart as copies
+              framework="numpy", mistakes=NUMPY_MISTAKES, hints=NUMPY_HINTS, rtol=5e-7, atol=1e-9, not_with=("tf",),
               dtype="float64", widths=True, levels=True),
         Exercise(
             "04.scaled_attention",

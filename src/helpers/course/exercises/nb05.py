@@ -17,7 +17,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..reference import global_softmax, self_attention, softmax, sum_normalise, unstable_softmax
+from ..reference import (
+    global_softmax,
+    max_without_keepdim,
+    one_sum,
+    self_attention,
+    softmax,
+    sum_normalise,
+    unstable_softmax,
+)
 from ..spec import Exercise, one_row, register, upstream_of
 
 NOTEBOOK = "05_numpy_self_attention_bug"
@@ -86,7 +94,8 @@ def world(rng: np.random.Generator | None = None, vary_n: bool = False) -> dict:
     the number of tokens or a typed-in 2 cannot stand in for √d_k), values as wide as the sentence
     is long (as the original's: the wrong products of the values stay defined), and new embeddings
     and projections (d_model = 8, d_k = 3). ``vary_n`` also changes the number of tokens (for a
-    step whose cell does not draw the 4 tokens' labels), so that √n cannot pass either.
+    step whose cell does not draw the 4 tokens' labels), so that √n cannot pass either, and the width of
+    the values, apart from n, d_k and 4, so that √d_v cannot either.
     """
     if rng is None:
         queries, keys, values = QUERIES, KEYS, VALUES
@@ -95,7 +104,8 @@ def world(rng: np.random.Generator | None = None, vary_n: bool = False) -> dict:
         n = int(rng.integers(3, 8)) if vary_n else len(TOKENS)
         d_k = int(rng.choice([2, 3, 5, 6, 7]))
         queries, keys = (rng.standard_normal((n, d_k)) for _ in range(2))
-        values = rng.standard_normal((n, n))
+        d_v = int(rng.choice([w for w in (2, 3, 5, 6, 7, 8) if w not in (n, d_k)])) if vary_n else n
+        values = rng.standard_normal((n, d_v))
         emb = {**{w: rng.standard_normal((D_MODEL, D_K)) / np.sqrt(D_MODEL) for w in ("w_query", "w_key", "w_value")},
                "x": rng.standard_normal((4, D_MODEL))}
     attn_scores = queries @ keys.T
@@ -136,6 +146,8 @@ def _fixed(fn):
 
 FIXED_WEIGHTS_MISTAKES = {
     "global_softmax": _fixed(global_softmax),  # the original's attention_weights again
+    "max_without_keepdim": _fixed(max_without_keepdim),
+    "sum_without_axis": _fixed(one_sum),  # each row's maximum, then one sum for the whole matrix
     "softmax_wrong_axis": _fixed(lambda s: softmax(s, axis=0)),
     "missing_keepdim": _fixed(_sum_no_keepdim),
     "transposed_scores": _fixed(lambda s: softmax(s.T)),
@@ -151,6 +163,8 @@ FIXED_VALUE_MISTAKES = {
     "elementwise_product": lambda fixed_weights, values, **_: {"fixed_value": fixed_weights * values},
     "transposed_scores": lambda fixed_weights, values, **_: {"fixed_value": fixed_weights.T @ values},
     "values_times_weights": lambda fixed_weights, values, **_: {"fixed_value": values @ fixed_weights},
+    # the original's value divided by its row sums, an (n,) vector lined up with the columns
+    "missing_keepdim": lambda attention_value, row_sums, **_: {"fixed_value": attention_value / row_sums},
 }
 
 
@@ -179,6 +193,8 @@ SCALED_WEIGHTS_MISTAKES = {
     # √len(tokens), √4 or 2 typed in: the notebook's number whatever the keys
     "fixed_scale": lambda attn_scores, **_: {"scaled_weights": softmax(attn_scores / 2.0)},
     "scale_by_n": lambda attn_scores, keys, **_: {"scaled_weights": softmax(attn_scores / np.sqrt(keys.shape[0]))},
+    "scale_by_d_v": lambda attn_scores, values, **_: {
+        "scaled_weights": softmax(attn_scores / np.sqrt(values.shape[-1]))},
 }
 
 # --- part 4: a stable, row-wise softmax -----------------------------------------------
@@ -259,6 +275,7 @@ SOFTMAX_MISTAKES = {
     "shifted_by_min": _shifted_by_min,
     "shifted_by_mean": _shifted_by_mean,
     "global_max_subtraction": _global_max,
+    "sum_without_axis": one_sum,
 }
 
 # --- part 5: self-attention on token embeddings ----------------------------------------
@@ -310,6 +327,14 @@ WEIGHTS_MISTAKES = {
     "power_precedence": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key, scale=2.0 * w_key.shape[-1]),
     "scale_multiplied": lambda x, w_query, w_key, **_: _weights_from(
         x, w_query, w_key, scale=1 / np.sqrt(w_key.shape[-1])),
+    # √4 whatever the keys: √n (the 4 tokens, k.shape[0], len(tokens)) or a 2 typed in, which a sentence of 4
+    # tokens cannot tell apart
+    "fixed_scale": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key, scale=2.0),
+    # a softmax written out again in the cell: the row sums or the row maxima without keepdims, or one sum for all
+    "missing_keepdim": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key, normalise=_sum_no_keepdim),
+    "max_without_keepdim": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key,
+                                                                        normalise=max_without_keepdim),
+    "sum_without_axis": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key, normalise=one_sum),
 }
 
 
@@ -336,6 +361,7 @@ ATTENTION_MISTAKES = {
     # √3 whatever the keys: the notebook's global d_k (an int, so not seen as notebook data) or 3 typed in
     "reads_globals": lambda **i: _attention(**i, scale=float(np.sqrt(D_K))),
     "weights_returned": lambda **i: self_attention(**i)[0],  # (n, n) instead of (n, d_v)
+    "projection_reused": lambda x, w_query, w_key, **_: _attention(x, w_query, w_key, w_key),  # values from w_key
 }
 
 _TRANSPOSED = (
@@ -384,6 +410,9 @@ register(
                "so some weights are negative. Exponentiate, then divide by each row's sum of exponentials.",
                "unexpected_scale": "You divided the scores by √d_k. This step fixes the bug alone: the softmax "
                "of each row of the raw attn_scores. The scaling is the next step.",
+               "sum_without_axis": "Your row maxima are right, but you divided by one sum over the whole matrix (a "
+               "sum without an axis): that is the original's bug again. Divide each row by the sum of its own "
+               "exponentials: sum(axis=1, keepdims=True).",
            }),
     _value("05.fixed_value", "The fixed attention value", ("fixed_value",),
            lambda fixed_weights, values, **_: {"fixed_value": fixed_weights @ values},
@@ -395,6 +424,9 @@ register(
                "of the value rows: a matrix product, `@`.",
                "transposed_scores": "You used the transposed weights. Row i of fixed_weights belongs to "
                "token i and weights the rows of `values`: the weights come first in the product.",
+               "missing_keepdim": "You divided the original's attention_value by the row sums as they are, a (4,) "
+               "vector, which NumPy lines up with the columns: entry (i, j) was divided by the sum of row j. The "
+               "step asks for the value of `fixed_weights`: fixed_weights @ values.",
            }),
     _value("05.scaled_weights", "The scaling by √d_k, as its own step", ("scaled_weights",), ref_scaled,
            reads=("attn_scores", "keys"), mistakes=SCALED_WEIGHTS_MISTAKES, world_fn=world_any_n,
@@ -413,6 +445,9 @@ register(
                "scale_by_n": "You divided by the square root of the number of tokens (the rows of the keys, "
                "len(keys)). Here it is 4, like d_k, but the scaling is about the width of one key: divide by "
                "√d_k, with d_k = keys.shape[-1] (the cell sets it for you).",
+               "scale_by_d_v": "You divided by the square root of the values' width (values.shape[1]). Here it is "
+               "4, like d_k, but the scores are dot products of queries and keys: divide by √d_k, with d_k = "
+               "keys.shape[-1] (the cell sets it for you).",
            }),
     Exercise(
         "05.softmax",
@@ -447,7 +482,13 @@ register(
                   "transposed_scores": _TRANSPOSED, "scale_by_d_model": _D_MODEL, "softmax_wrong_axis": _COLUMNS,
                   "missing_scale": "Your scores were not divided by √d_k. Divide them by √d_k, the square root "
                   "of the width of a key (3 here), before the softmax.",
-                  "scale_by_d": "You divided by d_k itself. The scaling divides by its square root, √d_k."}),
+                  "scale_by_d": "You divided by d_k itself. The scaling divides by its square root, √d_k.",
+                  "fixed_scale": "You divided by 2 whatever the keys: √4, the square root of the number of tokens "
+                  "(k.shape[0], len(tokens)), or a 2 typed in. The scaling is about the width of one key: divide by "
+                  "√d_k, with d_k = k.shape[-1] (3 here).",
+                  "missing_keepdim": "Your row sums lost their axis: a (4,) vector, which NumPy lines up with the "
+                  "columns, so entry (i, j) was divided by the sum of row j. Keep the axis (keepdims=True), or "
+                  "rather call your `softmax` of Part 4, as the step asks."}),
     Exercise(
         "05.self_attention",
         notebook=NOTEBOOK,
@@ -476,6 +517,8 @@ register(
             "the notebook both are 3, in general they differ.",
             "scale_by_n": "You divided by the square root of the number of tokens (len(x)). The scaling is "
             "about the width of a key: divide by √d_k, k.shape[-1].",
+            "projection_reused": "Your values are made with w_key: the outputs mix the keys. The values come from "
+            "w_value (x @ w_value), whose width d_v may differ from d_k.",
             "reads_globals": "Your function divides by √3 whatever its inputs: that is the notebook's d_k (the "
             "global variable, or the number typed in). Take d_k from the keys the function computes: "
             "k.shape[-1].",
