@@ -82,8 +82,22 @@ class Result:
     problems: list[str] = field(default_factory=list)
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """YAML that refuses a key given twice in one mapping (an attempt with two `expect:` would keep the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is given twice",
+                                                        key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def load(path: Path) -> list[Attempt]:
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)  # noqa: S506 — a safe loader
     notebook = data["notebook"]
     out = []
     for i, raw in enumerate(data.get("attempts") or []):
