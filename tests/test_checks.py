@@ -227,13 +227,25 @@ def test_changing_an_input_in_place_is_named():
 
 
 def test_giving_an_input_a_new_name_binding_is_not_an_in_place_change():
-    """Binding a name anew (a loop variable, a step of the same cell computed again) leaves the
-    object the cell was given alone: it is not reported as changed in place."""
+    """Binding a name anew leaves the object the cell was given alone: it is not reported as changed in place.
+    But the name held the answer of the step above, which the cell so undoes: that is what the check says."""
     torch = pytest.importorskip("torch")
     ex = spec.get("01.softmax")
     ns = answer_namespace(ex, None, "torch") | {"torch": torch}
     cell = "attn_scores = attn_scores - attn_scores.max(dim=-1, keepdim=True).values\n" \
            "attn_weights = torch.softmax(attn_scores, -1)"
+    exec(cell, ns)
+    outcome = judge(ex, ns, cell=cell)
+    assert outcome.diagnosis == "overwrites_variable", outcome.message
+    assert "01.scores" in outcome.message and "in place" not in outcome.message
+
+
+def test_a_step_computed_again_under_its_own_name_is_not_an_overwrite():
+    """A cell that computes an earlier step's answer again, to the same value, undoes nothing."""
+    torch = pytest.importorskip("torch")
+    ex = spec.get("01.softmax")
+    ns = answer_namespace(ex, None, "torch") | {"torch": torch}
+    cell = "attn_scores = queries @ keys.T\nattn_weights = torch.softmax(attn_scores, -1)"
     exec(cell, ns)
     outcome = judge(ex, ns, cell=cell)
     assert outcome.status == "pass", outcome.message

@@ -138,6 +138,18 @@ def test_a_mistake_is_named_where_its_variant_is_ill_conditioned():
     assert spec.diagnose(ex, [(got, inputs)]) == "sum_normalisation"
 
 
+def test_a_global_number_is_found_whichever_way_changing_it_matters():
+    """08: `return x + table[:n]` with the notebook's n = 5. On a draw whose table has just 5 rows, n + 1 slices the
+    same 5 rows and fails the same way, so on that draw the global was not blamed (2 draws in 40): n - 1 shows it."""
+    from helpers.runtime.collect import _influential
+
+    namespace = {"n": 5}
+    exec("def add(x, table):\n    return x + table[:n]\n", namespace)
+    trial = {"x": np.ones((3, 4)), "table": np.ones((5, 4))}
+    assert _influential(namespace["add"], {"n": 5}, [trial], "numpy") == {"n": 5}
+    assert namespace["n"] == 5
+
+
 @pytest.mark.parametrize("ex", [pytest.param(e, id=e.id) for e in EXERCISES if spec.seeds_needed(e)])
 def test_every_size_that_can_change_does_in_some_trial(ex):
     """A size typed in (2 heads, p = 0.2, a 5 × 5 mask, a cache of 8 rows) passes only when no trial changes it:

@@ -13,6 +13,7 @@ A corpus file (``tests/corpus/NN_*.yaml``) lists attempts at one notebook's TO-D
                                        # "none": the message must name no code (a precise message
                                        # without one); leave it out for a pass
         says: queries @ keys.T    # optional: a piece of text the message must contain
+        says_not: (01.outputs)    # optional: text (or a list) the message must not contain
         why: the product reversed # what the student did (for people reading the corpus)
 
 ``cell:`` instead of ``region:`` replaces the whole TO-DO cell. ``before:`` is code the student
@@ -62,6 +63,7 @@ class Attempt:
     region: str | None = None  # what replaces the TO-DO region
     diagnosis: Any = None
     says: str | None = None
+    says_not: str | list[str] | None = None
     why: str = ""
     before: str | list[str] | None = None
     index: int = 0
@@ -101,7 +103,8 @@ def load(path: Path) -> list[Attempt]:
     notebook = data["notebook"]
     out = []
     for i, raw in enumerate(data.get("attempts") or []):
-        unknown = set(raw) - {"exercise", "expect", "cell", "region", "diagnosis", "says", "why", "before"}
+        unknown = set(raw) - {"exercise", "expect", "cell", "region", "diagnosis", "says", "says_not", "why",
+                              "before"}
         if unknown:
             raise ValueError(f"{path.name}, attempt {i}: unknown keys {sorted(unknown)}")
         if ("cell" in raw) == ("region" in raw):
@@ -112,8 +115,8 @@ def load(path: Path) -> list[Attempt]:
             raise ValueError(f"{path.name}, attempt {i}: a wrong attempt says which diagnosis it deserves "
                              "(a code, a list of codes, or none)")
         out.append(Attempt(notebook, raw["exercise"], raw["expect"], raw.get("cell"), raw.get("region"),
-                           raw.get("diagnosis"), raw.get("says"), raw.get("why", ""), raw.get("before"), i,
-                           path.name))
+                           raw.get("diagnosis"), raw.get("says"), raw.get("says_not"), raw.get("why", ""),
+                           raw.get("before"), i, path.name))
     return out
 
 
@@ -212,6 +215,9 @@ def judge_result(res: Result) -> list[str]:
                 problems.append(f"{a.name} ({a.why}): should be diagnosed {allowed}, got {res.code}: {res.message}")
     if a.says and a.says not in res.message:
         problems.append(f"{a.name}: the message should contain {a.says!r}: {res.message}")
+    for text in [a.says_not] if isinstance(a.says_not, str) else (a.says_not or []):
+        if text in res.message:
+            problems.append(f"{a.name}: the message should not contain {text!r}: {res.message}")
     return problems
 
 

@@ -432,6 +432,9 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
         "count_rows": [b.name for b in ex.budgets],
         "later": list(LATER_NAMES.get(ex.id, ())) if ex.kind == "value" else [],
         "others": sorted({n for other in exercises_for(ex.notebook) for n in other.answers} - set(ex.answers)),
+        # the answers of the steps above: a cell that binds one anew (to something that step would not accept)
+        # undoes it
+        "earlier": _earlier_answers(ex) if ex.kind == "value" else [],
         # predicted axes are the same for any inputs: a replay keeps the student's own (a cell may use it as `dim=`)
         "own": sorted({n for other in exercises_for(ex.notebook) if other.predicts == "axis"
                        for n in other.answers} - set(ex.answers)),
@@ -440,6 +443,15 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
                    for p, pi in zip(ex.probes, probe_inputs)],
     }
     return Plan(data, [notebook, *fresh], probe_inputs)
+
+
+def _earlier_answers(ex: Exercise) -> list[str]:
+    found: set[str] = set()
+    for other in exercises_for(ex.notebook):
+        if other is ex:
+            break
+        found |= set(other.answers)
+    return sorted(found - set(ex.answers))
 
 
 VARIETY_PATIENCE = 40  # draws that bring no new variety before the trials are taken as they are
@@ -732,6 +744,14 @@ def _framework_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None
                 text = f"{label} {verb} " + _container_text(ex, container, facts.get("items", {}).get(name))
                 return _fail(ex, "wrong_framework", text.replace("  ", " "))
             got = _FRAMEWORK_NAMES.get(str(fw), "something else")
+            came = [n for n, f in (facts.get("inputs") or {}).items() if f == fw and n != name]
+            if ex.kind == "value" and came:  # the cell's own operations are fine: an input it starts from is not
+                which = ", ".join(f"`{n}`" for n in came)
+                holds = "holds" if len(came) == 1 else "hold"
+                return _fail(ex, "wrong_framework",
+                             f"`{name}` is {got}: it starts from your {which}, which {holds} {got} now. This step "
+                             f"is about {_FRAMEWORK_NAMES[ex.framework]}: run again the cell that makes {which} "
+                             f"{_FRAMEWORK_NAMES[ex.framework]}, then this cell.")
             how = (f"Build it with {_OPS[ex.framework]} operations." if fw != "python" else
                    "Return the tensor itself: `.item()`, `float(...)` or `.tolist()` turn a tensor into plain Python "
                    "values, which no later step can differentiate or compute on as a tensor.")
@@ -1039,6 +1059,26 @@ def _rebound_problem(ex: Exercise, record: Mapping[str, Any], names: Sequence[st
     return _fail(ex, "overwrites_variable",
                  f"Your cell also assigns `{name}`{others}, {whose}, {harm}. Keep your own results under new names, "
                  f"then run again the cell that computes `{name}` and this one.")
+
+
+def _reassigned_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
+    """The cell binds anew an earlier step's answer, and that answer is no longer right (04.weights_1 flattening
+    `attn_scores_1` on the way): the earlier step is undone."""
+    for name, value in sorted((record.get("reassigned") or {}).items()):
+        owner = producer(ex, name)
+        if owner is None:
+            continue
+        try:
+            want = owner.expected(owner.inputs(None))[name]
+            right = _same(np.asarray(value, float), np.asarray(want, float), owner)
+        except Exception:  # noqa: BLE001 — a reference that cannot say, or a value of another shape
+            right = False
+        if not right:
+            return _fail(ex, "overwrites_variable",
+                         f"Your cell also assigns `{name}`, the answer of {owner.id}: after your cell it no longer "
+                         f"holds what that step computed, so that step is undone. Keep your own results under new "
+                         f"names, then run again the cell that computes `{name}` and this one.")
+    return None
 
 
 def _probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome | None:
@@ -1472,7 +1512,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                                               "model. Use its `model` argument.")
         for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
                       _items_problem(ex, record.get("facts") or {}),
-                      _mutation_problem(ex, record), _rebound_problem(ex, record), _module_problem(ex, record),
+                      _mutation_problem(ex, record), _rebound_problem(ex, record), _reassigned_problem(ex, record),
+                      _module_problem(ex, record),
                       _parameters_problem(ex, record), _grad_problem(ex, record), _budget_problem(ex, plan, record),
                       _module_probe_problem(ex, plan, record), _step_probe_problem(ex, record, right=True)):
             if check is not None:

@@ -178,7 +178,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                        "dtype": _text_map(facts.get("dtype"), answers_names, "the dtypes"),
                        "items": _text_map(facts.get("items"), answers_names, "the entries' frameworks"),
                        "grad": _bool_map(facts.get("grad"), answers_names, "the answers' gradients"),
-                       "container": _containers(facts.get("container"), answers_names)}
+                       "container": _containers(facts.get("container"), answers_names),
+                       "inputs": _text_map(facts.get("inputs"), set(ex.reads), "the inputs' frameworks")}
     if ex.keeps_grad and isinstance(raw.get("keeps_grad"), bool):
         record["keeps_grad"] = raw["keeps_grad"]
     if raw.get("upstream") is not None:
@@ -195,6 +196,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     bindable = set(plan.data.get("later") or ()) | {k for t in plan.data.get("trials") or () if isinstance(t, dict)
                                                     for k in t}
     record["rebound"] = _names(raw.get("rebound") or [], bindable or {""}, "the names bound anew")
+    if raw.get("reassigned") is not None and plan.data.get("earlier"):
+        record["reassigned"] = _arrays(raw["reassigned"], set(plan.data["earlier"]), "the earlier answers bound anew")
     if raw.get("used") is not None and plan.data.get("others"):
         record["used"] = _arrays(raw["used"], set(plan.data["others"]), "the other answers used")
     if ex.computed_with:

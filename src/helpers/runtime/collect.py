@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from ..convert import AnswerError, NotDone, framework_of, to_array
-from .cells import called_names, code_features, definition_source, mentioned_names, typed_lists
+from .cells import called_names, code_features, definition_source, free_names, mentioned_names, typed_lists
 from .history import History, Run, message_line
 from .watch import tracking
 
@@ -452,6 +452,10 @@ def _rebound(old: Any, new: Any) -> bool:
     Only data is compared (tensors, arrays, numbers, tuples); functions, classes and modules are not."""
     if new is old:
         return False
+    if (state := _module_state(old)) is not None:  # a model built anew (new draws) or replaced by something else
+        again = _module_state(new)
+        return again is None or type(new) is not type(old) or state.keys() != again.keys() or any(
+            a.shape != again[k].shape or not np.array_equal(a, again[k], equal_nan=True) for k, a in state.items())
     for v in (old, new):
         if callable(v) and not hasattr(v, "shape") or isinstance(v, (str, bytes, dict, type(None))):
             return False
@@ -460,6 +464,19 @@ def _rebound(old: Any, new: Any) -> bool:
     except AnswerError:
         return False
     return a.shape != b.shape or dtype_name(old) != dtype_name(new) or not np.array_equal(a, b, equal_nan=True)
+
+
+def _module_state(value: Any) -> dict[str, np.ndarray] | None:
+    """A PyTorch module's parameters and buffers as arrays (None for anything else)."""
+    if framework_of(value) != "torch" and not any(c.__module__.startswith("torch.nn") for c in type(value).__mro__):
+        return None
+    state = getattr(value, "state_dict", None)
+    if not callable(state):
+        return None
+    try:
+        return {k: to_array(t, k, finite=False) for k, t in state().items()}
+    except Exception:  # noqa: BLE001 — a module whose state cannot be read: not compared
+        return None
 
 
 def _rerun_differs(code: Any, ns: Mapping[str, Any], answers: Sequence[str]) -> bool:
@@ -569,8 +586,8 @@ def _influential(fn: Any, scalars: Mapping[str, float], trials: Sequence[Mapping
         return {}
     glob = fn.__globals__
 
-    def outcome() -> Any:
-        args = [to_framework(v, framework) for v in trials[0].values()]
+    def outcome(trial: Mapping[str, Any]) -> Any:
+        args = [to_framework(v, framework) for v in trial.values()]
         try:
             with _quiet():
                 return to_array(fn(*args), "result", finite=False)
@@ -582,13 +599,18 @@ def _influential(fn: Any, scalars: Mapping[str, float], trials: Sequence[Mapping
             return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=True))
         return type(a) is type(b) and a == b
 
-    base, found = outcome(), {}
+    # a change one way can leave the outcome alone where the other does not (a slice `table[:n]` of a table with
+    # just n rows): both ways, on each trial given
+    bases, found = [outcome(t) for t in trials], {}
     for name, value in scalars.items():
         old = glob[name]
+        changes = (old + 1, old - 1) if isinstance(old, (int, np.integer)) else (old * 1.5 + 0.5, old * 0.5)
         try:
-            glob[name] = type(old)(old + 1) if isinstance(old, (int, np.integer)) else type(old)(old * 1.5 + 0.5)
-            if not same(outcome(), base):
-                found[name] = value
+            for new in changes:
+                glob[name] = type(old)(new)
+                if any(not same(outcome(t), base) for t, base in zip(trials, bases)):
+                    found[name] = value
+                    break
         except Exception:  # noqa: BLE001, S110 — a value it cannot take says nothing
             pass
         finally:
@@ -739,9 +761,15 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
         record["forbidden"] = sorted(set(plan.get("not_with") or ()) & mentioned)
     if source is not None:
         record["how"] = code_features(source)
-        # other steps' answers the cell uses besides the ones it starts from (a predicted axis as `dim=`)
-        record["used"] = _snapshot({n: namespace[n] for n in sorted(set(plan.get("others") or ())
-                                                                     & mentioned_names(source)) if n in namespace})
+        # other steps' answers the cell reads besides the ones it starts from (a predicted axis as `dim=`); a name
+        # the cell only assigns (the TensorFlow half computing `outputs` again) is not used
+        read = free_names(source)
+        record["used"] = _snapshot({n: namespace[n] for n in sorted(set(plan.get("others") or ()) & read)
+                                    if n in namespace})
+        # the framework of what the cell starts from: an answer of the wrong framework may come from an input
+        tensors = ("torch", "tensorflow", "numpy")
+        record["facts"]["inputs"] = {n: framework_of(namespace[n]) for n in sorted(read & set(plan.get("reads") or ()))
+                                     if n in namespace and framework_of(namespace[n]) in tensors}
     if code is None and run is not None:
         code = _compile_cell(run.source, shell)
     elif isinstance(code, str):
@@ -750,6 +778,8 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
     mutated: set[str] = set()
     rebound: set[str] = set()
     later = [n for n in plan.get("later") or () if n not in answers]
+    earlier = set(plan.get("earlier") or ()) - set(answers)
+    reassigned: set[str] = set()
     if record["replay"]["available"]:
         for i, world in enumerate(trials, start=1):
             overlay = {name: _mimic(value, namespace.get(name), plan.get("framework")) for name, value in world.items()
@@ -772,9 +802,10 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
             mutated.update(_mutated(before, overlay))
             # a name the notebook reads further down, bound anew by the cell to something else; or an input the
             # cell starts from, bound anew so that running the cell again gives another answer
-            changed = {n for n in set(later) | set(overlay) - set(answers)
+            changed = {n for n in set(later) | set(overlay) | earlier - set(answers)
                        if n in ns and _rebound(overlay[n] if n in overlay else namespace.get(n), ns[n])}
             rebound.update(changed & set(later))
+            reassigned.update(changed & earlier)
             if (changed - set(later)) and not rebound and _rerun_differs(code, ns, answers):
                 rebound.update(changed - set(later))
             got = {}
@@ -796,6 +827,9 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
         record["raised"] = {"message": run.error, "line": run.line}
     record["mutated"] = sorted(mutated)
     record["rebound"] = sorted(rebound)
+    # an earlier step's answer the cell binds anew: what it holds now (the verdict asks that step whether it is still
+    # right)
+    record["reassigned"] = _snapshot({n: namespace[n] for n in sorted(reassigned - rebound) if n in namespace})
     # the step's own functions that the cell calls (10.train_step): a model read from the notebook's globals
     record["models_read"] = sorted({n for f in plan.get("functions") or () if callable(namespace.get(f))
                                     for n in _data_globals(namespace[f])[0]
@@ -1158,7 +1192,7 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
     trials = plan.get("trials") or []
     record: dict[str, Any] = {"answers": [], "globals_read": read, "globals_in": [where] if where else [],
                               "mutated": [], "models_read": [n for n in read if _is_model(glob.get(n))],
-                              "scalars_read": _influential(fn, _scalar_globals(fn), trials[1:2], framework)}
+                              "scalars_read": _influential(fn, _scalar_globals(fn), trials[1:3], framework)}
     own = definition_source(run.source, name) if run is not None else None  # not the cell's given code
     if own is not None:
         record["calls"] = sorted(called_names(own))
