@@ -423,6 +423,23 @@ def test_code_features_see_a_function_s_result_reordered(source, indexed):
     assert code_features(source)["indexed_result"] is indexed
 
 
+@pytest.mark.parametrize("source, computed", [
+    ("scores_shape = tuple((queries @ keys.T).shape)", True),
+    ("scores_shape = torch.matmul(queries, keys.T).size()", True),
+    ("s = queries @ keys.T\nscores_shape = s.shape", True),  # a name the cell binds to a product
+    ("weighted_shape = tuple((attn_weights[:, :, None] * values[None]).shape)", True),
+    ("scores_shape = (len(queries @ keys.T), n)", True),
+    ("scores_shape = (n, n)", False),
+    ("scores_shape = (len(labels), len(labels))", False),  # the shape of a given value
+    ("scores_shape = (queries.shape[0], keys.size(0))", False),
+    ("scores_shape = (torch.tensor(x_list).shape[0],) * 2", False),  # a tensor made from a list, not a result
+])
+def test_code_features_see_a_shape_read_off_a_computed_result(source, computed):
+    from helpers.runtime.cells import code_features
+
+    assert code_features(source)["shape_of_result"] is computed
+
+
 @pytest.mark.parametrize("source, typed", [
     ("w = torch.tensor([[0.2961, 0.5166], [0.2517, 0.6886], [0.0740, 0.8665]])", True),
     ("w = [[1, 2], [3, 4]]\nw = torch.tensor(w)", True),  # a matrix literal, made a tensor later

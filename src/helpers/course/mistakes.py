@@ -574,6 +574,10 @@ _ROWS = [
      "Your row maxima and your row sums both lost their axis: (n,) vectors, which NumPy lines up with the "
      "columns, so entry (i, j) was shifted and divided by the numbers of row j. Keep the axis in both: "
      "keepdims=True (or [:, None])."),
+    # --- notebook 02 (simulation 5)
+    ("abs_sum_normalisation", "divided by the sum of the absolute values instead of the sum",
+     "You divided the scores by the sum of their absolute values (an L1 norm, as F.normalize(p=1) does). Where "
+     "every score is positive that is the same sum; with a negative score it is not. Divide by the plain sum."),
     # --- notebook 08 (fix)
     ("pe_exponent_doubled", "exponent 2·(2i)/d: the 2i doubled again",
      "Your exponent is 2·(2i)/d_model. Counting the pairs' even columns 0, 2, 4, … (as `arange(0, d_model, 2)` "

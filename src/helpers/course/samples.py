@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..convert import to_array
-from ..runtime.collect import to_framework
+from ..runtime.collect import _module_of, to_framework
 from .spec import Exercise
 
 __all__ = ["answer_namespace", "in_framework", "student_cell", "student_function"]
@@ -50,7 +50,11 @@ def _plain(inputs: Mapping[str, Any]) -> dict[str, Any]:
     """Inputs as the references take them: NumPy float64 arrays (lists stay lists)."""
     out = {}
     for key, value in inputs.items():
-        if isinstance(value, list) or not hasattr(value, "shape"):
+        if callable(getattr(value, "named_parameters", None)):  # a module handed over: its parameters, as the world
+            params = dict(value.named_parameters())
+            out[key] = {group: {n: p.detach().numpy().astype(np.float64) for n, p in params.items()
+                                if p.requires_grad is grad} for group, grad in (("trainable", True), ("frozen", False))}
+        elif isinstance(value, list) or not hasattr(value, "shape"):
             out[key] = value
         else:
             out[key] = to_array(value, key, finite=False)
@@ -69,7 +73,10 @@ def answer_namespace(ex: Exercise, code: str | None = None, framework: str | Non
         ns.update({name: _answer(ex, out[name], framework) for name in ex.answers})
         if ex.keeps_grad:  # as the output of a trainable module is
             ns.update({name: ns[name].requires_grad_(True) for name in ex.answers})
-        if ex.module:
+        given = inputs.get(ex.module) if ex.module else None
+        if isinstance(given, Mapping) and set(given) == {"trainable", "frozen"}:  # the module the step counts
+            ns[ex.module] = _module_of(given["trainable"], given["frozen"])
+        elif ex.module:
             ns[ex.module] = _trainable_module(ex.trainable, ex.parameters)
         return ns
     return {ex.answers[0]: student_function(ex, code, framework)}

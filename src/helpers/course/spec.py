@@ -1214,6 +1214,58 @@ def _step_probe_problem(ex: Exercise, record: Mapping[str, Any], right: bool) ->
     return None
 
 
+def _module_carried(ex: Exercise, plan: Plan, record: Mapping[str, Any], got0: Arrays,
+                    code_right: bool) -> Outcome | None:
+    """🟡 for a step about its ``module``'s parameters, whose inputs hand that module over as ``{"trainable": {name:
+    array}, "frozen": {…}}`` (a count of trainable numbers), when the answer is right for the student's own module
+    (its parameters as the record lists them) and that module is not the notebook's: the step's code is right, the
+    module (made by an earlier step) is not. When the replays could not show the code right on other modules (the
+    rest of the cell raised, on the student's class), a ❌ that says what is wrong with the module."""
+    world0 = plan.inputs[0]
+    given = world0.get(ex.module) if ex.module else None
+    params = (record.get("module") or {}).get("params")
+    if not isinstance(given, Mapping) or set(given) != {"trainable", "frozen"} or not isinstance(params, list) \
+            or any(not shape for _, shape, _ in params):  # shapes unknown (the grader's record keeps none)
+        return None
+    own: dict[str, dict[str, np.ndarray]] = {"trainable": {}, "frozen": {}}
+    for name, shape, trainable in params:
+        own["trainable" if trainable else "frozen"][str(name)] = np.zeros(tuple(int(n) for n in shape))
+    if all({n: np.shape(a) for n, a in own[k].items()} == {n: np.shape(a) for n, a in given[k].items()}
+           for k in own):
+        return None  # the module is the notebook's (its shapes): the count itself is wrong
+    try:
+        local = ex.expected({**world0, ex.module: own})
+    except Exception:  # noqa: BLE001 — a module the reference cannot count says nothing
+        return None
+    if _compare(ex, got0, local) is not None:
+        return None
+    owner = next((o.id for o in exercises_for(ex.notebook) if o.module == ex.module and o is not ex), None)
+    plain = (record.get("module") or {}).get("plain_tensors") or []
+    frozen = sorted(set(own["frozen"]) - set(given["frozen"]))
+    if frozen and own["trainable"]:
+        one = len(frozen) == 1
+        why = (f"{_listed(frozen)} {'has' if one else 'have'} requires_grad=False, so training would leave "
+               f"{'it as it is' if one else 'them as they are'}")
+    elif own["trainable"]:
+        def listing(params: Mapping[str, Any]) -> str:
+            return ", ".join(f"`{n}` {tuple(np.shape(a))}" for n, a in params.items())
+        why = f"its trainable parameters are {listing(own['trainable'])}, not {listing(given['trainable'])}"
+    else:
+        why = "it has no trainable parameters at all" + (
+            f" (`{', '.join(plain)}` {'is a plain tensor' if len(plain) == 1 else 'are plain tensors'}, which a "
+            "module does not register)" if plain else "")
+    fix = "Fix the earlier step, run the cell that makes the module again, then run this cell again."
+    module = f"`{ex.module}`{f' ({owner})' if owner else ''}"
+    if not code_right:
+        raised = (record.get("raised") or {}).get("message")
+        return Outcome(ex.id, "fail", 0, ex.points,
+                       f"Your `{ex.answers[0]}` is what your own `{ex.module}` holds, but {module} is not right yet: "
+                       f"{why}. {fix}" + (f" (This cell also raised {raised}.)" if raised else ""))
+    return Outcome(ex.id, "carried", ex.points, ex.points,
+                   f"Your code for this step is right: it counts exactly what your own `{ex.module}` holds. But "
+                   f"{module} is not right yet: {why}. {fix}", carried_from=(owner,) if owner else ())
+
+
 def _model_carried(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome | None:
     """🟡 for a step whose answers are exactly its module's own guesses (see :class:`Probe`, ``module_guesses``)
     when those are wrong: the step's code is right, the module is not (not trained, or trained by an earlier
@@ -1544,6 +1596,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                 f"result is not either: fix the earlier step{_rerun_note(ex, wrong_up)}, then run this cell again.",
                 carried_from=tuple(o.id for n in wrong_up if (o := producer(ex, n))),
             )
+    if fail0 is not None and (counted := _module_carried(ex, plan, record, got0, code_right)):
+        return counted
     trials = [(got0, student_world)] + [(got, plan.inputs[i]) for i, got in enumerate(replays, start=1)
                                         if i < len(plan.inputs)]
     note = _upstream_note(ex, wrong_up) + _used_note(ex, record, wrong_up)
@@ -1700,7 +1754,11 @@ def _answers_read(ex: Exercise, record: Mapping[str, Any]) -> list[str]:
     """The notebook's own results (answers of its value steps) that a function reads from its globals: data a
     function of its arguments has no business with (a constant of the student's own is not one of them)."""
     read = set(record.get("globals_read") or []) - set(record.get("models_read") or [])
-    if not read or record.get("globals_in"):
+    if record.get("globals_in"):
+        read = set()
+    # the notebook's numbers it reads that change what it gives (an axis or a size predicted in an earlier step)
+    read |= set(record.get("scalars_read") or {})
+    if not read:
         return []
     _load_all()
     answers = {n for other in REGISTRY.values() if other.notebook == ex.notebook and other.kind == "value"

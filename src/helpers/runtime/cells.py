@@ -232,6 +232,41 @@ def _indexes_a_result(tree: ast.AST) -> bool:
 
 _BUILTINS = set(dir(builtins))
 
+
+def _shape_of_result(tree: ast.AST) -> bool:
+    """Does the cell read the shape (``.shape``, ``.size()``, ``.ndim``, ``len(…)``, ``np.shape(…)``) of something
+    it computes: an expression with an operator or a call (``(q @ k.T).shape``, ``torch.matmul(q, k.T).size()``),
+    or a name the cell binds to one? The shape of a given tensor (``queries.shape[0]``, ``len(labels)``) does not
+    count, nor of a tensor made from a literal or a list (``torch.tensor(x_list)``)."""
+    def computed(node: ast.AST) -> bool:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.BinOp):
+                return True
+            if isinstance(sub, ast.Call):
+                fn = sub.func
+                name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+                if name not in _CONSTRUCTORS and name not in ("size", "dim", "len"):
+                    return True
+        return False
+
+    results = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and computed(node.value)
+               for t in node.targets if isinstance(t, ast.Name)}
+
+    def of_result(node: ast.AST) -> bool:
+        return isinstance(node, ast.Name) and node.id in results or not isinstance(node, ast.Name) and computed(node)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ("shape", "ndim") and of_result(node.value):
+            return True
+        if isinstance(node, ast.Call):
+            fn = node.func
+            if isinstance(fn, ast.Attribute) and fn.attr in ("size", "dim") and of_result(fn.value):
+                return True
+            name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+            if name in ("len", "shape") and node.args and of_result(node.args[0]):
+                return True
+    return False
+
 _CONSTRUCTORS = {"tensor", "Tensor", "FloatTensor", "DoubleTensor", "as_tensor", "array", "asarray", "constant",
                  "convert_to_tensor", "Variable", "Parameter"}
 
@@ -412,7 +447,8 @@ def code_features(source: str) -> dict[str, bool] | None:
     attention called: ``scaled_dot_product_attention``, a multi-head attention layer), ``no_grad``
     (gradient tracking switched off), ``seeds_in_class`` (a class that seeds a random generator itself),
     ``low_precision`` (a half-precision float type named), ``max_of_lengths`` (the largest of some lengths
-    taken: ``lengths.max()``) and ``sequence_mask_without_maxlen``. ``None`` if it does not parse."""
+    taken: ``lengths.max()``), ``sequence_mask_without_maxlen`` and ``shape_of_result`` (the shape read off a
+    result the cell computes, where a step asks to predict it). ``None`` if it does not parse."""
     tree = _parse(source)
     if tree is None:
         return None
@@ -434,5 +470,5 @@ def code_features(source: str) -> dict[str, bool] | None:
             "indexed_result": _indexes_a_result(tree), "typed_numbers": _types_numbers(tree),
             "library_attention": bool(_call_names(tree) & _LIBRARY_ATTENTION), "no_grad": _without_grad(tree),
             "seeds_in_class": _seeds_in_class(tree), "low_precision": _low_precision(tree),
-            "max_of_lengths": _max_of_lengths(tree),
+            "max_of_lengths": _max_of_lengths(tree), "shape_of_result": _shape_of_result(tree),
             "sequence_mask_without_maxlen": _sequence_mask_without_maxlen(tree)}

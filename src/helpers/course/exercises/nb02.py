@@ -321,7 +321,13 @@ PART_1 = [
            _one("attn_weights_2_sum", lambda attn_scores_2, **_: sum_normalise(attn_scores_2)),
            reads=("attn_scores_2",), dtype="float32",
            mistakes={"softmax_instead_of_sum": _one("attn_weights_2_sum",
-                                                    lambda attn_scores_2, **_: softmax(attn_scores_2))}),
+                                                    lambda attn_scores_2, **_: softmax(attn_scores_2)),
+                     "abs_sum_normalisation": _one("attn_weights_2_sum", lambda attn_scores_2, **_:
+                                                   attn_scores_2 / np.abs(attn_scores_2).sum())},
+           hints={"abs_sum_normalisation": "You divided the scores by the sum of their absolute values (an L1 "
+                  "norm: what F.normalize(p=1) and .abs().sum() give). Here every score is positive, so the two "
+                  "sums agree; with a negative score they do not, and the weights would not sum to 1. Divide by "
+                  "the plain sum of the scores."}),
     _value("02.weights_2", "Weights by softmax", ("attn_weights_2",),
            _one("attn_weights_2", lambda attn_scores_2, **_: softmax(attn_scores_2)), reads=("attn_scores_2",),
            mistakes={
@@ -410,9 +416,9 @@ PART_1 = [
                "no_softmax": _one("outputs", lambda attn_scores, x, **_: attn_scores @ x),
            },
            hints={
-               "softmax_wrong_axis": "Row i of the weights you used does not belong to query i: you multiplied "
-               "with the transpose of `attn_weights`. Row i of the result must mix the inputs with row i of "
-               "`attn_weights`.",
+               "softmax_wrong_axis": "Row i of the weights you used does not belong to query i: the transpose of "
+               "`attn_weights`, or a softmax down the columns (dim=0), which on these symmetric scores is the same. "
+               "Row i of the result must mix the inputs with row i of `attn_weights`.",
                "no_softmax": "You mixed the inputs with the raw scores `attn_scores`. Use the weights, "
                "`attn_weights`.",
            }),
@@ -573,6 +579,7 @@ PART_2 = [
     _value("02.context_2", "The journey's context vector, with trainable weights", ("context_vec_2",),
            _one("context_vec_2", lambda attn_weights_2_qk, values, **_: attn_weights_2_qk @ values),
            reads=("attn_weights_2_qk", "values"),
+           dtype="float32",  # step 12 compares the module's float32 row 2 with it: torch.allclose refuses float64
            mistakes={
                "missing_scale": _one("context_vec_2", lambda attn_scores_2_qk, values, **_:
                                      softmax(attn_scores_2_qk) @ values),
@@ -650,6 +657,7 @@ PART_2 = [
     Exercise(
         "02.trainable", notebook=NOTEBOOK, title="Trainable numbers in SelfAttentionV1", answers=("n_trainable",),
         inputs=_trainable_inputs,
+        module="sa_v1",  # the count of the student's own module, when that one is wrong: 🟡 (no trainable to ask for)
         reference=_count(lambda trainable, frozen, **_: _numbers(trainable)),
         mistakes={
             "counted_tensors": _count(lambda trainable, frozen, **_: len(trainable)),

@@ -80,9 +80,11 @@ def world(rng: np.random.Generator | None = None, *, sized: bool = False) -> dic
     weights, values = base["attn_weights"], base["values"]
     wv = _weighted(weights, values)
     wv1 = rounded_1[:, None] * values
-    given = ["x_list", "w_query_list", "w_key_list", "w_value_list", "x", "w_query", "w_key", "w_value"]
+    given = ["x_list", "w_query_list", "w_key_list", "w_value_list"]
     return {
         **{name: base[name] for name in given},
+        "labels": [f"token {i + 1}" for i in range(n)],  # one name per token, as the notebook's cell gives them
+        **{name: base[name] for name in ("x", "w_query", "w_key", "w_value")},
         "n": n, "d_model": d_model, "d_k": d_k, "d_v": d_v,
         "queries": base["queries"], "keys": base["keys"], "values": values,
         "scores_shape": np.array([n, n]),
@@ -460,10 +462,17 @@ def _value(name, title, answers, reference, inputs=None, hints=None, **kw):
                     **kw)
 
 
+_COMPUTED_SHAPE = ("Your cell computes the result and reads its shape off it: this step asks you to predict the "
+                   "shape before anything is computed, from the sizes alone (the rule for products above). Write it "
+                   "with the size names, like (n, d_model).")
+
+
 def _predict_shape(name, title, answer, reference, mistakes):
-    # Replayed on fresh sizes: (n, n) is right for every size, a typed-in (3, 3) or (n, d_k) is not.
+    # Replayed on fresh sizes: (n, n) is right for every size, a typed-in (3, 3) or (n, d_k) is not. A shape read
+    # off the computed result is right for every size too, and is not a prediction.
     return _value(name, title, (answer,), reference, inputs=upstream_of(sized_world, answer), reads=SIZES,
-                  mistakes=mistakes, predicts="shape")
+                  mistakes=mistakes, predicts="shape", how={"shape_of_result": False},
+                  hints={"not_as_asked:shape_of_result": _COMPUTED_SHAPE})
 
 
 def _predict_axis(name, title, answer, mistakes, ndim):

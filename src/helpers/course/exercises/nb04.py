@@ -944,7 +944,8 @@ def _exercises() -> list[Exercise]:
               reads=("x_np", "w_query_np", "w_key_np", "w_value_np"), inputs=_numpy_inputs,
               # float64 is the point of the cross-check: an answer rounded to 5 decimals (off by up to 5e-6 here) does
               # not pass; TensorFlow's float32 results, off by ~1e-7, are still told apart as copies
-              framework="numpy", mistakes=NUMPY_MISTAKES, hints=NUMPY_HINTS, rtol=5e-7, atol=1e-9, not_with=("tf",),
+              framework="numpy", mistakes=NUMPY_MISTAKES, hints=NUMPY_HINTS, rtol=5e-7, atol=1e-9,
+              not_with=("tf", "tensorflow", "torch", "keras", "jax"),  # NumPy only: no other library's tensors
               dtype="float64", widths=True, levels=True),
         Exercise(
             "04.scaled_attention",

@@ -265,6 +265,12 @@ def _max_without_keepdim(scores):
     return e / e.sum(axis=-1, keepdims=True)
 
 
+def _sums_of_columns(scores):
+    """Each row's own maximum subtracted, but the exponentials divided by the sums of the columns (axis=0)."""
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=0, keepdims=True)
+
+
 SOFTMAX_MISTAKES = {
     "global_softmax": global_softmax,
     "softmax_wrong_axis": lambda scores: softmax(scores, axis=0),
@@ -276,6 +282,7 @@ SOFTMAX_MISTAKES = {
     "shifted_by_mean": _shifted_by_mean,
     "global_max_subtraction": _global_max,
     "sum_without_axis": one_sum,
+    "sum_wrong_axis": _sums_of_columns,
 }
 
 # --- part 5: self-attention on token embeddings ----------------------------------------
@@ -377,9 +384,15 @@ _D_MODEL = (
 )
 
 
+# The notebook is NumPy only, on float64 arrays: another library's tensors and functions are not the step, and a
+# result cast to float32 loses half the digits of its float64 inputs without a word
+NOT_NUMPY = ("torch", "tf", "tensorflow", "keras", "jax")
+NUMPY_ONLY = dict(framework="numpy", dtype="float64", not_with=NOT_NUMPY)
+
+
 def _value(ex_id, title, answers, reference, world_fn=world, **kw):
     return Exercise(ex_id, notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
-                    inputs=upstream_of(world_fn, answers[0]), framework="numpy", **kw)
+                    inputs=upstream_of(world_fn, answers[0]), **NUMPY_ONLY, **kw)
 
 
 register(
@@ -398,9 +411,9 @@ register(
            hints={
                "global_softmax": "That is the original's bug again (your weights equal attention_weights): "
                "one sum over the whole matrix. Divide each row by the sum of its own exponentials.",
-               "missing_keepdim": "Your row sums lost their axis: a (4,) vector, which NumPy lines up with the "
-               "columns, so entry (i, j) was divided by the sum of row j. Keep them as a (4, 1) column "
-               "(keepdims=True, or [:, None]).",
+               "missing_keepdim": "Your row sums are lined up with the columns: a (4,) vector (a sum without "
+               "keepdims), or a (1, 4) row (a column of sums turned by .T), so entry (i, j) was divided by the sum "
+               "of row j. Keep them as a (4, 1) column (keepdims=True, or [:, None]).",
                "softmax_wrong_axis": "Each column of your weights sums to 1, not each row: you summed over "
                "axis=0. One token's weights are one row, so sum along each row (axis=1).",
                "transposed_scores": "You applied the softmax to the transposed scores. Row i of attn_scores "
@@ -439,9 +452,10 @@ register(
                "softmax_wrong_axis": "Each column of your weights sums to 1, not each row: sum along each row.",
                "missing_keepdim": "Your row sums lost their axis: an (n,) vector, which NumPy lines up with the "
                "columns. Keep them as an (n, 1) column, as in fixed_weights.",
-               "fixed_scale": "You divided by 2 whatever the keys: √len(tokens), √4 or the 2 of the text typed in. "
-               "Here the number of tokens and d_k are both 4, but the scaling is about the width of one key: "
-               "divide by √d_k, with d_k = keys.shape[-1] (the cell sets it for you).",
+               "fixed_scale": "Your weights are those of the scores divided by 2, whatever the keys: √len(tokens), "
+               "√4 or the 2 of the text typed in (or the square root of fixed_weights, renormalised: √(e^s) is "
+               "e^(s/2)). Here the number of tokens and d_k are both 4, but the scaling is about the width of one "
+               "key: divide the scores by √d_k, with d_k = keys.shape[-1] (the cell sets it for you).",
                "scale_by_n": "You divided by the square root of the number of tokens (the rows of the keys, "
                "len(keys)). Here it is 4, like d_k, but the scaling is about the width of one key: divide by "
                "√d_k, with d_k = keys.shape[-1] (the cell sets it for you).",
@@ -455,7 +469,7 @@ register(
         title="softmax(scores): row-wise and stable",
         answers=("softmax",),
         kind="function",
-        framework="numpy",
+        **NUMPY_ONLY,
         inputs=softmax_inputs,
         reference=ref_softmax,
         mistakes=SOFTMAX_MISTAKES,
@@ -471,6 +485,9 @@ register(
             "missing_keepdim": "Your row maxima are right, but your row sums lost their axis: an (n,) vector, "
             "which NumPy lines up with the columns, so entry (i, j) was divided by the sum of row j. Keep the "
             "axis: keepdims=True (or [:, None]), as for the maxima.",
+            "sum_wrong_axis": "Your row maxima are right, but your sums run down each column (axis=0), so it is "
+            "the columns that sum to 1, not the rows. Sum each row, along the last axis, keeping it: "
+            "keepdims=True, as for the maxima.",
         },
     ),
     _value("05.weights", "Attention weights of 'how are you doing'", ("attn_weights",), ref_weights,
@@ -495,7 +512,7 @@ register(
         title="self_attention(x, w_query, w_key, w_value)",
         answers=("self_attention",),
         kind="function",
-        framework="numpy",
+        **NUMPY_ONLY,
         inputs=attention_inputs,
         reference=ref_self_attention,
         mistakes=ATTENTION_MISTAKES,
