@@ -1160,7 +1160,7 @@ def _keeps_grad_tf(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> bool | 
                 result = fn(*args)
             if not isinstance(result, (tf.Tensor, tf.Variable)) or not result.dtype.is_floating or not watched:
                 return None
-            grads = tape.gradient(tf.reduce_sum(result), watched)
+            grads = tape.gradient(result, watched)  # of the sum of its entries
     except Exception:  # noqa: BLE001 — the student's function: anything can happen
         return None
     return all(g is not None for g in grads)
