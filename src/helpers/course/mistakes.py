@@ -609,6 +609,9 @@ _ROWS = [
     ("pe_ignored", "the encoding it is given replaced by one computed again",
      "Your function adds an encoding it computes itself (the sinusoids again) instead of the `pe` it is given: "
      "right only while the caller hands it that very table. Add `pe`, whatever encoding it holds."),
+    ("cache_in_kibibytes", "the cache given in KiB, not bytes",
+     "Your number is the size in KiB (bytes / 1024). The function should return plain bytes; convert to KiB, MiB "
+     "or GiB only when you print it."),
     ("integer_overflow", "a count in fixed-width integers that wraps around",
      "Your count wraps around for large sizes: a NumPy int32 holds at most 2³¹ − 1 (about 2.1 billion), and a "
      "product above that silently comes out wrong (negative, or off by a multiple of 2³²). Multiply plain Python "

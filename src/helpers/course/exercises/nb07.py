@@ -97,6 +97,7 @@ VECTORISED_MISTAKES = {
     "unstable_softmax": _unshifted_float32,
     "missing_scale": lambda q, k, v: attention(q, k, v, scale=1.0),
     "scale_by_d": lambda q, k, v: attention(q, k, v, scale=q.shape[-1]),
+    "scale_by_d_v": lambda q, k, v: attention(q, k, v, scale=np.sqrt(v.shape[-1])),
     "transposed_scores": lambda q, k, v: softmax(k @ _t(q) / np.sqrt(q.shape[-1])) @ v,
     "softmax_wrong_axis": lambda q, k, v: attention(q, k, v, axis=-2),
     # dim=1, right for the (n, n) scores of the earlier notebooks: here it is the heads axis
@@ -272,6 +273,7 @@ def _last_block_start(n, block_size):
 FLASH_MISTAKES = {
     "missing_scale": lambda q, k, v, block_size: _attend(q, k, v, scale=1.0),
     "scale_by_d": lambda q, k, v, block_size: _attend(q, k, v, scale=q.shape[-1]),
+    "scale_by_d_v": lambda q, k, v, block_size: _attend(q, k, v, scale=np.sqrt(np.shape(v)[-1])),
     MISSING_RESCALE: lambda q, k, v, block_size: _blockwise(q, k, v, block_size, rescale_total=False,
                                                             rescale_acc=False),
     "acc_not_rescaled": lambda q, k, v, block_size: _blockwise(q, k, v, block_size, rescale_acc=False),

@@ -164,6 +164,7 @@ CROSS_MISTAKES = {
     "missing_scale": lambda **i: _cross(**i, scale=False),
     "scale_by_d": lambda **i: _cross(**i, scale="d"),
     "scale_by_d_model": lambda **i: _cross(**i, scale="model"),
+    "scale_by_d_v": lambda **i: _cross(**i, scale=np.sqrt(i["w_value"].shape[-1])),
     "softmax_wrong_axis": lambda **i: _cross(**i, axis=-2),
     "no_softmax": lambda **i: _cross(**i, weights=False),
     # the values made with w_key (the same width as w_value in the notebook, not in general)
@@ -451,6 +452,12 @@ def _wrapped(answer, inputs) -> bool:
     return got != want and got == round(got) and (got - want) % 2**32 == 0
 
 
+def _in_kibibytes(answer, inputs) -> bool:
+    """The bytes divided by 1024, exactly or rounded down (``// 1024``): KiB."""
+    got = float(np.asarray(answer["kv_cache_bytes"], dtype=np.float64).ravel()[0])
+    return abs(got - float(ref_cache_bytes(**inputs)) / 2**10) < 1
+
+
 # --- hints in this notebook's words -----------------------------------------------------------
 
 NARROW_MASK_HINT = ("(Your mask is made from the longest length ({how}): it is narrower than the keys when every "
@@ -596,7 +603,7 @@ def _exercises() -> list[Exercise]:
         Exercise("09.kv_cache_bytes", title="The size of a KV cache", answers=("kv_cache_bytes",),
                  inputs=cache_bytes_inputs, reference=ref_cache_bytes, mistakes=CACHE_BYTES_MISTAKES,
                  rtol=1e-6, atol=0.0,  # relative: an answer in MiB is a small number
-                 edge=large_cache, signs={"integer_overflow": _wrapped}, **common),
+                 edge=large_cache, signs={"integer_overflow": _wrapped, "cache_in_kibibytes": _in_kibibytes}, **common),
         Exercise("09.tf_padded_cross_attention", title="Cross-attention over a padded batch in TensorFlow",
                  answers=("tf_padded_cross_attention",), hints=TF_PADDED_HINTS, **padded, **common,
                  framework="tensorflow", how={"library_attention": False},
