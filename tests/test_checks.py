@@ -162,7 +162,7 @@ def test_error_inside_a_framework_points_at_the_students_line_and_keeps_one_line
 
 
 def test_every_catalogued_concept_is_diagnosed_somewhere():
-    used = {code for ex in EXERCISES for code in (*ex.mistakes, *ex.raises.values())}
+    used = {code for ex in EXERCISES for code in (*ex.mistakes, *ex.raises.values(), *ex.signs)}
     concepts = {code for code, m in MISTAKES.items() if m.kind == "concept"}
     assert concepts - used == set(), "catalogued but never diagnosed by any exercise"
 
@@ -606,9 +606,14 @@ def test_a_decoder_without_a_cache_is_named_although_its_numbers_are_right():
     torch = pytest.importorskip("torch")
     ex = spec.get("09.decode")
     ns = answer_namespace(ex, None, "torch") | {"torch": torch, "F": torch.nn.functional}
-    head = "import math\nrows = []\nfor t in range(len(x_seq)):\n"
-    attend = ("    w = torch.softmax(q @ k.T / math.sqrt(k.shape[-1]), dim=-1)\n    rows.append((w @ v)[-1:])\n"
-              "decoded = torch.cat(rows)")
+    exec("import math\n"  # the student's cached_attention of 09.cached_attention, which the decoder calls
+         "def cached_attention(q, k, v):\n"
+         "    t = k.shape[-2] - q.shape[-2]\n"
+         "    later = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).triu(t + 1)\n"
+         "    s = (q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1])).masked_fill(later, float('-inf'))\n"
+         "    return torch.softmax(s, dim=-1) @ v\n", ns)
+    head = "rows = []\nfor t in range(len(x_seq)):\n"
+    attend = "    rows.append(cached_attention(q, k, v)[-1:])\ndecoded = torch.cat(rows)"
     again = (head + "    h = x_seq[:t + 1] + pos_table[:t + 1]\n"
              "    q, k, v = h @ w_query, h @ w_key, h @ w_value\n" + attend)
     exec(again, ns)

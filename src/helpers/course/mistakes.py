@@ -609,6 +609,17 @@ _ROWS = [
     ("dropout_before_softmax", "dropout applied to the scores",
      "You applied dropout to the scores, before the softmax. Dropout acts on the attention weights, after the "
      "softmax and before the product with the values (on masked scores, −∞ · 0 is NaN)."),
+    # --- notebooks 08 and 09 (simulation 5)
+    ("pe_ignored", "the encoding it is given replaced by one computed again",
+     "Your function adds an encoding it computes itself (the sinusoids again) instead of the `pe` it is given: "
+     "right only while the caller hands it that very table. Add `pe`, whatever encoding it holds."),
+    ("cache_in_kibibytes", "the cache given in KiB, not bytes",
+     "Your number is the size in KiB (bytes / 1024). The function should return plain bytes; convert to KiB, MiB "
+     "or GiB only when you print it."),
+    ("integer_overflow", "a count in fixed-width integers that wraps around",
+     "Your count wraps around for large sizes: a NumPy int32 holds at most 2³¹ − 1 (about 2.1 billion), and a "
+     "product above that silently comes out wrong (negative, or off by a multiple of 2³²). Multiply plain Python "
+     "integers, which never overflow (or NumPy's int64)."),
 ]
 
 _PROPERTY_ROWS = [
@@ -696,6 +707,15 @@ _PROCESS_ROWS = [
      "Your causal function computes scores of keys that come after their query, which the mask then hides: "
      "whole blocks above the diagonal. Skip the key blocks that lie after a block of queries; only the diagonal "
      "block needs a mask."),
+    # --- notebooks 07 and 10 (simulation 5)
+    ("queries_not_in_tiles", "the queries taken one at a time instead of in tiles",
+     "Your function goes through the queries one at a time (or a few), not one tile of block_size queries at a "
+     "time. Take a tile of block_size queries (the last one may be shorter) and compute its scores with a key "
+     "block in one product, keeping m, total and acc for every query of the tile."),
+    ("dropout_never_drawn", "no dropout draw in training mode",
+     "In training mode, with a dropout above 0, your model gives the same output every time it runs: no attention "
+     "weight is ever dropped. Let the attention layer make its own draw: call it without a `keep` (a keep of ones "
+     "keeps every weight)."),
     # --- notebook 09
     ("no_cache", "every step recomputes the keys and values of the whole prefix",
      "Your numbers are right, but each step projects all the tokens so far again, instead of keeping the keys "

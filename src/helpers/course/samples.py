@@ -122,6 +122,10 @@ def student_function(ex: Exercise, code: str | None, framework: str | None) -> C
         out = in_framework(res[ex.answers[0]], framework, _asked(ex))
         if ex.keeps_grad:  # computed in NumPy, so tie the result to the inputs' gradients as torch code would
             out = out + sum(0 * a.sum() for a in args if getattr(a, "requires_grad", False))
+        if ex.keeps_grad and framework == "tensorflow":  # the same for a tf.GradientTape watching the float inputs
+            import tensorflow as tf
+
+            out = out + sum(0 * tf.reduce_sum(a) for a in args if isinstance(a, tf.Tensor) and a.dtype.is_floating)
         return out
 
     return student

@@ -65,6 +65,8 @@ class Probe:
     Kind ``"module_init"``: a new module of the same class is made with ``inputs`` as keyword arguments;
     each of its parameters of shape (d_model, d_model) must start random (not constant), with a spread
     (standard deviation) within a factor of 4 of ``limit(inputs)``.
+    Kind ``"module_drops"``: a new module of the same class is made with ``inputs["make"]`` as keyword arguments (a
+    dropout above 0) and called twice in training mode on ``inputs["on"]``: the outputs must differ (it draws).
     Kind ``"module_grad"``: the module is called on ``inputs`` with gradients on; its output must reach every
     trainable parameter (no ``.detach()`` inside).
     Kind ``"train_step"``: the step's function (``functions[0]``) runs on a stand-in table of scores
@@ -147,7 +149,7 @@ class Exercise:
     probes: tuple[Probe, ...] = ()
     # one more trial (a value step: one more replay), a fresh draw cut to edge sizes (one query, a width of 1),
     # where the variants need not differ; it catches code right only while every axis is longer than 1 (a
-    # final squeeze)
+    # final squeeze), or moved to an edge of its values (scores near float64's lowest, a size above 2**32)
     edge: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     # value steps whose TO-DO is a function that the cell calls (``train_step``): one that uses a model of the
     # notebook's globals instead of the one it is given is named, although the cell hands it that very model
@@ -191,12 +193,16 @@ class Exercise:
     # value steps with a module: what the module itself calls each notebook name it is given (``p_drop`` →
     # "`self.dropout`, …"), for a module that uses a notebook value typed in instead
     given_as: Mapping[str, str] = field(default_factory=dict)
+    # function steps: mistakes told by a property of the wrong answer rather than by a variant's numbers (a number
+    # the student chose shows in the answer, e.g. a running maximum stuck at the finite start typed in): code →
+    # test(answer, inputs). Named when no variant matches and the test holds on every trial the answer is wrong on.
+    signs: Mapping[str, Callable[[Arrays, Mapping[str, Any]], bool]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.kind not in ("value", "function"):
             raise ValueError(f"{self.id}: kind must be 'value' or 'function'")
         unknown = (set(self.mistakes) | {h.split(":")[0] for h in self.hints} | set(self.raises.values())
-                   | {b.code for b in self.budgets}) - set(MISTAKES)
+                   | {b.code for b in self.budgets} | set(self.signs)) - set(MISTAKES)
         if unknown:
             raise ValueError(f"{self.id}: unknown mistake codes {sorted(unknown)}")
         if self.kind == "function" and len(self.answers) != 1:
@@ -804,6 +810,13 @@ def _grad_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
         return None
     if ex.kind == "function":  # its trials run without gradients: only the call on inputs that need one says
         cut = [f"{ex.answers[0]}(...)"] if record.get("keeps_grad") is False else []
+        if cut and ex.framework == "tensorflow":
+            return _fail(ex, "gradient_cut", f"The result of `{cut[0]}` is cut off from its inputs: under a "
+                                             "tf.GradientTape no gradient reaches them (all of them, or some), because "
+                                             "something on the way "
+                                             "is not a TensorFlow operation (NumPy, with the result wrapped in "
+                                             "tf.constant) or stops the gradient (tf.stop_gradient). A model could "
+                                             "not be trained through it: keep every step in tf operations.")
     else:
         cut = [n for n, g in ((record.get("facts") or {}).get("grad") or {}).items() if g is False]
     if not cut:
@@ -1114,6 +1127,10 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
             return problem
         if probe.kind == "module_grad" and (problem := _module_grad_problem(ex, measured.get(probe.kind))):
             return problem
+        drops = measured.get(probe.kind)
+        if probe.kind == "module_drops" and isinstance(drops, Mapping) and drops.get("differ") is False \
+                and drops.get("layer_differs") is not False:  # a layer that never draws: its own step says so
+            return _fail(ex, probe.code, ex.hints.get(probe.code))
         if probe.kind != "module_dropout":
             continue
         entry = measured.get(probe.kind)
@@ -1427,6 +1444,23 @@ def _diagnose(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]], 
     return best[0] if len(best) == 1 else None
 
 
+def _sign(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> str | None:
+    """The mistake of :attr:`Exercise.signs` whose test holds on every trial the answer is wrong on (None: no
+    such trial, or not exactly one such mistake)."""
+    if not ex.signs:
+        return None
+    wrong = [(got, inputs) for got, inputs in trials
+             if not _close(got, ex.expected(inputs), ex.answers, ex.rtol, ex.atol)]
+    found = []
+    for code, test in ex.signs.items():
+        try:
+            if wrong and all(test(got, inputs) for got, inputs in wrong):
+                found.append(code)
+        except Exception:  # noqa: BLE001 — an answer of another shape or kind: not that sign
+            continue
+    return found[0] if len(found) == 1 else None
+
+
 def _rounded(ex: Exercise, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """``inputs`` as the student's code is handed them (float32 for PyTorch and TensorFlow), each float moved
     by up to :data:`ROUNDING_ULPS` units in the last place of that precision (a fixed pattern)."""
@@ -1699,7 +1733,7 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
         entry = (record.get("probes") or {}).get(probe.kind)
         if isinstance(entry, Mapping) and entry.get("answer") is not None:
             trials.append(({ex.answers[0]: entry["answer"]}, inputs))
-    code = diagnose(ex, trials)
+    code = diagnose(ex, trials) or _sign(ex, trials)
     if code:
         return _fail(ex, code)
     if typed := _typed_argument(ex, plan, answers):
@@ -1746,7 +1780,8 @@ def _typed_argument(ex: Exercise, plan: Plan, answers: Sequence[Arrays]) -> str 
 
 
 # what the probes' watching inputs raise (helpers.course.exercises.nb07), as `_call` words it
-_WATCHED = re.compile(r"^`[^`]+` raised (?:KeysNotInBlocks|KeyBlocksTwice|ScoresAboveTheDiagonal): (?P<what>.+?)"
+_WATCHED = re.compile(r"^`[^`]+` raised (?:KeysNotInBlocks|KeyBlocksTwice|ScoresAboveTheDiagonal|QueriesNotInTiles): "
+                      r"(?P<what>.+?)"
                       r"(?: \(line \d+: .*\))? when called on (?P<inputs>.+)\.$", re.S)
 
 

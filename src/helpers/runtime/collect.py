@@ -846,6 +846,8 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
                 record.setdefault("probes", {})["module_init"] = _module_init(module, probe)
             elif probe.get("kind") == "module_grad":
                 record.setdefault("probes", {})["module_grad"] = _module_grad(module, probe)
+            elif probe.get("kind") == "module_drops":
+                record.setdefault("probes", {})["module_drops"] = _module_drops(module, probe)
             elif probe.get("kind") == "module_guesses":
                 on = (probe.get("inputs") or {}).get("on")
                 record.setdefault("probes", {})["module_guesses"] = _module_guesses(
@@ -883,6 +885,37 @@ def _module_init(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
     finally:
         torch.set_rng_state(state)
     return {"params": params}
+
+
+def _module_drops(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
+    """A new module of the same class, made with ``probe["inputs"]["make"]`` as keyword arguments (a dropout above
+    0), called twice in training mode on ``probe["inputs"]["on"]`` without gradients: ``differ``, whether the two
+    outputs differ (its dropout draws show); ``layer_differs``, the same for its first submodule with a
+    ``num_heads`` (its attention layer) called on random vectors of width ``make["d_model"]`` (False: the layer
+    itself never draws, a matter for its own step). torch's random generator is left as it was."""
+    import torch
+
+    state = torch.get_rng_state()
+    out: dict[str, Any] = {}
+    try:
+        torch.manual_seed(0)
+        with torch.no_grad(), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            make = dict(probe["inputs"]["make"])
+            fresh = type(module)(**make)
+            fresh.train()
+            tokens = to_framework(np.asarray(probe["inputs"]["on"]), "torch")
+            out["differ"] = not bool(torch.equal(fresh(tokens), fresh(tokens)))
+            layer = next((m for m in fresh.modules() if m is not fresh and isinstance(getattr(m, "num_heads", None),
+                                                                                       int)), None)
+            if layer is not None and "d_model" in make:
+                x = torch.randn(*tokens.shape, int(make["d_model"]))
+                out["layer_differs"] = not bool(torch.equal(layer(x), layer(x)))
+    except Exception as exc:  # noqa: BLE001 — the student's module: anything can happen
+        out["error"] = f"{type(exc).__name__}: {_first_line(exc)}"
+    finally:
+        torch.set_rng_state(state)
+    return out
 
 
 def _module_dropout(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
@@ -1138,6 +1171,35 @@ def _keeps_grad(fn: Callable[..., Any], name: str, inputs: Mapping[str, Any],
     return all(g is not None for g in grads)
 
 
+def _keeps_grad_tf(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> bool | None:
+    """:func:`_keeps_grad` for TensorFlow: called on its float inputs watched by a ``tf.GradientTape``, does the
+    gradient of the result's sum reach every one of them? False when it does not reach one (NumPy inside, the
+    result wrapped in ``tf.constant``, ``tf.stop_gradient``); None when that cannot be told (it raised, or
+    returned no TensorFlow tensor)."""
+    try:
+        import tensorflow as tf
+
+        args, watched = [], []
+        for v in inputs.values():
+            t = to_framework(v, "tensorflow")
+            mask = isinstance(v, np.ndarray) and v.size > 0 and bool(np.isin(v, (0.0, 1.0)).all())
+            if isinstance(v, np.ndarray) and v.dtype.kind == "f" and not mask:
+                watched.append(t)
+            args.append(t)
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            with tf.GradientTape() as tape:
+                for t in watched:
+                    tape.watch(t)
+                result = fn(*args)
+            if not isinstance(result, (tf.Tensor, tf.Variable)) or not result.dtype.is_floating or not watched:
+                return None
+            grads = tape.gradient(result, watched)  # of the sum of its entries
+    except Exception:  # noqa: BLE001 — the student's function: anything can happen
+        return None
+    return all(g is not None for g in grads)
+
+
 def _numpy_of_graph(exc: BaseException) -> bool | None:
     """False when ``exc`` is PyTorch refusing ``.numpy()`` on a tensor that requires a gradient: the function
     takes its result out of the graph (a NumPy round trip), and only works where no gradient is wanted. None
@@ -1226,6 +1288,8 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
         elif plan.get("keeps_grad") and framework == "torch" and plan.get("trials"):
             wanted = plan["keeps_grad"] if isinstance(plan["keeps_grad"], (list, tuple)) else None
             record["keeps_grad"] = _keeps_grad(fn, name, plan["trials"][0], wanted)
+        elif plan.get("keeps_grad") and framework == "tensorflow" and plan.get("trials"):
+            record["keeps_grad"] = _keeps_grad_tf(fn, plan["trials"][0])
     except AnswerError as err:
         # what it returned before it raised: the mistake that makes it raise may show in those numbers
         return {**_error(err.kind, err.message), "globals_read": read, "globals_in": record["globals_in"],

@@ -10,7 +10,9 @@ reshaping. A product of queries with keys (``@``, ``*``, ``np.dot``, ``np.einsum
 - ``key_blocks``: how many keys each product takes at once; after the call, :meth:`_KeyLog.finish`
   raises :class:`KeysNotInBlocks` when that was never the block size, and :class:`KeyBlocksTwice` when
   the scores of a query and a key were computed again after the function had gone on to other keys (a
-  second pass over the key blocks).
+  second pass over the key blocks);
+- ``tile_blocks``: the same, and how many queries each product takes at once: :class:`QueriesNotInTiles` when that
+  was never the block size (a causal function that goes one query at a time instead of one tile of queries).
 
 Arrays derived in ways not followed here become plain arrays: a probe can miss a computation, never
 invent one. Nothing here knows a right answer.
@@ -23,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["KeyBlocksTwice", "KeysNotInBlocks", "ScoresAboveTheDiagonal", "WATCHES", "tracking"]
+__all__ = ["KeyBlocksTwice", "KeysNotInBlocks", "QueriesNotInTiles", "ScoresAboveTheDiagonal", "WATCHES", "tracking"]
 
 
 
@@ -130,6 +132,32 @@ class _KeyLog:
             rows, cols = self.again
             raise KeyBlocksTwice(f"it computed the scores of queries {_span(rows)} with keys {_span(cols)} a "
                                  "second time, after it had gone on to other keys: two passes over the key blocks")
+
+
+class QueriesNotInTiles(RuntimeError):
+    """Raised after a causal blockwise function has run, when it never took a tile of block_size queries at once."""
+
+
+class _TileLog(_KeyLog):
+    """:class:`_KeyLog`, and how many queries each product takes at once (07.causal_flash, whose TO-DO asks for
+    tiles of ``block_size`` queries): ``block_size`` for at least one product, or the function does not go through
+    the queries tile by tile (one query at a time, say)."""
+
+    def start(self) -> None:
+        super().start()
+        self.tallest = 0
+
+    def product(self, q_tok: np.ndarray, k_tok: np.ndarray) -> None:
+        rows = np.unique(q_tok)
+        if not (rows.size == self.n and np.unique(k_tok).size == self.n):
+            self.tallest = max(self.tallest, int(rows.size))
+        super().product(q_tok, k_tok)
+
+    def finish(self) -> None:
+        super().finish()
+        if 0 < self.tallest < self.block_size:
+            what = "one query" if self.tallest == 1 else f"{self.tallest} queries"
+            raise QueriesNotInTiles(f"it never took more than {what} at once (block_size = {self.block_size})")
 
 
 def _tokens_of(x: Any) -> list:
@@ -326,7 +354,7 @@ class _Scores(np.ndarray):
         return result
 
 
-WATCHES = {"causal_blocks": _Log, "key_blocks": _KeyLog}
+WATCHES = {"causal_blocks": _Log, "key_blocks": _KeyLog, "tile_blocks": _TileLog}
 
 
 def tracking(inputs: Mapping[str, Any], kind: str) -> dict[str, Any]:

@@ -190,6 +190,8 @@ CAUSAL_MISTAKES = {
     "mask_with_zero": lambda q, k, v: _causal(q, k, v, how="zero"),
     "missing_scale": lambda q, k, v: _causal(q, k, v, scale=False),
     "scale_by_d": lambda q, k, v: _causal(q, k, v, scale="d"),
+    # the division by √d_k after the softmax (of the weights, or of the outputs: the same numbers)
+    "scale_after_softmax": lambda q, k, v: _causal(q, k, v, scale=False) / np.sqrt(q.shape[-1]),
     # axis 1: the keys' axis of the notebook's (seq, seq) scores (right there), the queries' with a batch axis;
     # it is what dim=-2 (or dim=1) gives on every input with a batch axis
     "softmax_wrong_axis": lambda q, k, v: _causal(q, k, v, axis=1),

@@ -44,8 +44,8 @@ STREAM = np.array([1.0, 3.0, 0.5, 4.0, 4.0, -2.0, 6.5, 2.0])
 # Float64's largest x with a finite exp(x) is about 709.78: scores just below it keep every
 # exp(x) finite but make the plain sum overflow.
 NEAR_OVERFLOW = 709.0
-# The fresh streams lie this far below 0: below every finite stand-in for −∞ a student may start the maximum
-# at (−1e9, −9999), so such a start is never overtaken there.
+# The fresh streams lie this far below 0: below the finite stand-ins for −∞ a student starts the maximum at most
+# (−1e9, −9999), so such a start is never overtaken there (the edge trial, near −1e300, goes below the others).
 FAR_BELOW = -1e12
 # The stand-in for −∞ that students write most (the finite_max_start variant).
 SENTINEL = -1e9
@@ -78,9 +78,26 @@ def attention(q, k, v, scale=None, axis=-1):
     return softmax(s, axis=axis) @ v
 
 
+# float32's largest x with a finite exp(x): the PyTorch step's scores are float32
+FLOAT32_EXP_LIMIT = float(np.log(np.finfo(np.float32).max))  # about 88.72
+
+
+def _unshifted_float32(q, k, v):
+    """A softmax written out without subtracting each row's maximum, as float32 computes it: exp of a score above
+    about 88.7 is inf, and inf / inf is NaN (a sum of finite exponentials above float32's largest number is inf too)."""
+    s = q @ _t(k) / np.sqrt(q.shape[-1])
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.where(s > FLOAT32_EXP_LIMIT, np.inf, np.exp(np.minimum(s, FLOAT32_EXP_LIMIT)))
+        total = e.sum(axis=-1, keepdims=True)
+        total = np.where(total > np.finfo(np.float32).max, np.inf, total)
+        return e / total @ v
+
+
 VECTORISED_MISTAKES = {
+    "unstable_softmax": _unshifted_float32,
     "missing_scale": lambda q, k, v: attention(q, k, v, scale=1.0),
     "scale_by_d": lambda q, k, v: attention(q, k, v, scale=q.shape[-1]),
+    "scale_by_d_v": lambda q, k, v: attention(q, k, v, scale=np.sqrt(v.shape[-1])),
     "transposed_scores": lambda q, k, v: softmax(k @ _t(q) / np.sqrt(q.shape[-1])) @ v,
     "softmax_wrong_axis": lambda q, k, v: attention(q, k, v, axis=-2),
     # dim=1, right for the (n, n) scores of the earlier notebooks: here it is the heads axis
@@ -256,6 +273,7 @@ def _last_block_start(n, block_size):
 FLASH_MISTAKES = {
     "missing_scale": lambda q, k, v, block_size: _attend(q, k, v, scale=1.0),
     "scale_by_d": lambda q, k, v, block_size: _attend(q, k, v, scale=q.shape[-1]),
+    "scale_by_d_v": lambda q, k, v, block_size: _attend(q, k, v, scale=np.sqrt(np.shape(v)[-1])),
     MISSING_RESCALE: lambda q, k, v, block_size: _blockwise(q, k, v, block_size, rescale_total=False,
                                                             rescale_acc=False),
     "acc_not_rescaled": lambda q, k, v, block_size: _blockwise(q, k, v, block_size, rescale_acc=False),
@@ -357,11 +375,19 @@ def vectorised_inputs(rng=None):
         return batched_example()
     b, h = int(rng.integers(2, 4)), int(rng.integers(2, 5))
     n, d, dv = (int(x) for x in (rng.integers(3, 10), rng.integers(2, 9), rng.integers(1, 7)))
-    return {
-        "q": rng.normal(size=(b, h, n, d)),
-        "k": rng.normal(size=(b, h, n, d)),
-        "v": rng.normal(size=(b, h, n, dv)),
-    }
+    q, k, v = rng.normal(size=(b, h, n, d)), rng.normal(size=(b, h, n, d)), rng.normal(size=(b, h, n, dv))
+    # One query of one sequence and head has scores up to 110: float32's exp overflows above about 88.7, so a
+    # softmax that does not subtract the row maximum gives inf / inf = NaN in that row. Its keys get a component
+    # a_j along a direction u, −1 … 1 except one key's 1.5, and the query is c·u: its largest score, 110, leads the
+    # next by 36 or more, so its weights are that one key's (float32's rounding of the scores does not show).
+    b0, h0, i0, j0 = int(rng.integers(b)), int(rng.integers(h)), int(rng.integers(n)), int(rng.integers(n))
+    u = rng.normal(size=d)
+    u /= np.linalg.norm(u)
+    along = rng.uniform(-1.0, 1.0, size=n)
+    along[j0] = 1.5
+    k[b0, h0] = k[b0, h0] - np.outer(k[b0, h0] @ u, u) + np.outer(along, u)
+    q[b0, h0, i0] = 110.0 * np.sqrt(d) / 1.5 * u
+    return {"q": q, "k": k, "v": v}
 
 
 def online_inputs(rng=None):
@@ -377,6 +403,21 @@ def online_inputs(rng=None):
     scores = -300.0 + rng.normal(0.0, 3.0, size=n)
     scores[0] = -1100.0 + rng.normal(0.0, 3.0)
     return {"scores": FAR_BELOW + scores}
+
+
+def lowest_stream(inputs: dict) -> dict:
+    """The edge trial: the fresh stream (near −10¹²) times 10²⁸⁸, near −10³⁰⁰, below any finite stand-in for −∞ a
+    student types as the maximum's start (−1e30, −1e300) but still far above float64's lowest number, −1.8e308.
+    Its scores lie 10²⁸⁸ or more apart: m is the largest and total = 1, whereas a start above them all is never
+    overtaken and leaves total = 0."""
+    return {"scores": np.asarray(inputs["scores"], dtype=np.float64) * 1e288}
+
+
+def _stuck_start(answer, inputs) -> bool:
+    """A finite maximum above every score with a total of 0: a running maximum started at a finite number above
+    the scores (every exp(score − m) underflowed)."""
+    m, total = np.asarray(answer["online_normaliser"], dtype=np.float64).ravel()
+    return bool(np.isfinite(m) and m > np.max(np.asarray(inputs["scores"], dtype=np.float64)) and total == 0.0)
 
 
 def long_stream(rng):
@@ -501,6 +542,10 @@ register(
             "multiply q by k with its last two axes swapped.",
             "softmax_wrong_axis": "Your softmax normalised over the queries (axis -2). Each query's weights over "
             "the keys must sum to 1: the keys are the last axis.",
+            "unstable_softmax": "Your softmax takes exp of the scores themselves, without subtracting each row's "
+            "maximum. In float32, exp overflows to inf above about 88.7, and inf / inf is NaN: a query whose scores "
+            "reach 100 gets a row of NaN. Subtract each row's maximum (keepdim=True) before torch.exp, or use "
+            "torch.softmax, which does it for you.",
             "softmax_over_heads": "Your softmax ran over axis 1: right for the (n, n) scores of the earlier "
             "notebooks, but here axis 1 holds the heads. Each query's weights over the keys must sum to 1: "
             "normalise over the last axis (dim=-1), whatever comes in front of it.",
@@ -517,6 +562,9 @@ register(
         reference=lambda scores: _running(scores),
         mistakes=ONLINE_MISTAKES,
         not_with=NOT_NUMPY,
+        edge=lowest_stream,
+        # a start at another finite number than the variant's −1e9 (−9999, −1e30): the m it returns is that number
+        signs={"finite_max_start": _stuck_start},
         probes=(Probe("one_pass", long_stream, lambda inputs: 64, "not_one_pass", stream="scores"),
                 # read once but kept whole (a list of 5 000 floats is about 160 KiB): not an online softmax either
                 Probe("peak_memory", long_stream, lambda inputs: 32 * 1024, "not_one_pass")),
@@ -602,11 +650,13 @@ register(
         probes=(
             Probe("peak_memory", long_flash, flash_memory_limit, "full_score_matrix"),
             Probe("causal_blocks", causal_probe_inputs, lambda inputs: 0, "future_blocks_computed"),
-            # "for each tile, run the online softmax … over the key blocks": not all the past keys at once
-            Probe("key_blocks", causal_probe_inputs, lambda inputs: 0, "keys_not_in_blocks"),
+            # "for each tile, run the online softmax … over the key blocks": not all the past keys at once; and
+            # "one tile of block_size queries at a time": not one query at a time
+            Probe("tile_blocks", causal_probe_inputs, lambda inputs: 0, "keys_not_in_blocks"),
         ),
         edge=one_block,
-        raises={r"\bScoresAboveTheDiagonal\b": "future_blocks_computed", **BLOCKS_RAISED},
+        raises={r"\bScoresAboveTheDiagonal\b": "future_blocks_computed", **BLOCKS_RAISED,
+                r"\bQueriesNotInTiles\b": "queries_not_in_tiles"},
         how={"library_attention": False},
         not_with=NOT_NUMPY,
         hints={

@@ -243,8 +243,10 @@ def positional_inputs(rng=None) -> dict:
                 "pe": sinusoid(x.shape[0], D_MODEL)}
     n, d_model = int(rng.integers(3, 8)), int(rng.choice([4, 6, 8]))
     w_query, w_key, w_value = rng.normal(size=(3, d_model, d_model)) / np.sqrt(d_model)
+    # "pe is the encoding of those positions": any encoding, not only the sinusoids (a function that computes them
+    # again instead of adding its pe is right only while it is handed that very table)
     return {"x": rng.normal(size=(n, d_model)), "w_query": w_query, "w_key": w_key, "w_value": w_value,
-            "pe": sinusoid(n, d_model)}
+            "pe": rng.normal(size=(n, d_model))}
 
 
 def ref_positional(x, w_query, w_key, w_value, pe):
@@ -258,6 +260,8 @@ POSITIONAL_MISTAKES = {
     "pe_after_projection_qk": lambda x, w_query, w_key, w_value, pe: attend(x @ w_query + pe, x @ w_key + pe,
                                                                             x @ w_value),
     "positions_not_added": lambda x, w_query, w_key, w_value, pe: self_attention(x, w_query, w_key, w_value),
+    "pe_ignored": lambda x, w_query, w_key, w_value, pe: self_attention(x + sinusoid(*x.shape), w_query, w_key,
+                                                                        w_value),
     "missing_scale": lambda x, w_query, w_key, w_value, pe: self_attention(x + pe, w_query, w_key, w_value,
                                                                            scale=False),
 }

@@ -41,6 +41,8 @@ ENC_LENGTHS = np.array([5, 2])  # the padded batch: "the cat sat on mats" and "d
 N_SEQ, MAX_LEN = 6, 8  # the decoded sequence and the rows of its position table
 T_CACHED = 4  # the chunk example: 4 tokens in the cache, 2 new ones
 GPT2_SMALL = (12, 12, 1024, 64, 4)  # layers, heads, n (its context), d_head, bytes of a float32
+# GPT-3 (175B) with its full context in float16: 9 GiB, above 2**33, so a count in int32 wraps around
+GPT3 = (96, 96, 2048, 128, 2)
 
 
 # --- the notebook's examples (same generator calls as in the notebook) ------------------
@@ -162,6 +164,7 @@ CROSS_MISTAKES = {
     "missing_scale": lambda **i: _cross(**i, scale=False),
     "scale_by_d": lambda **i: _cross(**i, scale="d"),
     "scale_by_d_model": lambda **i: _cross(**i, scale="model"),
+    "scale_by_d_v": lambda **i: _cross(**i, scale=np.sqrt(i["w_value"].shape[-1])),
     "softmax_wrong_axis": lambda **i: _cross(**i, axis=-2),
     "no_softmax": lambda **i: _cross(**i, weights=False),
     # the values made with w_key (the same width as w_value in the notebook, not in general)
@@ -436,6 +439,25 @@ def cache_bytes_inputs(rng=None) -> dict:
     return dict(zip(names, values))
 
 
+def large_cache(inputs: dict) -> dict:
+    """The edge trial: a real model's cache, larger than 2**32 bytes (GPT-3's, 9 GiB), where a product in int32
+    wraps around."""
+    return dict(zip(inputs, GPT3))
+
+
+def _wrapped(answer, inputs) -> bool:
+    """A count off by a multiple of 2**32: a product in 32-bit integers that wrapped around."""
+    got = float(np.asarray(answer["kv_cache_bytes"], dtype=np.float64).ravel()[0])
+    want = float(ref_cache_bytes(**inputs))
+    return got != want and got == round(got) and (got - want) % 2**32 == 0
+
+
+def _in_kibibytes(answer, inputs) -> bool:
+    """The bytes divided by 1024, exactly or rounded down (``// 1024``): KiB."""
+    got = float(np.asarray(answer["kv_cache_bytes"], dtype=np.float64).ravel()[0])
+    return abs(got - float(ref_cache_bytes(**inputs)) / 2**10) < 1
+
+
 # --- hints in this notebook's words -----------------------------------------------------------
 
 NARROW_MASK_HINT = ("(Your mask is made from the longest length ({how}): it is narrower than the keys when every "
@@ -534,6 +556,10 @@ DECODE_HINTS = {
     "cache_remasked": "Each token sees the first token's key only: a causal mask counted from 0 (a hand-made "
     "one, or is_causal=True, in your loop or in your cached_attention: see 09.cached_attention) hides the cached "
     "keys, which all lie in the past. A single new token may see the whole cache, itself included.",
+    "not_computed_with": "Your cell never calls your `cached_attention`: the TO-DO asks for each token's output "
+    "computed with it, the new query attending over what the cache holds. A library's attention (or the product "
+    "written out again) gives the same numbers here, but it is not the step: let your cached_attention compute each "
+    "token's output.",
     "copied_answer": "Your loop reads what was computed for the whole sequence at once (`queries`, `keys`, "
     "`values` or `full_out`). When a model writes text, token t + 1 does not exist yet while token t is "
     "processed: compute each token's query, key and value from x_seq[t] and pos_table[t] in the loop, and keep "
@@ -572,13 +598,16 @@ def _exercises() -> list[Exercise]:
             atol=1e-5,
             points=2,
             budgets=DECODE_BUDGETS,
+            computed_with=("cached_attention",),  # "computed with your cached_attention"
         ),
         Exercise("09.kv_cache_bytes", title="The size of a KV cache", answers=("kv_cache_bytes",),
                  inputs=cache_bytes_inputs, reference=ref_cache_bytes, mistakes=CACHE_BYTES_MISTAKES,
-                 rtol=1e-6, atol=0.0, **common),  # relative: an answer in MiB is a small number
+                 rtol=1e-6, atol=0.0,  # relative: an answer in MiB is a small number
+                 edge=large_cache, signs={"integer_overflow": _wrapped, "cache_in_kibibytes": _in_kibibytes}, **common),
         Exercise("09.tf_padded_cross_attention", title="Cross-attention over a padded batch in TensorFlow",
                  answers=("tf_padded_cross_attention",), hints=TF_PADDED_HINTS, **padded, **common,
                  framework="tensorflow", how={"library_attention": False},
+                 keeps_grad=True,  # "with TensorFlow operations": q, k and v reach the result (tf.GradientTape)
                  # the PyTorch function above, run and wrapped in a TensorFlow tensor, is not the TensorFlow version
                  not_with=("torch", "F", "padded_cross_attention", "cross_attention")),
     ]

@@ -219,6 +219,9 @@ MODEL_MISTAKES = {
     "missing_readout": _model_variant(readout=False),
 }
 
+# a model of the notebook's class with dropout, for the probe that runs it twice in training mode
+DROPPING_MODEL = {"vocab_size": 9, "d_model": 6, "num_heads": 2, "max_len": 8, "dropout": 0.5}
+
 MODEL_HINTS = {
     "positions_not_added": "Your model's input vectors carry no position: each token's row of `token_emb` needs the "
     "row of `pos_emb` of its position added. Without it, equal tokens at different places look the same to "
@@ -673,7 +676,11 @@ def _exercises() -> list[Exercise]:
             trainable=7,
             # the cell runs it without gradients: the model itself must keep them, for training
             probes=(Probe("module_grad", lambda rng: {"tokens": _model_example(None, 6)["tokens_demo"]},
-                          lambda inputs: 0, "gradient_cut"),),
+                          lambda inputs: 0, "gradient_cut"),
+                    # in training mode, with a dropout, the layer inside draws (not a keep of ones handed to it)
+                    Probe("module_drops", lambda rng: {"make": DROPPING_MODEL,
+                                                       "on": _model_example(None, 6)["tokens_demo"]},
+                          lambda inputs: 0, "dropout_never_drawn")),
             # the example's pos_emb has 8 rows and its tokens go up to 8: a table of positions indexed by tokens
             raised_hints=((r"out of bounds for dimension 0 with size 8\b",
                            "(8 is the number of rows of pos_emb, max_len: if you indexed it with the tokens, index "
