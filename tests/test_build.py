@@ -251,6 +251,18 @@ def test_later_names_are_what_the_given_lines_and_later_cells_read():
     assert names == {"99.weights": ["n", "temp"]}
 
 
+def test_cell_binds_are_what_the_solution_cell_assigns():
+    """The steps answered by one cell (01's TensorFlow half) bind each other's answers there: no overwrite."""
+    nb = _nb("x_list = [1, 2]",
+             "### BEGIN SOLUTION\nx = list(x_list)\ny = [2 * v for v in x]\n### END SOLUTION\nprint(y)",
+             'check("99.x")\ncheck("99.y")')
+    assert build.cell_binds(nb, "99_demo.ipynb") == {"99.x": ["x", "y"], "99.y": ["x", "y"]}
+    from helpers.course.later_names import CELL_BINDS
+
+    assert {"x", "outputs"} <= set(CELL_BINDS["01.tf_weights"]) | set(CELL_BINDS["01.tf_outputs"])
+    assert "x" in CELL_BINDS["01.tf_weights"] and "outputs" in CELL_BINDS["01.tf_outputs_rounded"]
+
+
 def test_committed_later_names_are_in_sync(capsys):
     from helpers.course.later_names import LATER_NAMES
 

@@ -653,6 +653,9 @@ _PROPERTY_ROWS = [
     ("copied_answer", "an earlier result copied instead of computed",
      "Your answer is a copy of an earlier result that happens to be equal here. This step asks you to compute it "
      "yourself, from its own inputs."),
+    ("rounded_answer", "the right numbers rounded",
+     "Your numbers are the right ones rounded to a few decimals. Keep them at full precision: round only what you "
+     "print."),
     ("cell_raised", "the cell that defines the answer raised",
      "The cell that defines this answer raised an error the last time it ran: fix it and run it again."),
 ]

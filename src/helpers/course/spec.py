@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..convert import AnswerError, nonfinite_problem
-from .later_names import LATER_NAMES
+from .later_names import CELL_BINDS, LATER_NAMES
 from .mistakes import MISTAKES
 
 __all__ = ["Exercise", "Outcome", "Plan", "Probe", "REGISTRY", "RowBudget", "behind_note", "draw", "evaluate",
@@ -457,7 +457,8 @@ def _earlier_answers(ex: Exercise) -> list[str]:
         if other is ex:
             break
         found |= set(other.answers)
-    return sorted(found - set(ex.answers))
+    # the answers its own cell is meant to bind (the steps of one cell, as in 01's TensorFlow half) are its own
+    return sorted(found - set(ex.answers) - set(CELL_BINDS.get(ex.id, ())))
 
 
 VARIETY_PATIENCE = 40  # draws that bring no new variety before the trials are taken as they are
@@ -1461,6 +1462,38 @@ def _sign(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> s
     return found[0] if len(found) == 1 else None
 
 
+def _rounded_answer(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> Outcome | None:
+    """The right numbers rounded to k decimals (`.round(decimals=4)`, `np.round(…, 3)`) on every trial where the
+    answer is wrong: every entry a multiple of 10^-k, within half of it of the reference's."""
+    wrong = []
+    for got, inputs in trials:
+        want = ex.expected(inputs)
+        if not _close(got, want, ex.answers, ex.rtol, ex.atol):
+            wrong.append((got, want))
+    if not wrong:
+        return None
+    for k in range(1, 7):  # not 0: whole numbers are more often an integer dtype than a rounding
+        step = 10.0 ** -k
+        try:
+            if all(_rounded_to(np.asarray(got[n], float), np.asarray(want[n], float), step)
+                   for got, want in wrong for n in ex.answers):
+                return _fail(ex, "rounded_answer",
+                             f"Your numbers are the right ones rounded to {k} decimal{'s' if k > 1 else ''}. "
+                             "Keep them at full precision: round only what you print.")
+        except (KeyError, TypeError, ValueError):
+            return None
+    return None
+
+
+def _rounded_to(got: np.ndarray, want: np.ndarray, step: float) -> bool:
+    if got.shape != want.shape or got.size == 0 or not np.all(np.isfinite(got)) or not np.all(np.isfinite(want)):
+        return False
+    scaled = got / step
+    on_grid = np.abs(scaled - np.round(scaled)) <= 1e-3 + 1e-6 * np.abs(scaled)
+    near = np.abs(got - want) <= 0.5 * step * (1 + 1e-3) + 1e-6 * np.abs(want)
+    return bool(np.all(on_grid) and np.all(near))
+
+
 def _rounded(ex: Exercise, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """``inputs`` as the student's code is handed them (float32 for PyTorch and TensorFlow), each float moved
     by up to :data:`ROUNDING_ULPS` units in the last place of that precision (a fixed pattern)."""
@@ -1641,6 +1674,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
     code = diagnose(ex, trials)
     if code:
         return _fail(ex, code, note=note)
+    if rounded := _rounded_answer(ex, trials):
+        return rounded
     if drawn := _draw_problem(ex, plan, record):
         return drawn
     if low := _low_precision_problem(ex, record, trials):
@@ -1736,6 +1771,8 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
     code = diagnose(ex, trials) or _sign(ex, trials)
     if code:
         return _fail(ex, code)
+    if rounded := _rounded_answer(ex, trials):
+        return rounded
     if typed := _typed_argument(ex, plan, answers):
         value = plan.inputs[0][typed]
         return _fail(ex, "hard_coded", f"`{ex.answers[0]}` computes as if `{typed}` were always {value!r}, this "

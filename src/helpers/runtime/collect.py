@@ -222,7 +222,7 @@ def _stale_error(history: History | None, run: Run | None, names: Sequence[str],
     if not stale and not partial:
         return None
     name = sorted(stale or partial)[0]
-    if run.error.startswith("NotImplementedError"):
+    if run.placeholder:  # the TO-DO's own line, not a NotImplementedError of a library (softmax of integers)
         return _error("not_done", f"The TO-DO cell that defines `{name}` still raises NotImplementedError: "
                                   "replace the placeholder line with your code and run the cell.")
     at = f" on line {run.line}" if run.line else ""
@@ -1125,8 +1125,12 @@ def _call(fn: Callable[..., Any], name: str, args: list[Any], which: str, shapes
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. overflow in a wrong answer: the verdict says what is wrong
             result = fn(*args)
-    except NotImplementedError:
-        raise NotDone(f"`{name}` still raises NotImplementedError: replace the placeholder with your code.") from None
+    except NotImplementedError as exc:
+        if str(exc).startswith("TO-DO"):  # the placeholder's own line; else a library's (softmax of integers)
+            raise NotDone(f"`{name}` still raises NotImplementedError: replace the placeholder with your code.") \
+                from None
+        raise AnswerError("raised", f"`{name}` raised {type(exc).__name__}: {_first_line(exc)}"
+                                    f"{student_frame_line(exc)} when called on {which} ({shapes}).") from None
     except Exception as exc:
         raise AnswerError("raised", f"`{name}` raised {type(exc).__name__}: {_first_line(exc)}"
                                     f"{student_frame_line(exc)} when called on {which} ({shapes}).") from None

@@ -596,6 +596,10 @@ CAST_TO_INT = ("You cast the weights to int32, which cuts every weight below 1 d
                "(almost) all zeros. Cast the values to float32 instead, and keep the weights as they are.")
 SCALE_AFTER = ("You divided by √d_k after the softmax, so each row of weights sums to 1/√d_k instead of 1. "
                "Divide the scores first, then take the softmax of the result.")
+# for a function that returns the outputs: dividing the weights, the values or the result by √d_k gives the same
+SCALE_AFTER_OUT = ("You divided by √d_k after the softmax (the weights, the values or the result: it comes to the "
+                   "same), so each output mixes the values with weights that sum to 1/√d_k instead of 1. Divide the "
+                   "scores first, then take the softmax of the result.")
 PRECEDENCE = ("`scores / d_k ** 1/2` is (scores / d_k) / 2: Python raises d_k to the power 1 first and then "
               "divides by 2, so no square root is taken. Write d_k ** 0.5 (or tf.math.sqrt of d_k as a float).")
 SCORES_1_HINTS = {
@@ -816,7 +820,7 @@ FN_HINTS = {
     "own: a softmax over the last axis.",
     "no_softmax": "Your function weights the values by the scaled scores themselves. Turn them into weights "
     "with a softmax over the last axis first.",
-    "scale_after_softmax": SCALE_AFTER,
+    "scale_after_softmax": SCALE_AFTER_OUT,
     "weights_not_applied": "Your function returns the weights, an (n, n) matrix, not the outputs. Multiply the "
     "weights by v, so that row i becomes query i's weighted sum of the value rows, (n, d_v).",
     "scale_by_d_v": "Your function divides by √d_v, the width of the values (the last axis of `v`). The scores "
