@@ -523,6 +523,7 @@ register(
         reference=ref_self_attention,
         mistakes=ATTENTION_MISTAKES,
         edge=one_row("x", "w_value"),
+        widths=("w_key", "w_value"),  # "any widths": values wider than the keys in some trial, narrower in another
         points=2,
         depends_on=("05.softmax",),
         hints={
