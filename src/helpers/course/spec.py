@@ -151,6 +151,10 @@ class Exercise:
     # where the variants need not differ; it catches code right only while every axis is longer than 1 (a
     # final squeeze), or moved to an edge of its values (scores near float64's lowest, a size above 2**32)
     edge: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # function steps whose TO-DO promises any d_k and d_v: the arguments whose last axes are the keys' width and the
+    # values' (("k", "v"), ("w_key", "w_value")); some trial has the values wider than the keys, and some narrower,
+    # so that an output cut to (or padded to) d_k columns shows
+    widths: tuple[str, str] | None = None
     # value steps whose TO-DO is a function that the cell calls (``train_step``): one that uses a model of the
     # notebook's globals instead of the one it is given is named, although the cell hands it that very model
     functions: tuple[str, ...] = ()
@@ -478,6 +482,15 @@ def _size_signs(trial: Mapping[str, Any], notebook: Mapping[str, Any]) -> Iterat
             yield (k, "="), int(v > ref) - int(v < ref)
 
 
+def _width_signs(ex: Exercise, trial: Mapping[str, Any]) -> Iterator[tuple[str, int]]:
+    """For an exercise with :attr:`Exercise.widths`: whether the trial's values are wider or narrower than its keys."""
+    if ex.widths is None:
+        return
+    keys, values = (trial.get(n) for n in ex.widths)
+    if isinstance(keys, np.ndarray) and isinstance(values, np.ndarray) and keys.shape[-1] != values.shape[-1]:
+        yield ("widths", 1 if values.shape[-1] > keys.shape[-1] else -1)
+
+
 def _scalar(v: Any) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
 
@@ -491,11 +504,13 @@ def _variety(ex: Exercise) -> tuple[frozenset[Any], frozenset[Any]]:
             notebook = {k: v for k, v in notebook.items() if k in ex.reads}
         differ, larger = set(), set()
         for _ in range(16):
-            for key, sign in _size_signs(ex.inputs(rng), notebook):
+            trial = ex.inputs(rng)
+            for key, sign in _size_signs(trial, notebook):
                 if sign:
                     differ.add(key)
                 if sign == 1:
                     larger.add(key)
+            differ.update(_width_signs(ex, trial))
         _VARIETY[ex.id] = (frozenset(differ), frozenset(larger))
     return _VARIETY[ex.id]
 
@@ -511,6 +526,7 @@ def _reach(trials: Sequence[Mapping[str, Any]], notebook: Mapping[str, Any], ex:
                 seen_differ.add(key)
             if sign == 1:
                 seen_larger.add(key)
+        seen_differ.update(_width_signs(ex, trial))
     return len(seen_differ & differ) + len(seen_larger & larger)
 
 
@@ -840,6 +856,8 @@ def _dtype_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
     for name, dtype in (facts.get("dtype") or {}).items():
         if dtype is None or dtype == "float":  # a plain Python number: no dtype of a framework to ask for
             continue
+        if _dtype_wrong(ex.dtype, dtype) and (carried := _dtype_carried(ex, facts, name, dtype)):
+            return carried
         fw = (facts.get("framework") or {}).get(name, ex.framework or "numpy")
         label = f"`{name}`" if ex.kind == "value" else f"`{name}(...)`'s result"
         if ex.dtype == "float" and not _is_float(dtype):
@@ -857,6 +875,27 @@ def _dtype_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
                                             "out the cast here: the notebook casts to float later, where a step "
                                             "asks for it.")
     return None
+
+
+def _dtype_wrong(asked: str, dtype: str) -> bool:
+    return not _is_float(dtype) if asked == "float" else dtype != asked
+
+
+def _dtype_carried(ex: Exercise, facts: Mapping[str, Any], name: str, dtype: str) -> Outcome | None:
+    """A value step's right numbers in a wrong dtype that an earlier step's answer it starts from has too: the
+    cell's code is right, that answer's dtype is what to fix (🟡)."""
+    if ex.kind != "value":
+        return None
+    came = [n for n, d in (facts.get("input_dtypes") or {}).items()
+            if n != name and d == dtype and (o := producer(ex, n)) is not None and o.dtype]
+    if not came:
+        return None
+    owners = [f"`{n}` ({producer(ex, n).id})" for n in came]  # type: ignore[union-attr]
+    return Outcome(ex.id, "carried", ex.points, ex.points,
+                   f"Your code for this step is right, but it starts from your {', '.join(owners)}, which "
+                   f"{'has' if len(came) == 1 else 'have'} dtype {dtype}, and `{name}` takes that dtype from it: "
+                   "fix the earlier step (its check says how), then run this cell again.",
+                   carried_from=tuple(producer(ex, n).id for n in came))  # type: ignore[union-attr]
 
 
 _HALF_PRECISION = {"bfloat16": (1e-1, 5e-2), "float16": (2e-2, 1e-2)}  # rtol, atol of a result computed in it

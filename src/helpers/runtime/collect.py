@@ -770,6 +770,8 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
         tensors = ("torch", "tensorflow", "numpy")
         record["facts"]["inputs"] = {n: framework_of(namespace[n]) for n in sorted(read & set(plan.get("reads") or ()))
                                      if n in namespace and framework_of(namespace[n]) in tensors}
+        # and their dtypes: an answer of the wrong dtype may take it from an input (right code, wrong input)
+        record["facts"]["input_dtypes"] = {n: dtype_name(namespace[n]) for n in record["facts"]["inputs"]}
     if code is None and run is not None:
         code = _compile_cell(run.source, shell)
     elif isinstance(code, str):

@@ -162,6 +162,13 @@ class History:
                             (name in mentioned_names(other.source)
                              or run is not None and _similar(other.source, run.source)):
                         return name, bound
+        # ``run`` itself, when it binds some of ``names`` (so it is the latest to bind one) but binds, instead of
+        # another one that it reads, a name one or two letters away: `value = x @ w_value`, then `print(values)`
+        if run is not None and not run.running:
+            for bound in sorted(run.names - wanted - real):
+                for name in sorted(wanted - run.names):
+                    if len(name) >= 4 and _distance(bound, name) <= 2 and name in mentioned_names(run.source):
+                        return name, bound
         return None
 
     def placeholder_since(self, names: Iterable[str], run: Run | None) -> Run | None:

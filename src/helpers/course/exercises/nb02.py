@@ -609,6 +609,7 @@ PART_2 = [
         inputs=_function_inputs,
         reference=attention,
         edge=one_row("x", "w_value"),  # one token, values of width 1: the answer is (1, 1), not squeezed
+        widths=("w_key", "w_value"),  # "any size": values wider than the keys in some trial, narrower in another
         mistakes={**ATTENTION_MISTAKES,
                   "scale_by_d_v": lambda **i: attention(**i, scale=float(np.sqrt(i["w_value"].shape[-1])))},
         hints={**ATTENTION_HINTS,

@@ -7,8 +7,8 @@ digits could not say which size is meant), or which axis a softmax or a sum runs
 
 Two worlds of names, in notebook order:
 
-- ``world(rng)``: the example's shapes; the computing steps are replayed on fresh numbers of
-  these shapes;
+- ``world(rng)``: the example's widths, and a token count n of 2 to 5; the computing steps are
+  replayed on fresh numbers of these shapes;
 - ``world(rng, sized=True)``: fresh sizes as well (none 3 or 4, and no two of them within 1 of each
   other, so that ``d_model - 1`` cannot stand for ``d_v``), for the shape
   predictions: ``scores_shape = (n, n)`` replayed there gives ``(5, 5)``, and each typical
@@ -70,9 +70,30 @@ def _sized_base(rng: np.random.Generator) -> dict:
     }
 
 
+REPLAYED_N = (2, 3, 4, 5)  # the token counts of the computing steps' replays
+
+
+def _replayed_base(rng: np.random.Generator) -> dict:
+    """Notebook 01's world of fresh numbers, with a token count of its own (the widths stay the example's): a cell
+    that writes out three tokens (``weighted_values[:, 0] + … + weighted_values[:, 2]``) does not pass a replay."""
+    n = int(rng.choice(REPLAYED_N))
+    x = rng.integers(0, 2, size=(n, 4)).astype(np.float64)
+    wq, wk = (rng.integers(0, 2, size=(4, 3)).astype(np.float64) for _ in range(2))
+    wv = rng.integers(0, 4, size=(4, 3)).astype(np.float64)
+    queries, keys, values = x @ wq, x @ wk, x @ wv
+    scores = queries @ keys.T
+    return {
+        "x_list": x.astype(int).tolist(), "w_query_list": wq.astype(int).tolist(),
+        "w_key_list": wk.astype(int).tolist(), "w_value_list": wv.astype(int).tolist(),
+        "x": x, "w_query": wq, "w_key": wk, "w_value": wv,
+        "queries": queries, "keys": keys, "values": values,
+        "attn_scores": scores, "attn_weights": softmax(scores),
+    }
+
+
 def world(rng: np.random.Generator | None = None, *, sized: bool = False) -> dict:
     """Every name of the notebook, in notebook order (see the module's docstring)."""
-    base = _sized_base(rng) if (sized and rng is not None) else nb01.world(rng)
+    base = nb01.world(None) if rng is None else _sized_base(rng) if sized else _replayed_base(rng)
     x, w_key, w_value = base["x"], base["w_key"], base["w_value"]
     n, d_model = x.shape
     d_k, d_v = w_key.shape[1], w_value.shape[1]
@@ -89,6 +110,9 @@ def world(rng: np.random.Generator | None = None, *, sized: bool = False) -> dic
         "queries": base["queries"], "keys": base["keys"], "values": values,
         "scores_shape": np.array([n, n]),
         "attn_scores": base["attn_scores"],
+        # the figures' numbers, from the lists (a given cell): the outputs' cell compares with given["outputs"]
+        "given": {"x": x, "keys": base["keys"], "queries": base["queries"], "values": values,
+                  "scores": base["attn_scores"], "weights": weights, "outputs": weights @ values},
         "softmax_axis": np.array(1),
         "attn_weights": weights,
         "weighted_shape": np.array([n, n, d_v]),
@@ -493,13 +517,14 @@ register(
            computed_with=("x", "w_query", "w_key", "w_value"), mistakes=QKV_MISTAKES),
     _predict_shape("predict_scores", "Prediction: the shape of the scores", "scores_shape", ref_scores_shape,
                    PREDICT_SCORES_MISTAKES),
+    # float32 all the way, as part 1 asks: integer scores make the softmax raise, float64 weights the next product
     _value("scores", "The attention scores", ("attn_scores",), ref_scores, reads=("queries", "keys"),
-           framework="torch", mistakes=SCORES_MISTAKES),
+           framework="torch", mistakes=SCORES_MISTAKES, dtype="float32"),
     _predict_axis("predict_softmax", "Prediction: the axis of the softmax", "softmax_axis",
                   {"softmax_wrong_axis": _axis("softmax_axis", 0)}, ndim=2),
     # "Why the axis must be stated": a softmax without its axis is what this part argues against
     _value("softmax", "The attention weights", ("attn_weights",), ref_softmax, reads=("attn_scores",),
-           framework="torch", mistakes=SOFTMAX_MISTAKES, how={"implicit_softmax_dim": False}),
+           framework="torch", mistakes=SOFTMAX_MISTAKES, how={"implicit_softmax_dim": False}, dtype="float32"),
     _predict_shape("predict_weighted", "Prediction: the shape of the weighted values", "weighted_shape",
                    ref_weighted_shape, PREDICT_WEIGHTED_MISTAKES),
     _value("weighted_values", "The weighted values, by broadcasting", ("weighted_values",), ref_weighted_values,
@@ -525,5 +550,6 @@ register(
         answers=("attention_outputs",), kind="function", framework="torch", inputs=fn_inputs,
         reference=ref_fn, mistakes=FN_MISTAKES, atol=1e-5, points=2, hints=HINTS["attention_outputs"],
         how={"implicit_softmax_dim": False}, dtype="float32", edge=one_row("x", "w_value"),
+        widths=("w_key", "w_value"),  # "any n, d_model, d_k and d_v": values wider than the keys, and narrower
     ),
 )

@@ -518,7 +518,7 @@ def fn_inputs(rng: np.random.Generator | None = None) -> dict:
         return {"q": x @ W_QUERY, "k": x @ W_KEY, "v": x @ W_VALUE}
     # n ≠ d_k ≠ 4 (mostly), so that √n and a typed-in √4 show
     n, d_k = (int(s) for s in rng.choice([2, 3, 5, 6, 7, 8], size=2, replace=False))
-    d_v = int(rng.integers(2, 6))
+    d_v = int(rng.integers(2, 9))  # narrower or wider than the keys, as it comes (see `widths`)
     return {"q": rng.normal(size=(n, d_k)), "k": rng.normal(size=(n, d_k)), "v": rng.normal(size=(n, d_v))}
 
 
@@ -964,6 +964,7 @@ def _exercises() -> list[Exercise]:
             framework="tensorflow",
             dtype="float32",
             edge=one_row("q", "v"),  # one query, values of width 1: the answer is (1, 1), not squeezed
+            widths=("k", "v"),  # "any n, d_k and d_v": values wider than the keys in some trial, narrower in another
             points=2,
         ),
         Exercise(
@@ -979,6 +980,7 @@ def _exercises() -> list[Exercise]:
             framework="tensorflow",
             dtype="float32",
             edge=one_row("x", "w_value"),
+            widths=("w_key", "w_value"),
             depends_on=("04.scaled_attention",),
             points=2,
         ),

@@ -430,7 +430,13 @@ register(
     _value("05.fixed_value", "The fixed attention value", ("fixed_value",),
            lambda fixed_weights, values, **_: {"fixed_value": fixed_weights @ values},
            reads=("fixed_weights", "values"), mistakes=FIXED_VALUE_MISTAKES,
+           # the original's value divided by its row totals gives the same numbers (the next cell prints the
+           # identity), but it never applies the fix: the step is the value of the fixed weights
+           computed_with=("fixed_weights",),
            hints={
+               "not_computed_with": "Your numbers are right, but your cell never uses `fixed_weights`: it rescales "
+               "the original's outputs, which gives the same numbers (the next cell shows why). The step asks for "
+               "the value of the fixed weights themselves: mix the rows of `values` with `fixed_weights`.",
                "global_softmax": "That is the original's attention_value: it comes from the original's "
                "weights. Use your `fixed_weights`, whose rows sum to 1.",
                "elementwise_product": "You multiplied element by element (`*`). Each output is a weighted sum "
@@ -517,6 +523,7 @@ register(
         reference=ref_self_attention,
         mistakes=ATTENTION_MISTAKES,
         edge=one_row("x", "w_value"),
+        widths=("w_key", "w_value"),  # "any widths": values wider than the keys in some trial, narrower in another
         points=2,
         depends_on=("05.softmax",),
         hints={
