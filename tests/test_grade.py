@@ -639,6 +639,30 @@ def test_the_grader_names_a_cell_that_overwrites_a_later_read_variable_and_a_lis
     assert (listed.status, listed.diagnosis) == ("fail", "wrong_framework") and "list of" in listed.message
 
 
+def test_the_grader_names_an_earlier_answer_undone_and_an_input_of_another_framework():
+    """Simulation 5: the sandbox's record of an earlier step's answer bound anew, and of the frameworks of the
+    inputs a cell starts from, reaches the verdict as in the notebook's own check."""
+    torch = pytest.importorskip("torch")
+    import numpy as np
+
+    from helpers.course.samples import answer_namespace
+
+    ex = spec.get("01.softmax")
+    shifted = _value_step_through_the_protocol(
+        "01.softmax", answer_namespace(ex, None, "torch") | {"torch": torch},
+        "attn_scores = attn_scores - attn_scores.max(dim=-1, keepdim=True).values\n"
+        "attn_weights = torch.softmax(attn_scores, -1)")
+    assert shifted.diagnosis == "overwrites_variable" and "01.scores" in shifted.message, shifted.message
+    ex = spec.get("01.outputs_rounded")
+    namespace = answer_namespace(ex, None, "torch") | {"torch": torch}
+    namespace["rounded_weights"] = np.asarray(namespace["rounded_weights"])
+    namespace["values"] = np.asarray(namespace["values"])
+    numpy_in = _value_step_through_the_protocol("01.outputs_rounded", namespace,
+                                                "outputs_rounded = rounded_weights @ values")
+    assert numpy_in.diagnosis == "wrong_framework" and "starts from your `rounded_weights`" in numpy_in.message, \
+        numpy_in.message
+
+
 def test_the_grader_reads_what_the_code_says_about_an_error():
     """The code's features and the numbers it types in travel from the sandbox, so the grader names the
     notebook's lengths typed in (hard_coded) as the notebook's check does."""

@@ -179,7 +179,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                        "items": _text_map(facts.get("items"), answers_names, "the entries' frameworks"),
                        "grad": _bool_map(facts.get("grad"), answers_names, "the answers' gradients"),
                        "container": _containers(facts.get("container"), answers_names),
-                       "inputs": _text_map(facts.get("inputs"), set(ex.reads), "the inputs' frameworks")}
+                       "inputs": _text_map(facts.get("inputs"), set(ex.reads), "the inputs' frameworks"),
+                       "input_dtypes": _text_map(facts.get("input_dtypes"), set(ex.reads), "the inputs' dtypes")}
     if ex.keeps_grad and isinstance(raw.get("keeps_grad"), bool):
         record["keeps_grad"] = raw["keeps_grad"]
     if raw.get("upstream") is not None:
