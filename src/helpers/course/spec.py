@@ -1754,6 +1754,12 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
         return _fail(ex, code)
     if typed := _typed_argument(ex, plan, answers):
         value = plan.inputs[0][typed]
+        if held := [*(record.get("globals_read") or []), *(record.get("containers_read") or [])]:
+            # the number comes from a notebook object it reads (drop.p, model["num_layers"]), not typed in
+            return _fail(ex, "reads_globals", f"`{ex.answers[0]}` reads the notebook's "
+                                              f"{', '.join(f'`{n}`' for n in held)} instead of its own arguments, "
+                                              f"and computes as if `{typed}` were always {value!r}, this notebook's "
+                                              f"value, whatever it is given: use its `{typed}` argument.")
         return _fail(ex, "hard_coded", f"`{ex.answers[0]}` computes as if `{typed}` were always {value!r}, this "
                                        f"notebook's value, whatever it is given: use its `{typed}` argument.")
     if low := _low_precision_problem(ex, record, trials):

@@ -565,6 +565,17 @@ def _data_globals(fn: Any) -> tuple[list[str], str | None]:
     return [], None
 
 
+def _container_globals(fn: Any) -> list[str]:
+    """The notebook's dicts, lists and tuples the function's own code reads from its globals (a ``model`` dict of
+    sizes, where the function should use its arguments)."""
+    code = getattr(fn, "__code__", None)
+    glob = getattr(fn, "__globals__", None)
+    if code is None or not isinstance(glob, dict):
+        return []
+    return [n for n in sorted(_global_names(code)) if not n.startswith("_")
+            and isinstance(glob.get(n), (dict, list, tuple))]
+
+
 def _scalar_globals(fn: Any) -> dict[str, float]:
     """The notebook's numbers (ints and floats, not booleans) the function's own code reads from its globals
     (a ``seq`` or ``d_k`` of the notebook, where the function should take the size from its arguments), with
@@ -1303,7 +1314,8 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
     trials = plan.get("trials") or []
     record: dict[str, Any] = {"answers": [], "globals_read": read, "globals_in": [where] if where else [],
                               "mutated": [], "models_read": [n for n in read if _is_model(glob.get(n))],
-                              "scalars_read": _influential(fn, _scalar_globals(fn), trials[1:3], framework)}
+                              "scalars_read": _influential(fn, _scalar_globals(fn), trials[1:3], framework),
+                              "containers_read": _container_globals(fn)}
     own = definition_source(run.source, name) if run is not None else None  # not the cell's given code
     if own is not None:
         record["calls"] = sorted(called_names(own))
