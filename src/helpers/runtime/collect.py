@@ -973,7 +973,8 @@ def _draw_facts(module: Any, args: list[Any]) -> dict[str, Any]:
     torch's generator, give the same outputs (a seed set inside forward); ``rng_reset``, those calls leave the
     generator in the same state (torch.manual_seed inside forward); ``keep_ignored``, two calls with the same
     draw handed in (every weight kept) give different outputs (a draw of its own made anyway); ``draw_shared``, the
-    axes of the weights its own draw is shared by (see :func:`_draw_shared_axes`). A fact that cannot be measured (the call raised, no ``num_heads``) is left out."""
+    axes of the weights its own draw is shared by (see :func:`_draw_shared_axes`). A fact that cannot be measured
+    (the call raised, no ``num_heads``) is left out."""
     import torch
 
     out: dict[str, Any] = {}
