@@ -684,7 +684,7 @@ _PROCESS_ROWS = [
      "In training mode your code makes a random draw of its own although it is given one (`keep`): two calls "
      "with the same keep give different outputs. Use the draw it is given, on the attention weights; make one "
      "of your own only when keep is None."),
-    ("dropout_draw_shared", "one dropout draw shared by the whole batch",
+    ("dropout_draw_shared", "one dropout draw shared by the whole batch (or by the heads, or the queries)",
      "Your own dropout draw (keep=None) is the same for every sequence of the batch: one draw of shape (1, …) "
      "broadcast over the batch axis. Each attention weight of each sequence needs its own draw: draw the "
      "keep-mask with the full shape of the weights (torch.rand_like(attn_weights))."),

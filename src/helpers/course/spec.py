@@ -1206,6 +1206,8 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
         if np.allclose(tr, tr[:1], rtol=ex.rtol, atol=ex.atol):  # every copy dropped the same way
             return _fail(ex, "dropout_draw_shared", note=f" ({where} in training mode, keep=None, gives every copy "
                                                          "the same output.)")
+        if entry.get("draw_shared"):  # one draw broadcast over the heads or the queries (or the keys)
+            return _fail(ex, "dropout_draw_shared", _shared_draw_message(list(entry["draw_shared"])))
         mean, spread = tr.mean(axis=0), tr.std(axis=0) / np.sqrt(len(tr))
         if np.isnan(tr).any() or (np.abs(mean - ev[0]) > 6 * spread + 1e-3).any():
             return Outcome(ex.id, "fail", 0, ex.points,
@@ -1220,6 +1222,20 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
                              f"`{ex.module}`'s output does not depend on its buffer `{probe.buffer}`: the forward "
                              "builds the mask again instead of using the buffer.")
     return None
+
+
+def _shared_draw_message(axes: list[str]) -> str:
+    """The message for a module's own dropout draw shared by ``axes`` of the weights (batch, heads, query, key)."""
+    who = {"batch": "sequence of the batch", "heads": "head", "query": "query", "key": "key"}
+    shape = ", ".join("1" if a in axes else ("seq" if a in ("query", "key") else a)
+                      for a in ("batch", "heads", "query", "key"))
+    drops = {"heads": " (every head drops the same query–key weights)",
+             "query": " (every query drops the same keys)", "key": " (each query keeps or drops all its keys at "
+             "once)"}
+    every = " and every ".join(who[a] for a in axes)
+    return (f"Your own dropout draw (keep=None) is the same for every {every}: one draw of shape ({shape}) "
+            f"broadcast over the weights{''.join(drops.get(a, '') for a in axes[:1])}. Each attention weight needs its "
+            "own draw: draw the keep-mask with the full shape of the weights (torch.rand_like(attn_weights)).")
 
 
 _RESEEDED_MODULE = (
@@ -1814,6 +1830,12 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
         return rounded
     if typed := _typed_argument(ex, plan, answers):
         value = plan.inputs[0][typed]
+        if held := [*(record.get("globals_read") or []), *(record.get("containers_read") or [])]:
+            # the number comes from a notebook object it reads (drop.p, model["num_layers"]), not typed in
+            return _fail(ex, "reads_globals", f"`{ex.answers[0]}` reads the notebook's "
+                                              f"{', '.join(f'`{n}`' for n in held)} instead of its own arguments, "
+                                              f"and computes as if `{typed}` were always {value!r}, this notebook's "
+                                              f"value, whatever it is given: use its `{typed}` argument.")
         return _fail(ex, "hard_coded", f"`{ex.answers[0]}` computes as if `{typed}` were always {value!r}, this "
                                        f"notebook's value, whatever it is given: use its `{typed}` argument.")
     if low := _low_precision_problem(ex, record, trials):

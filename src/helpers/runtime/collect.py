@@ -565,6 +565,17 @@ def _data_globals(fn: Any) -> tuple[list[str], str | None]:
     return [], None
 
 
+def _container_globals(fn: Any) -> list[str]:
+    """The notebook's dicts, lists and tuples the function's own code reads from its globals (a ``model`` dict of
+    sizes, where the function should use its arguments)."""
+    code = getattr(fn, "__code__", None)
+    glob = getattr(fn, "__globals__", None)
+    if code is None or not isinstance(glob, dict):
+        return []
+    return [n for n in sorted(_global_names(code)) if not n.startswith("_")
+            and isinstance(glob.get(n), (dict, list, tuple))]
+
+
 def _scalar_globals(fn: Any) -> dict[str, float]:
     """The notebook's numbers (ints and floats, not booleans) the function's own code reads from its globals
     (a ``seq`` or ``d_k`` of the notebook, where the function should take the size from its arguments), with
@@ -963,8 +974,9 @@ def _draw_facts(module: Any, args: list[Any]) -> dict[str, Any]:
     mode): ``same_draw``, two calls without a draw of the caller's (keep=None), from two different states of
     torch's generator, give the same outputs (a seed set inside forward); ``rng_reset``, those calls leave the
     generator in the same state (torch.manual_seed inside forward); ``keep_ignored``, two calls with the same
-    draw handed in (every weight kept) give different outputs (a draw of its own made anyway). A fact that
-    cannot be measured (the call raised, no ``num_heads``) is left out."""
+    draw handed in (every weight kept) give different outputs (a draw of its own made anyway); ``draw_shared``, the
+    axes of the weights its own draw is shared by (see :func:`_draw_shared_axes`). A fact that cannot be measured
+    (the call raised, no ``num_heads``) is left out."""
     import torch
 
     out: dict[str, Any] = {}
@@ -972,9 +984,13 @@ def _draw_facts(module: Any, args: list[Any]) -> dict[str, Any]:
         results, states = [], []
         for seed in (20231, 20232):
             torch.manual_seed(seed)
-            with contextlib.redirect_stdout(io.StringIO()):  # a print in forward was seen when the cell ran
+            with contextlib.redirect_stdout(io.StringIO()), _draw_recorder() as draws:  # a print in forward was seen
                 results.append(module(*args))
             states.append(torch.get_rng_state())
+            if len(results) == 1:
+                shared = _draw_shared_axes(draws.shapes, module, args)
+                if shared is not None:
+                    out["draw_shared"] = shared
         out["same_draw"] = bool(torch.equal(results[0], results[1]))
         out["rng_reset"] = bool(torch.equal(states[0], states[1]))
     except Exception:  # noqa: BLE001 — the student's module: anything can happen
@@ -990,6 +1006,51 @@ def _draw_facts(module: Any, args: list[Any]) -> dict[str, Any]:
         except Exception:  # noqa: BLE001
             pass
     return out
+
+
+def _draw_recorder() -> Any:
+    """A context that records the shape of every random tensor torch draws inside it (``.shapes``): torch.rand,
+    rand_like, bernoulli, uniform_, dropout and their kin, however the module calls them."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    random_draws = {torch.rand, torch.rand_like, torch.randn, torch.randn_like, torch.randint, torch.randint_like,
+                    torch.bernoulli, torch.normal, torch.multinomial, torch.dropout, torch.nn.functional.dropout,
+                    torch.Tensor.bernoulli_, torch.Tensor.uniform_, torch.Tensor.normal_, torch.Tensor.random_,
+                    torch.Tensor.exponential_, torch.Tensor.geometric_, torch.Tensor.bernoulli}
+
+    class Draws(TorchFunctionMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.shapes: list[tuple[int, ...]] = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
+            result = func(*args, **(kwargs or {}))
+            if func in random_draws and isinstance(result, torch.Tensor):
+                self.shapes.append(tuple(int(n) for n in result.shape))
+            return result
+
+    return Draws()
+
+
+def _draw_shared_axes(shapes: list[tuple[int, ...]], module: Any, args: list[Any]) -> list[str] | None:
+    """The axes of the attention weights, (batch, heads, query, key), that the module's own dropout draw is shared
+    by: its draws hold fewer numbers than the weights, and the largest of them broadcasts to the weights with size
+    1 on those axes. None when that cannot be told (no draw seen, one of another shape, enough numbers drawn)."""
+    heads, x = getattr(module, "num_heads", None), args[0] if args else None
+    if not shapes or not isinstance(heads, int) or not hasattr(x, "shape") or len(x.shape) != 3:
+        return None
+    full = (int(x.shape[0]), heads, int(x.shape[1]), int(x.shape[1]))
+    if sum(int(np.prod(s)) for s in shapes) >= int(np.prod(full)):
+        return None
+    largest = max(shapes, key=lambda s: int(np.prod(s)))
+    if len(largest) > len(full):
+        return None
+    padded = (1,) * (len(full) - len(largest)) + largest
+    if any(a not in (1, f) for a, f in zip(padded, full)):
+        return None
+    shared = [name for name, a, f in zip(("batch", "heads", "query", "key"), padded, full) if a == 1 and f > 1]
+    return shared or None
 
 
 def _module_grad(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
@@ -1260,7 +1321,8 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
     trials = plan.get("trials") or []
     record: dict[str, Any] = {"answers": [], "globals_read": read, "globals_in": [where] if where else [],
                               "mutated": [], "models_read": [n for n in read if _is_model(glob.get(n))],
-                              "scalars_read": _influential(fn, _scalar_globals(fn), trials[1:3], framework)}
+                              "scalars_read": _influential(fn, _scalar_globals(fn), trials[1:3], framework),
+                              "containers_read": _container_globals(fn)}
     own = definition_source(run.source, name) if run is not None else None  # not the cell's given code
     if own is not None:
         record["calls"] = sorted(called_names(own))

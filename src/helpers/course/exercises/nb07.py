@@ -46,7 +46,9 @@ STREAM = np.array([1.0, 3.0, 0.5, 4.0, 4.0, -2.0, 6.5, 2.0])
 NEAR_OVERFLOW = 709.0
 # The fresh streams lie this far below 0: below the finite stand-ins for −∞ a student starts the maximum at most
 # (−1e9, −9999), so such a start is never overtaken there (the edge trial, near −1e300, goes below the others).
-FAR_BELOW = -1e12
+# Not much further: near −1e12 float64's spacing is 1.2e-4, and a right running log-sum-exp (np.logaddexp), whose
+# running value sits that low, misses the total by as much; near −4e9 the spacing is 5e-7.
+FAR_BELOW = -4e9
 # The stand-in for −∞ that students write most (the finite_max_start variant).
 SENTINEL = -1e9
 
@@ -394,9 +396,10 @@ def online_inputs(rng=None):
     """The notebook's stream, or a fresh one whose maximum jumps far up: the first score near −1100,
     the others near −300 (so a maximum frozen at the first score is 800 too low, and exp of the jump,
     e^800, overflows: an update that takes exp(s − m) before raising m shows), every one of them moved
-    down by 10¹² (FAR_BELOW): all negative, so a running maximum started at 0 never moves, and all below
-    any finite "minus infinity" such as −1e9, which never moves either. (Differences of scores near 10¹²
-    are exact in float64, so the right answer is computed as accurately as on the notebook's stream.)"""
+    down by 4·10⁹ (FAR_BELOW): all negative, so a running maximum started at 0 never moves, and all below
+    any finite "minus infinity" such as −1e9, which never moves either. (Differences of scores near 4·10⁹
+    are exact in float64, so the right answer is computed as accurately as on the notebook's stream, and a
+    running log-sum-exp near 4·10⁹ is off by a few 10⁻⁷ at most.)"""
     if rng is None:
         return {"scores": STREAM.copy()}
     n = int(rng.integers(12, 48))
@@ -406,11 +409,11 @@ def online_inputs(rng=None):
 
 
 def lowest_stream(inputs: dict) -> dict:
-    """The edge trial: the fresh stream (near −10¹²) times 10²⁸⁸, near −10³⁰⁰, below any finite stand-in for −∞ a
+    """The edge trial: the fresh stream (near FAR_BELOW) scaled to near −10³⁰⁰, below any finite stand-in for −∞ a
     student types as the maximum's start (−1e30, −1e300) but still far above float64's lowest number, −1.8e308.
-    Its scores lie 10²⁸⁸ or more apart: m is the largest and total = 1, whereas a start above them all is never
+    Its scores lie 10²⁹⁰ or more apart: m is the largest and total = 1, whereas a start above them all is never
     overtaken and leaves total = 0."""
-    return {"scores": np.asarray(inputs["scores"], dtype=np.float64) * 1e288}
+    return {"scores": np.asarray(inputs["scores"], dtype=np.float64) * (-1e300 / FAR_BELOW)}
 
 
 def _stuck_start(answer, inputs) -> bool:

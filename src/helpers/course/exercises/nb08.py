@@ -443,6 +443,12 @@ def _exercises() -> list[Exercise]:
             answers=("q_rot", "k_rot", "outputs_rope"), inputs=upstream_of(world, "q_rot"),
             reference=ref_rope_attention, reads=("queries", "keys", "values", "positions"),
             mistakes=ROPE_ATTENTION_MISTAKES, atol=1e-5, framework="torch",
+            # "written yourself as in part 1": the library's fused function is what the cell compares with
+            how={"library_attention": False},
+            hints={"not_as_asked:library_attention": "Your cell calls a library's attention "
+                   "(`scaled_dot_product_attention`). This step asks you to write the attention on the rotated "
+                   "queries and keys yourself, as in part 1 (scores, softmax, weighted values): the library's "
+                   "version is what the cell compares yours with."},
         ),
         Exercise(
             "08.relative_grid", notebook=NOTEBOOK, title="Scores at every pair of positions",
