@@ -597,7 +597,7 @@ CELL_BINDS: dict[str, tuple[str, ...]] = {
         "apply_rope", "moved", "q_demo",
     ),
     "08.rope_attention": (
-        "k_rot", "outputs_rope", "outputs_rope_reordered", "q_rot", "x_re",
+        "k_rot", "outputs_rope", "q_rot",
     ),
     "08.shuffled": (
         "outputs_shuffled", "x_shuffled",
