@@ -257,6 +257,8 @@ def test_cell_binds_are_what_the_solution_cell_assigns():
              "### BEGIN SOLUTION\nx = list(x_list)\ny = [2 * v for v in x]\n### END SOLUTION\nprint(y)",
              'check("99.x")\ncheck("99.y")')
     assert build.cell_binds(nb, "99_demo.ipynb") == {"99.x": ["x", "y"], "99.y": ["x", "y"]}
+    # the lines the cell gives, which are not the student's way of computing (08 compares with the library)
+    assert build.given_lines(nb, "99_demo.ipynb") == {"99.x": ["print(y)"], "99.y": ["print(y)"]}
     from helpers.course.later_names import CELL_BINDS
 
     assert {"x", "outputs"} <= set(CELL_BINDS["01.tf_weights"]) | set(CELL_BINDS["01.tf_outputs"])

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..convert import AnswerError, nonfinite_problem
-from .later_names import CELL_BINDS, LATER_NAMES
+from .later_names import CELL_BINDS, GIVEN_LINES, LATER_NAMES
 from .mistakes import MISTAKES
 
 __all__ = ["Exercise", "Outcome", "Plan", "Probe", "REGISTRY", "RowBudget", "behind_note", "draw", "evaluate",
@@ -441,6 +441,7 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
         "functions": list(ex.functions),
         "count_rows": [b.name for b in ex.budgets],
         "later": list(LATER_NAMES.get(ex.id, ())) if ex.kind == "value" else [],
+        "given": list(GIVEN_LINES.get(ex.id, ())) if ex.kind == "value" else [],
         "others": sorted({n for other in exercises_for(ex.notebook) for n in other.answers} - set(ex.answers)),
         # the answers of the steps above: a cell that binds one anew (to something that step would not accept)
         # undoes it

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from ..convert import AnswerError, NotDone, framework_of, to_array
-from .cells import called_names, code_features, definition_source, free_names, mentioned_names, typed_lists
+from .cells import _parse, called_names, code_features, definition_source, free_names, mentioned_names, typed_lists
 from .history import History, Run, message_line
 from .watch import tracking
 
@@ -466,6 +466,20 @@ def _rebound(old: Any, new: Any) -> bool:
     return a.shape != b.shape or dtype_name(old) != dtype_name(new) or not np.array_equal(a, b, equal_nan=True)
 
 
+def _without_given(source: str, given: Sequence[str]) -> str:
+    """The cell without the lines its TO-DO gives (each taken out once): what the student wrote. The whole cell
+    when what is left does not parse."""
+    left = list(given)
+    kept = []
+    for line in source.split("\n"):
+        if line.strip() in left:
+            left.remove(line.strip())
+        else:
+            kept.append(line)
+    own = "\n".join(kept)
+    return own if _parse(own) is not None else source
+
+
 def _module_state(value: Any) -> dict[str, np.ndarray] | None:
     """A PyTorch module's parameters and buffers as arrays (None for anything else)."""
     if framework_of(value) != "torch" and not any(c.__module__.startswith("torch.nn") for c in type(value).__mro__):
@@ -771,7 +785,7 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
         record["unused"] = sorted(set(plan.get("computed_with") or ()) - mentioned)
         record["forbidden"] = sorted(set(plan.get("not_with") or ()) & mentioned)
     if source is not None:
-        record["how"] = code_features(source)
+        record["how"] = code_features(_without_given(source, plan.get("given") or ()))
         # other steps' answers the cell reads besides the ones it starts from (a predicted axis as `dim=`); a name
         # the cell only assigns (the TensorFlow half computing `outputs` again) is not used
         read = free_names(source)
