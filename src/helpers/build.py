@@ -234,65 +234,59 @@ def _not_data(source: str) -> set[str]:
     return found
 
 
+def _checked_todos(solution: nbformat.NotebookNode, name: str) -> tuple[list[str | None], dict[str, int]]:
+    """The notebook's code cells (None for the others) and, for each exercise checked in it, the index of the TO-DO
+    cell it checks (the last one above its check)."""
+    cells = [c.source if c.cell_type == "code" else None for c in solution.cells]
+    regions = {r.cell for r in solution_regions(solution, name)}
+    out: dict[str, int] = {}
+    todo = None
+    for ci, src in enumerate(cells):
+        if src is None:
+            continue
+        if ci in regions:
+            todo = ci
+        for ex_id in check_calls(src.split(END)[-1] if ci in regions else src):
+            if todo is not None and ex_id not in out:
+                out[ex_id] = todo
+    return cells, out
+
+
 def later_names(solution: nbformat.NotebookNode, name: str) -> dict[str, list[str]]:
     """For each exercise checked in ``solution``: the notebook's data names that exist before its TO-DO cell and
     that the cell's given lines or a later cell read before binding them again — unless the solution's TO-DO cell
     binds them itself. A
     student's cell that rebinds one of them (``attn_scores = attn_weights``, a loop variable ``n``) silently
     breaks those later cells; the checks replay the cell and say so (:mod:`helpers.runtime.collect`)."""
-    cells = [c.source if c.cell_type == "code" else None for c in solution.cells]
-    regions = {r.cell for r in solution_regions(solution, name)}
-    out: dict[str, list[str]] = {}
-    todo = None
-    for ci, src in enumerate(cells):
-        if src is None:
-            continue
-        if ci in regions:
-            todo = ci
-        for ex_id in check_calls(src.split(END)[-1] if ci in regions else src):
-            if todo is not None and ex_id not in out:
-                out[ex_id] = _read_later(cells, todo)
-    return out
+    cells, todos = _checked_todos(solution, name)
+    return {ex_id: _read_later(cells, todo) for ex_id, todo in todos.items()}
 
 
 def cell_binds(solution: nbformat.NotebookNode, name: str) -> dict[str, list[str]]:
     """For each exercise checked in ``solution``: the names its solution's TO-DO cell binds. A cell that answers
     several steps (01's TensorFlow half) binds the answers of each of them: binding one of those is no overwrite
     of an earlier step's answer."""
-    cells = [c.source if c.cell_type == "code" else None for c in solution.cells]
-    regions = {r.cell for r in solution_regions(solution, name)}
-    out: dict[str, list[str]] = {}
-    todo = None
-    for ci, src in enumerate(cells):
-        if src is None:
-            continue
-        if ci in regions:
-            todo = ci
-        for ex_id in check_calls(src.split(END)[-1] if ci in regions else src):
-            if todo is not None and ex_id not in out:
-                out[ex_id] = sorted(n for n in assigned_names(cells[todo] or "") if not n.startswith("_"))
-    return out
+    cells, todos = _checked_todos(solution, name)
+    return {ex_id: sorted(n for n in assigned_names(cells[todo] or "") if not n.startswith("_"))
+            for ex_id, todo in todos.items()}
 
 
 def given_lines(solution: nbformat.NotebookNode, name: str) -> dict[str, list[str]]:
     """For each exercise checked in ``solution``: the lines of its TO-DO cell outside the solution's region (what the
     exercise notebook gives, stripped). What a student's cell does is judged without them: a comparison the cell
     gives (`F.scaled_dot_product_attention` to check RoPE) is not the student's way of computing."""
-    cells = [c.source if c.cell_type == "code" else None for c in solution.cells]
-    regions = {r.cell for r in solution_regions(solution, name)}
+    cells, todos = _checked_todos(solution, name)
     out: dict[str, list[str]] = {}
-    todo = None
-    for ci, src in enumerate(cells):
-        if src is None:
-            continue
-        if ci in regions:
-            todo = ci
-        for ex_id in check_calls(src.split(END)[-1] if ci in regions else src):
-            if todo is not None and ex_id not in out:
-                given = re.sub(rf"^[ \t]*{re.escape(BEGIN)}[ \t]*\n.*?^[ \t]*{re.escape(END)}[ \t]*$", "",
-                               cells[todo] or "", flags=re.M | re.S)
-                out[ex_id] = [line.strip() for line in given.split("\n") if line.strip()]
+    for ex_id, todo in todos.items():
+        given = _without_region(cells[todo] or "")
+        out[ex_id] = [line.strip() for line in given.split("\n") if line.strip()]
     return out
+
+
+def _without_region(source: str) -> str:
+    """A TO-DO cell's source without its solution region: the lines the exercise notebook gives."""
+    return re.sub(rf"^[ \t]*{re.escape(BEGIN)}[ \t]*\n.*?^[ \t]*{re.escape(END)}[ \t]*$", "", source,
+                  flags=re.M | re.S)
 
 
 def _read_later(cells: list[str | None], todo: int) -> list[str]:
@@ -303,8 +297,7 @@ def _read_later(cells: list[str | None], todo: int) -> list[str]:
     own = assigned_names(cells[todo] or "")
     alive = before - own
     # what the cell's given lines read (the student's own lines are the student's: the checks replay them)
-    given = re.sub(rf"^[ \t]*{re.escape(BEGIN)}[ \t]*\n.*?^[ \t]*{re.escape(END)}[ \t]*$", "", cells[todo] or "",
-                   flags=re.M | re.S)
+    given = _without_region(cells[todo] or "")
     found = free_names(given) & alive
     for src in cells[todo + 1:]:
         if src is None:
