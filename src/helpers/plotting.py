@@ -637,11 +637,14 @@ def save_attention_gif(path: str | Path, x: Any, w_query: Any, w_key: Any, w_val
                        fmt: Fmt = None) -> Path:
     """Save an animated GIF of the steps for one query: one frame per step, each adding a panel.
 
-    The frames are drawn offline with matplotlib's PillowWriter (Pillow comes with matplotlib);
-    no window opens and no pyplot figure is left behind. Returns the path written.
+    Drawn offline with matplotlib's Agg canvas and written with Pillow (it comes with matplotlib);
+    no window opens and no pyplot figure is left behind. The first frame is drawn whole; each later
+    frame draws only the panel it adds on top of the one before (panels do not overlap), and all
+    frames share the palette of the last, complete one. Returns the path written.
     """
-    from matplotlib.animation import FuncAnimation, PillowWriter
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from PIL import Image
 
     path = Path(path)
     if path.suffix.lower() != ".gif":
@@ -651,21 +654,25 @@ def save_attention_gif(path: str | Path, x: Any, w_query: Any, w_key: Any, w_val
     nums = attention_numbers(x, w_query, w_key, w_value)
     n = nums["x"].shape[0]
     q = _check_query(query, n)
-    fig = Figure()
+    fig = Figure(dpi=dpi)
+    canvas = FigureCanvasAgg(fig)
     board, panels = _draw_steps(fig, nums, list(STEPS), q, _labels(labels, n, "labels"), fmt)
     board.finish()
     fig.set_facecolor("white")
-
-    def show(frame: int):
-        changed = []
-        for k, (_, artists) in enumerate(panels):
-            for art in artists:
-                art.set_visible(k <= frame)
-                changed.append(art)
-        return changed
-
-    anim = FuncAnimation(fig, show, frames=len(panels), interval=1000 / fps, blit=False, repeat=True)
-    anim.save(path, writer=PillowWriter(fps=fps), dpi=dpi)
+    for k, (_, artists) in enumerate(panels):
+        for art in artists:
+            art.set_visible(k == 0)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    frames = [Image.fromarray(np.asarray(canvas.buffer_rgba())[..., :3].copy())]
+    for _, artists in panels[1:]:
+        for art in artists:
+            art.set_visible(True)
+            art.draw(renderer)
+        frames.append(Image.fromarray(np.asarray(canvas.buffer_rgba())[..., :3].copy()))
+    palette = frames[-1].quantize(colors=255, method=Image.Quantize.MEDIANCUT)
+    frames = [f.quantize(palette=palette, dither=Image.Dither.NONE) for f in frames]
+    frames[0].save(path, save_all=True, append_images=frames[1:], duration=int(1000 / fps), loop=0)
     return path
 
 
