@@ -670,7 +670,7 @@ def save_attention_gif(path: str | Path, x: Any, w_query: Any, w_key: Any, w_val
             art.set_visible(True)
             art.draw(renderer)
         frames.append(Image.fromarray(np.asarray(canvas.buffer_rgba())[..., :3].copy()))
-    palette = frames[-1].quantize(colors=255, method=Image.Quantize.MEDIANCUT)
+    palette = frames[-1].quantize(colors=255, method=Image.Quantize.FASTOCTREE)
     frames = [f.quantize(palette=palette, dither=Image.Dither.NONE) for f in frames]
     frames[0].save(path, save_all=True, append_images=frames[1:], duration=int(1000 / fps), loop=0)
     return path
