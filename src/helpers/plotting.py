@@ -314,7 +314,7 @@ def attention_heatmap(weights: Any, queries_labels: Sequence[str] | None = None,
                 r, g, b, _ = im.cmap(im.norm(w[i, j]))
                 light = 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.5
                 ax.text(j, i, f(float(w[i, j])), ha="center", va="center", fontsize=10,
-                        color="black" if light else "white", gid=f"cell[{i},{j}]")
+                        color="black" if light else "white", gid=f"cell[{i},{j}]", in_layout=False)
     if colorbar:
         ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     return ax

@@ -602,6 +602,10 @@ _ROWS = [
      "block of d_head neighbouring features, while your merge puts the heads back as blocks: the two do not undo "
      "each other. Split by reshaping to (batch, seq, heads, d_head), then move the heads axis in front of the "
      "tokens."),
+    ("heads_count_as_size", "the head count used as the size of each head",
+     "You made d_head pieces of num_heads features each, where num_heads pieces of d_head features each are "
+     "meant: `split` takes the size of every piece (`chunk` takes how many pieces), and a reshape takes "
+     "(…, heads, d_head) in that order. Head h holds features h·d_head … (h+1)·d_head − 1."),
     ("heads_wrong_transpose", "the wrong axes transposed around the reshape",
      "You transposed at the wrong moment or the wrong pair of axes, so the reshape cuts the numbers in the wrong "
      "places. Split: reshape to (batch, seq, heads, d_head), then transpose axes 1 and 2. Merge: the same steps "

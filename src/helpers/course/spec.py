@@ -711,7 +711,7 @@ def shape_message(label: str, g: np.ndarray, w: np.ndarray, product: bool = True
     ``product``: whether the code has a matrix product whose order could explain a transpose."""
     gs, ws = tuple(g.shape), tuple(w.shape)
     msg = f"{label} has shape {gs}, expected {ws}."
-    if _squeezed(gs) == _squeezed(ws):
+    if _squeezed(gs) == _squeezed(ws) and len(gs) != len(ws):  # an axis of length 1 more or fewer
         if len(gs) > len(ws):
             return msg + " It has an extra axis of length 1: rows that already had it stacked (torch.stack / " \
                          "np.stack of (1, d) pieces: concatenate them instead), a `[None]` or `unsqueeze` too many, " \
@@ -730,6 +730,9 @@ def shape_message(label: str, g: np.ndarray, w: np.ndarray, product: bool = True
         if len(gs) != len(ws):
             return msg + " Same number of entries, but another number of axes: stacking (which adds an axis) " \
                          "where concatenating was meant, or the other way round?"
+        if sorted(gs) == sorted(ws):
+            return msg + " The same sizes with the axes in another order: look at which axes your transpose, " \
+                         "permute, stack or reshape put where."
         return msg + " Same number of entries in another arrangement: check which axes you stacked, split or " \
                      "reshaped."
     if len(gs) == len(ws) + 1:
@@ -739,7 +742,8 @@ def shape_message(label: str, g: np.ndarray, w: np.ndarray, product: bool = True
         return msg + " It has one axis too few: often a sum or a reduction over an axis that should stay, or " \
                      "an axis (a batch, the heads) that went missing."
     if len(gs) == len(ws) and len(gs) >= 2 and gs[-1] != ws[-1] and gs[:-1] == ws[:-1]:
-        return msg + " Only the last axis differs: check the size of the projection (or of the values) you used."
+        return msg + f" Only the last axis differs: {gs[-1]} numbers per row where {ws[-1]} are expected. Which " \
+                     "matrix, slice, sum or merge made that last axis?"
     return msg
 
 

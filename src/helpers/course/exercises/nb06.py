@@ -290,6 +290,12 @@ def split_heads_transposed_first(x, num_heads):
     return x.transpose(0, 2, 1).reshape(b, num_heads, s, d // num_heads)
 
 
+def split_heads_count_as_size(x, num_heads):
+    """torch.split(num_heads) — pieces of num_heads features, d_head of them — stacked on a heads axis."""
+    b, s, d = x.shape
+    return x.reshape(b, s, d // num_heads, num_heads).transpose(0, 2, 1, 3)
+
+
 def merge_heads(x):
     b, h, s, dh = x.shape
     return x.transpose(0, 2, 1, 3).reshape(b, s, h * dh)
@@ -643,7 +649,8 @@ def _exercises() -> list[Exercise]:
             reference=split_heads,
             mistakes={"heads_reshaped_without_transpose": split_heads_wrong,
                       "heads_interleaved": split_heads_interleaved,
-                      "heads_wrong_transpose": split_heads_transposed_first},
+                      "heads_wrong_transpose": split_heads_transposed_first,
+                      "heads_count_as_size": split_heads_count_as_size},
             hints={"heads_interleaved": "You reshaped to (batch, seq, d_head, heads), so feature f went to head "
                    "f % heads: every head got features spread over the whole row. Reshape to (batch, seq, heads, "
                    "d_head), so that head h holds the block h·d_head … (h+1)·d_head − 1; then move the heads axis "
