@@ -679,3 +679,22 @@ def test_the_grader_reads_what_the_code_says_about_an_error():
     assert record["typed_in"] == [[5.0, 2.0]] and record["how"]["max_of_lengths"] is False
     outcome = spec.evaluate(ex, plan, record)
     assert outcome.diagnosis == "hard_coded", outcome.message
+
+
+def test_the_grader_names_an_earlier_answer_left_in_another_dtype():
+    """Simulation 7: a cell that casts an earlier step's answer after using it (`key_1` to float32) makes its own
+    replays raise; the grader, as the notebook's check, names the cast answer, not "other inputs"."""
+    tf = pytest.importorskip("tensorflow")
+
+    from helpers.course.samples import answer_namespace
+
+    ex = spec.get("04.scores_1")
+    namespace = answer_namespace(ex, None, "tensorflow") | {"tf": tf}
+    for name in ex.reads:  # the notebook's words are int32
+        namespace[name] = tf.cast(namespace[name], tf.int32)
+    cast = _value_step_through_the_protocol(
+        "04.scores_1", namespace,
+        "attn_scores_1 = tf.stack([tf.matmul(query_1, k, transpose_b=True) for k in (key_1, key_2, key_3, key_4)])\n"
+        "key_1 = tf.cast(key_1, tf.float32)")
+    assert cast.diagnosis == "overwrites_variable" and "float32" in cast.message and "04.qkv_words" in cast.message, \
+        cast.message

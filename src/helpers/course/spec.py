@@ -102,6 +102,12 @@ class RowBudget:
     first: bool = False
 
 
+# how close a step that asks for float64 must come, besides its own tolerance (which also judges the wrong variants,
+# some of them made from float32 tensors): right float64 code agrees to ~1e-15; numbers that went through float32
+# on the way, or were rounded to 6 decimals, do not
+FLOAT64_RTOL, FLOAT64_ATOL = 1e-9, 1e-12
+
+
 @dataclass(frozen=True)
 class Exercise:
     """One gradable step of a notebook.
@@ -917,10 +923,10 @@ def _low_precision_problem(ex: Exercise, record: Mapping[str, Any],
         "float64" if (ex.framework or "numpy") == "numpy" else "float32"
     dtypes = {n: str(d).removeprefix("torch.") for n, d in ((record.get("facts") or {}).get("dtype") or {}).items()
               if d is not None and str(d).removeprefix("torch.") in _HALF_PRECISION}
-    named = bool((record.get("how") or {}).get("low_precision"))
+    named = (record.get("how") or {}).get("low_precision")  # the half type the code names ("float16", "bfloat16")
     if not dtypes and not named:
         return None
-    half = next(iter(dtypes.values()), "float16")
+    half = next(iter(dtypes.values()), named if named in _HALF_PRECISION else "float16")
     rtol, atol = _HALF_PRECISION[half]
     for got, inputs in trials:
         try:
@@ -939,6 +945,29 @@ def _low_precision_problem(ex: Exercise, record: Mapping[str, Any],
         said = f"{where} computes in {half} (half precision), which keeps only about {digits} significant digits"
     return _fail(ex, "wrong_dtype", f"{said}: your numbers are right only to that many digits. This step asks for "
                                      f"{asked}: leave out the cast to {half}.")
+
+
+def _float32_precision_problem(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> Outcome | None:
+    """A float64 step whose numbers are not right to double precision: rounded (to k decimals), or right only to
+    float32's precision (about 7 digits) because they went through float32 on the way (a cast there and back,
+    another framework's float32 tensors), whatever dtype they end in."""
+    if ex.dtype != "float64" or not trials:
+        return None
+    try:
+        wants = [ex.expected(inputs) for _, inputs in trials]
+    except Exception:  # noqa: BLE001 — a reference that cannot say
+        return None
+    if all(_close(got, want, ex.answers, FLOAT64_RTOL, FLOAT64_ATOL) for (got, _), want in zip(trials, wants)):
+        return None
+    if rounded := _rounded_answer(ex, trials, (FLOAT64_RTOL, FLOAT64_ATOL)):
+        return rounded
+    names = ", ".join(f"`{n}`" for n in ex.answers) if ex.kind == "value" else f"`{ex.answers[0]}(...)`'s result"
+    if all(_close(got, want, ex.answers, 4e-6, 1e-7) for (got, _), want in zip(trials, wants)):
+        return _fail(ex, "wrong_dtype", f"{names} agree with the double-precision result only to about 7 significant "
+                                         "digits, float32's precision: on the way the numbers went through float32 (a "
+                                         "cast there and back, or tensors of another framework). This step asks for "
+                                         "float64 all the way: keep NumPy's float64 arrays from start to end.")
+    return None
 
 
 def _module_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
@@ -1131,6 +1160,13 @@ def _reassigned_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | No
             right = _same(np.asarray(value, float), np.asarray(want, float), owner)
         except Exception:  # noqa: BLE001 — a reference that cannot say, or a value of another shape
             right = False
+        dtype = (record.get("reassigned_dtypes") or {}).get(name)
+        if right and owner.dtype and dtype and _dtype_wrong(owner.dtype, dtype):
+            return _fail(ex, "overwrites_variable",
+                         f"Your cell also assigns `{name}`, the answer of {owner.id}, and leaves it in {dtype} where "
+                         f"that step keeps {owner.dtype}: the cells that use it (this one too, run again) now get "
+                         f"another dtype. Keep your own results under new names, then run again the cell that "
+                         f"computes `{name}` and this one.")
         if not right:
             return _fail(ex, "overwrites_variable",
                          f"Your cell also assigns `{name}`, the answer of {owner.id}: after your cell it no longer "
@@ -1522,20 +1558,24 @@ def _sign(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> s
     return found[0] if len(found) == 1 else None
 
 
-def _rounded_answer(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> Outcome | None:
+def _rounded_answer(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]],
+                    tol: tuple[float, float] | None = None) -> Outcome | None:
     """The right numbers rounded to k decimals (`.round(decimals=4)`, `np.round(…, 3)`) on every trial where the
-    answer is wrong: every entry a multiple of 10^-k, within half of it of the reference's."""
+    answer is wrong (beyond ``tol``, the step's own tolerance by default): every entry a multiple of 10^-k, within
+    half of it of the reference's. A float64 step's numbers must sit on the grid to double precision."""
+    rtol, atol = tol or (ex.rtol, ex.atol)
     wrong = []
     for got, inputs in trials:
         want = ex.expected(inputs)
-        if not _close(got, want, ex.answers, ex.rtol, ex.atol):
+        if not _close(got, want, ex.answers, rtol, atol):
             wrong.append((got, want))
     if not wrong:
         return None
+    grid = 1e-9 if ex.dtype == "float64" else 1e-6  # float32 cannot hold 6 decimals exactly
     for k in range(1, 7):  # not 0: whole numbers are more often an integer dtype than a rounding
         step = 10.0 ** -k
         try:
-            if all(_rounded_to(np.asarray(got[n], float), np.asarray(want[n], float), step)
+            if all(_rounded_to(np.asarray(got[n], float), np.asarray(want[n], float), step, grid)
                    for got, want in wrong for n in ex.answers):
                 return _fail(ex, "rounded_answer",
                              f"Your numbers are the right ones rounded to {k} decimal{'s' if k > 1 else ''}. "
@@ -1545,11 +1585,11 @@ def _rounded_answer(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, An
     return None
 
 
-def _rounded_to(got: np.ndarray, want: np.ndarray, step: float) -> bool:
+def _rounded_to(got: np.ndarray, want: np.ndarray, step: float, grid: float = 1e-6) -> bool:
     if got.shape != want.shape or got.size == 0 or not np.all(np.isfinite(got)) or not np.all(np.isfinite(want)):
         return False
     scaled = got / step
-    on_grid = np.abs(scaled - np.round(scaled)) <= 1e-3 + 1e-6 * np.abs(scaled)
+    on_grid = np.abs(scaled - np.round(scaled)) <= 1e-3 + grid * np.abs(scaled)
     near = np.abs(got - want) <= 0.5 * step * (1 + 1e-3) + 1e-6 * np.abs(want)
     return bool(np.all(on_grid) and np.all(near))
 
@@ -1689,8 +1729,10 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
             return _fail(ex, "reads_globals", f"`{ex.functions[0]}` uses the notebook's {names} instead of the model "
                                               "it is given: right here only because the cell hands it that very "
                                               "model. Use its `model` argument.")
+        right_trials = [(got0, world0)] + [(got, plan.inputs[i]) for i, got in enumerate(replays, start=1)
+                                           if i < len(plan.inputs)]
         for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
-                      _items_problem(ex, record.get("facts") or {}),
+                      _float32_precision_problem(ex, right_trials), _items_problem(ex, record.get("facts") or {}),
                       _mutation_problem(ex, record), _rebound_problem(ex, record), _reassigned_problem(ex, record),
                       _module_problem(ex, record),
                       _parameters_problem(ex, record), _grad_problem(ex, record), _budget_problem(ex, plan, record),
@@ -1738,7 +1780,7 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
         return rounded
     if drawn := _draw_problem(ex, plan, record):
         return drawn
-    if low := _low_precision_problem(ex, record, trials):
+    if low := _low_precision_problem(ex, record, trials) or _float32_precision_problem(ex, trials):
         return low
     if inlined := _inlined(ex, plan, replays):
         return _fail(ex, "hard_coded", _inlined_message(ex, inlined), note)
@@ -1759,6 +1801,9 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                                        "from them. Compute the answer from the variables the step starts from "
                                        "(the numbers are there to check against, not to type in).", note)
     if replay_error:
+        if fail0 is None and (undone := _reassigned_problem(ex, record)):
+            # an earlier answer the cell changed: what the replays then raised on may be that change itself
+            return undone
         if fail0 is None and (unused := _unused_names_problem(ex, record)):
             # right here, raised on other inputs, and the cell never uses what the step computes with: it reads the
             # notebook's answers themselves (which a replay does not hand it), not the inputs
@@ -1819,6 +1864,7 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
                                           "parameters the function is given.")
     if fail is None:
         for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
+                      _float32_precision_problem(ex, list(zip(answers, plan.inputs))),
                       _mutation_problem(ex, record), _probe_problem(ex, plan, record), _grad_problem(ex, record)):
             if check is not None:
                 return check
@@ -1843,7 +1889,7 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
                                               f"value, whatever it is given: use its `{typed}` argument.")
         return _fail(ex, "hard_coded", f"`{ex.answers[0]}` computes as if `{typed}` were always {value!r}, this "
                                        f"notebook's value, whatever it is given: use its `{typed}` argument.")
-    if low := _low_precision_problem(ex, record, trials):
+    if low := _low_precision_problem(ex, record, trials) or _float32_precision_problem(ex, trials):
         return low
     read = record.get("globals_read") or []
     if read:

@@ -199,6 +199,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     record["rebound"] = _names(raw.get("rebound") or [], bindable or {""}, "the names bound anew")
     if raw.get("reassigned") is not None and plan.data.get("earlier"):
         record["reassigned"] = _arrays(raw["reassigned"], set(plan.data["earlier"]), "the earlier answers bound anew")
+        record["reassigned_dtypes"] = _text_map(raw.get("reassigned_dtypes"), set(plan.data["earlier"]),
+                                                "the earlier answers' dtypes")
     if raw.get("used") is not None and plan.data.get("others"):
         record["used"] = _arrays(raw["used"], set(plan.data["others"]), "the other answers used")
     if ex.computed_with:

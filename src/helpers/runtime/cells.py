@@ -374,17 +374,20 @@ def _loop_depth(node: ast.AST, depth: int = 0) -> int:
 _HALF = {"float16", "half", "bfloat16", "float16_t"}
 
 
-def _low_precision(tree: ast.AST) -> bool:
-    """Does the cell name a half-precision float type (``.half()``, ``torch.float16``, ``tf.bfloat16``,
-    ``np.float16``, ``"float16"``)?"""
+def _low_precision(tree: ast.AST) -> str | None:
+    """The half-precision float type the cell names, if any (``.half()``, ``torch.float16``, ``tf.bfloat16``,
+    ``np.float16``, ``"float16"``): "bfloat16" when that one is named, else "float16"."""
+    named = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr in _HALF:  # .half(), torch.float16, tf.bfloat16
-            return True
+            named.add(node.attr)
         if isinstance(node, ast.Name) and node.id in _HALF - {"half"}:  # a variable `half` is not a dtype
-            return True
+            named.add(node.id)
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in _HALF:
-            return True
-    return False
+            named.add(node.value)
+    if not named:
+        return None
+    return "bfloat16" if named == {"bfloat16"} else "float16"
 
 
 def _sequence_mask_without_maxlen(tree: ast.AST) -> bool:

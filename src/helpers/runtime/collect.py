@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from ..convert import AnswerError, NotDone, framework_of, to_array
-from .cells import _parse, called_names, code_features, definition_source, free_names, mentioned_names, typed_lists
+from .cells import _parse, assigned_names, called_names, code_features, definition_source, free_names, mentioned_names, typed_lists
 from .history import History, Run, message_line
 from .watch import tracking
 
@@ -856,7 +856,13 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
     record["rebound"] = sorted(rebound)
     # an earlier step's answer the cell binds anew: what it holds now (the verdict asks that step whether it is still
     # right)
+    # (and one the cell assigns at all, when a replay raised first: it may have raised on what the cell's own run
+    # left there, a `key_1` cast to float32, so the replays cannot say)
+    source = run.source if run is not None else cell if isinstance(cell, str) else None
+    if record["replay"]["error"] and source is not None:
+        reassigned |= assigned_names(source) & earlier
     record["reassigned"] = _snapshot({n: namespace[n] for n in sorted(reassigned - rebound) if n in namespace})
+    record["reassigned_dtypes"] = {n: dtype_name(namespace[n]) for n in record["reassigned"]}
     # the step's own functions that the cell calls (10.train_step): a model read from the notebook's globals
     record["models_read"] = sorted({n for f in plan.get("functions") or () if callable(namespace.get(f))
                                     for n in _data_globals(namespace[f])[0]

@@ -182,8 +182,9 @@ ATTENTION_MISTAKES = {
     "keys_reshaped": lambda x, w_query, w_key, w_value: _reshaped(x, w_query, w_key, w_value),
 }
 ATTENTION_HINTS = {
-    "transposed_scores": "Your scores are keys @ queries.T, so row i belongs to key i. Use queries @ keys.T "
-    "(the same happens if the queries come from w_key and the keys from w_query).",
+    "transposed_scores": "Your weights come out transposed (row i belongs to key i): the scores computed as "
+    "keys @ queries.T, or a softmax down the columns (dim=0) transposed back, or the queries made with w_key and "
+    "the keys with w_query. Use queries @ keys.T and the softmax along each row (dim=-1).",
     "softmax_wrong_axis": "Your softmax normalised each column of the scores. Row i holds query i's scores, so "
     "each row must sum to 1: softmax along dim=-1.",
     "swapped_projections": "Your keys and values use each other's weights. Keys come from w_key, values "

@@ -451,8 +451,9 @@ HINTS = {
         "give rounded_1 a new last axis first.",
     },
     "attention_outputs": {
-        "transposed_scores": "Your scores come out transposed (keys against queries). Either the product is "
-        "reversed, or queries and keys were built from each other's weights — mind the argument order: x, "
+        "transposed_scores": "Your weights come out transposed (keys against queries). Either the product is "
+        "reversed, or the softmax went down the columns and was transposed back, or queries and keys were built "
+        "from each other's weights — mind the argument order: x, "
         "w_query, w_key, w_value. Row i of the scores belongs to query i.",
         "unexpected_scale": _NO_SCALE,
         "softmax_wrong_axis": "Your softmax normalised each column. Each query's row of scores must sum to 1: "

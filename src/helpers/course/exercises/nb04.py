@@ -812,8 +812,9 @@ FN_HINTS = {
     "d_k is the last axis of `k`.",
     "hard_coded": "Your function divides by a fixed 2 (√4, this notebook's d_k). For keys of another width "
     "that is wrong: take d_k from the last axis of `k`.",
-    "transposed_scores": "Your function computes k qᵀ. Row i of the scores belongs to query i: q kᵀ "
-    "(tf.matmul(q, k, transpose_b=True)).",
+    "transposed_scores": "Your weights come out transposed (row i belongs to key i): the scores computed as k qᵀ, "
+    "or a softmax taken down the columns and transposed back. Row i of the scores belongs to query i: q kᵀ "
+    "(tf.matmul(q, k, transpose_b=True)), with the softmax along each row.",
     "softmax_wrong_axis": "Your softmax normalises each column. Each query's row of weights must sum to 1: "
     "softmax over the last axis.",
     "global_softmax": "You normalised by the sum over the whole score matrix. Each row must sum to 1 on its "
@@ -847,8 +848,9 @@ SELF_HINTS = {
     "hard_coded": "Your function divides by a fixed 2 (√4, this notebook's d_k). For other widths that is "
     "wrong: take d_k from the keys (or from w_key).",
     # swapping the queries and the keys gives exactly the transposed scores: one code, both causes
-    "transposed_scores": "Your scores are the keys against the queries (k qᵀ): row i belongs to key i. Either the "
-    "product is the wrong way round (it must be queries times transposed keys), or your queries and keys come "
+    "transposed_scores": "Your weights come out transposed (keys against queries): row i belongs to key i. Either "
+    "the product is the wrong way round (it must be queries times transposed keys), or the softmax went down the "
+    "columns and was transposed back, or your queries and keys come "
     "from each other's matrices: queries from w_query, keys from w_key, and the parameters in the order "
     "(x, w_query, w_key, w_value).",
     "softmax_wrong_axis": FN_HINTS["softmax_wrong_axis"],
