@@ -224,6 +224,20 @@ def _one_list_hint(key: str, tf: bool) -> str:
     return f"Your {mine} holds the numbers of {theirs}_list: made from that list{shared}. Make each tensor from its own list."
 
 
+def _tf_qkv_hint(key: str) -> str:
+    """The TensorFlow half makes its tensors in the cell that projects them: another role's numbers may come from
+    the matrix used or from the list the matrix was made from."""
+    plural = {"query": "queries", "key": "keys", "value": "values"}
+    if key.startswith("projection_reused:"):
+        role, other = key.split(":")[1].split("_with_")
+        return (f"Your {plural[role]} are made with the numbers of w_{other}_list: with w_{other} itself, or with a "
+                f"w_{role} made from w_{other}_list. Each role has a matrix of its own, from its own list: "
+                f"{plural[role]} = x @ w_{role}.")
+    a, b = key.split(":")[1].split("_")
+    return (f"Your {plural[a]} and {plural[b]} are made with each other's numbers: each other's matrices, or w_{a} "
+            f"and w_{b} made from each other's lists. {plural[a]} = x @ w_{a}, {plural[b]} = x @ w_{b}.")
+
+
 def _hints(framework: str) -> dict[str, dict[str, str]]:
     """Per-step wording of the hints, in the half's own API (no `tf.` in the PyTorch half and no `.T` in
     the TensorFlow half, whose tensors have none)."""
@@ -246,7 +260,7 @@ def _hints(framework: str) -> dict[str, dict[str, str]]:
             **{key: _one_list_hint(key, tf) for key in WEIGHTS_MIX_UPS},
         },
         "qkv": {
-            **QKV_MIX_UPS[1],
+            **({key: _tf_qkv_hint(key) for key in QKV_MIX_UPS[1]} if tf else QKV_MIX_UPS[1]),
             "product_order_reversed": REVERSED_QKV_HINT,
             "not_computed_with": "Your numbers are right, but your cell does not start from the tensors of step 0: "
             "it makes them again (from the lists). Project x with w_query, w_key and w_value.",
