@@ -628,6 +628,20 @@ SELF_MISTAKES = {
 }
 
 
+def _self_made_with(made_with, x, w_query, w_key, w_value):
+    w = {"query": w_query, "key": w_key, "value": w_value}
+    return _attend(*(x @ w[made_with[r]] for r in ROLES))
+
+
+# the queries and keys made with one matrix, or the values with w_query: the mix-ups that run whatever the widths
+# (w_value's d_v differs from d_k on other inputs, so the others raise there, as the student's function does)
+SELF_MIX_UPS = [{k: v for k, v in m.items() if k.split(":")[-1] in ("query_with_key", "key_with_query",
+                                                                      "value_with_query")}
+                for m in mix_ups(_self_made_with, {r: (f"the {_PLURAL[r]}", f"{_PLURAL[r]} = x @ w_{r}")
+                                                   for r in ROLES})]
+SELF_MISTAKES |= SELF_MIX_UPS[0]
+
+
 # --- hints: what the student reads, in this notebook's TensorFlow / NumPy terms --------------
 
 NO_SOFTMAX_WEIGHTS = ("These are the scaled scores, not weights. Apply tf.nn.softmax to them (over the last "
@@ -903,6 +917,7 @@ SELF_HINTS = {
     "the values (the weights times the values), which gives (n, d_v).",
     "projection_reused": "Your values are made with w_key: the outputs mix the keys. The values come from w_value "
     "(x @ w_value), whose width d_v may differ from d_k.",
+    **SELF_MIX_UPS[1],
 }
 
 
