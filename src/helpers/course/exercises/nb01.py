@@ -119,7 +119,8 @@ def _qkv_made_with(made_with, x, w_query, w_key, w_value, **_):
     return {{"query": "queries", "key": "keys", "value": "values"}[r]: x @ w[made_with[r]] for r in ROLES}
 
 
-QKV_MIX_UPS = mix_ups(_qkv_made_with, {"query": ("queries", "queries = x @ w_query"), "key": ("keys", "keys = x @ w_key"),
+QKV_MIX_UPS = mix_ups(_qkv_made_with, {"query": ("queries", "queries = x @ w_query"),
+                                       "key": ("keys", "keys = x @ w_key"),
                                        "value": ("values", "values = x @ w_value")},
                       skip=("projection_reused:key_with_query", "swapped_projections:query_key",
                             "key_value_swapped:key_value"))
@@ -221,7 +222,8 @@ def _one_list_hint(key: str, tf: bool) -> str:
     mine, theirs = f"w_{role}", f"w_{other}"
     shared = "" if tf else (f", or one tensor with {theirs} (after `{theirs} = {mine}` the two names are one tensor, "
                             f"and filling {theirs} in place fills {mine} too)")
-    return f"Your {mine} holds the numbers of {theirs}_list: made from that list{shared}. Make each tensor from its own list."
+    return (f"Your {mine} holds the numbers of {theirs}_list: made from that list{shared}. Make each tensor from its "
+            "own list.")
 
 
 def _tf_qkv_hint(key: str) -> str:

@@ -656,7 +656,8 @@ PART_2 = [
                "randn_for_rand": _one("outputs_v1", lambda x, **_: attention(x, W_QUERY_N, W_KEY_N, W_VALUE_N)),
                # one nn.Parameter given to all three attributes (or the generator seeded again before each draw):
                # the first draw serves every role
-               "projection_reused:one_matrix": _one("outputs_v1", lambda x, **_: attention(x, W_QUERY, W_QUERY, W_QUERY)),
+               "projection_reused:one_matrix": _one("outputs_v1",
+                                                    lambda x, **_: attention(x, W_QUERY, W_QUERY, W_QUERY)),
            },
            hints={
                **ATTENTION_HINTS,
