@@ -54,7 +54,8 @@ def main() -> None:
             if code is None:
                 assert outcome.status == "pass", (ex.id, outcome.message)
             else:
-                assert outcome.status == "fail" and outcome.diagnosis == code, (ex.id, code, outcome.message)
+                assert outcome.status == "fail" and outcome.diagnosis == spec.code_of(code), (
+                    ex.id, code, outcome.message)
             lat.append(dt)
             by_ex.setdefault(ex.id, []).append(dt)
     p50, p95 = np.percentile(lat, [50, 95])

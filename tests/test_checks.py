@@ -52,7 +52,7 @@ def test_reference_answer_passes_in_every_allowed_framework(ex):
 def test_each_mistake_is_diagnosed_with_exactly_its_code(ex, code):
     outcome = _judge(ex, code, rng=np.random.default_rng(0))
     assert outcome.status == "fail"
-    assert outcome.diagnosis == code, outcome.message
+    assert outcome.diagnosis == spec.code_of(code), outcome.message
     assert outcome.message.startswith(ex.hint(code))
 
 
@@ -162,7 +162,7 @@ def test_error_inside_a_framework_points_at_the_students_line_and_keeps_one_line
 
 
 def test_every_catalogued_concept_is_diagnosed_somewhere():
-    used = {code for ex in EXERCISES for code in (*ex.mistakes, *ex.raises.values(), *ex.signs)}
+    used = {spec.code_of(code) for ex in EXERCISES for code in (*ex.mistakes, *ex.raises.values(), *ex.signs)}
     concepts = {code for code, m in MISTAKES.items() if m.kind == "concept"}
     assert concepts - used == set(), "catalogued but never diagnosed by any exercise"
 

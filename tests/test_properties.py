@@ -97,7 +97,7 @@ def test_every_mistake_is_named_on_every_draw(ex, code):
                  spec.make_plan(ex, seeds=[7919 * draw + t for t in range(spec.seeds_needed(ex))])]
         for plan in plans:
             outcome = spec.evaluate(ex, plan, _record(ex, code, plan))
-            if outcome.diagnosis != code:
+            if outcome.diagnosis != spec.code_of(code):
                 missed.append((draw, outcome.diagnosis, outcome.message[:200]))
     assert not missed, missed
 

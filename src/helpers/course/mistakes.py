@@ -624,6 +624,10 @@ _ROWS = [
      "Your count wraps around for large sizes: a NumPy int32 holds at most 2³¹ − 1 (about 2.1 billion), and a "
      "product above that silently comes out wrong (negative, or off by a multiple of 2³²). Multiply plain Python "
      "integers, which never overflow (or NumPy's int64)."),
+    # --- notebook 04 (simulation 6)
+    ("scale_by_size", "scaled by the square root of the number of entries of the keys",
+     "You divided by the square root of the number of entries of the keys (their size, n · d_k). d_k is the width "
+     "of one key, the last axis of the keys."),
 ]
 
 _PROPERTY_ROWS = [

@@ -211,8 +211,8 @@ class Exercise:
     def __post_init__(self) -> None:
         if self.kind not in ("value", "function"):
             raise ValueError(f"{self.id}: kind must be 'value' or 'function'")
-        unknown = (set(self.mistakes) | {h.split(":")[0] for h in self.hints} | set(self.raises.values())
-                   | {b.code for b in self.budgets} | set(self.signs)) - set(MISTAKES)
+        unknown = ({code_of(m) for m in (*self.mistakes, *self.signs)} | {h.split(":")[0] for h in self.hints}
+                   | set(self.raises.values()) | {b.code for b in self.budgets}) - set(MISTAKES)
         if unknown:
             raise ValueError(f"{self.id}: unknown mistake codes {sorted(unknown)}")
         if self.kind == "function" and len(self.answers) != 1:
@@ -223,7 +223,7 @@ class Exercise:
             raise ValueError(f"{self.id}: predicts must be None, 'shape' or 'axis' (an axis with its ndim)")
 
     def hint(self, code: str) -> str:
-        return self.hints.get(code, MISTAKES[code].hint)
+        return self.hints.get(code, self.hints.get(code_of(code), MISTAKES[code_of(code)].hint))
 
     def expected(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Reference answers as ``{name: float64 array}`` for the given inputs."""
@@ -233,6 +233,13 @@ class Exercise:
     def variant(self, code: str, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         with np.errstate(all="ignore"):  # a wrong variant may well overflow: that is the point of some
             return _as_named(self, self.mistakes[code](**inputs))
+
+
+def code_of(key: str) -> str:
+    """The catalogue code of a key of :attr:`Exercise.mistakes` or :attr:`Exercise.signs`: a key may be
+    ``"code:detail"``, one of several variants of one mistake (the keys made with w_value, the values with w_key),
+    each with a hint of its own under that key; the verdict names ``code``."""
+    return key.split(":")[0]
 
 
 def _as_named(ex: Exercise, out: Any) -> dict[str, np.ndarray]:
@@ -762,7 +769,7 @@ _DTYPE_HOW = {"torch": "dtype=torch.float32 (or .float())",
 
 
 def _fail(ex: Exercise, code: str, message: str | None = None, note: str = "") -> Outcome:
-    return Outcome(ex.id, "fail", 0, ex.points, (message or ex.hint(code)) + note, code)
+    return Outcome(ex.id, "fail", 0, ex.points, (message or ex.hint(code)) + note, code_of(code))
 
 
 def _framework_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:

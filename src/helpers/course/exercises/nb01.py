@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..reference import global_softmax, max_without_keepdim, softmax, sum_normalise
+from ..roles import ROLES, mix_ups
 from ..spec import Exercise, register, upstream_of
 
 NOTEBOOK = "01_illustrated_self_attention"
@@ -90,7 +91,14 @@ def key_value_swapped_weights(w_query_list, w_key_list, w_value_list, **_):
     return {"w_query": _f(w_query_list), "w_key": _f(w_value_list), "w_value": _f(w_key_list)}
 
 
-WEIGHTS_MISTAKES = {"swapped_projections": swapped_weights, "key_value_swapped": key_value_swapped_weights}
+def _weights_made_with(made_with, **lists):
+    return {f"w_{r}": _f(lists[f"w_{made_with[r]}_list"]) for r in ROLES}
+
+
+# one tensor made from another role's list, or one tensor under two names (`w_key = w_query`, then filled in place)
+WEIGHTS_MIX_UPS = mix_ups(_weights_made_with, {r: (f"w_{r}", "") for r in ROLES}, swaps=False)[0]
+WEIGHTS_MISTAKES = {"swapped_projections": swapped_weights, "key_value_swapped": key_value_swapped_weights,
+                    **WEIGHTS_MIX_UPS}
 
 
 def ref_qkv(x, w_query, w_key, w_value, **_):
@@ -106,6 +114,17 @@ def reversed_qkv(x, w_query, w_key, w_value, **_):
     return {"queries": w_query @ x, "keys": w_key @ x, "values": w_value @ x}
 
 
+def _qkv_made_with(made_with, x, w_query, w_key, w_value, **_):
+    w = {"query": w_query, "key": w_key, "value": w_value}
+    return {{"query": "queries", "key": "keys", "value": "values"}[r]: x @ w[made_with[r]] for r in ROLES}
+
+
+QKV_MIX_UPS = mix_ups(_qkv_made_with, {"query": ("queries", "queries = x @ w_query"),
+                                       "key": ("keys", "keys = x @ w_key"),
+                                       "value": ("values", "values = x @ w_value")},
+                      skip=("projection_reused:key_with_query", "swapped_projections:query_key",
+                            "key_value_swapped:key_value"))
+
 QKV_MISTAKES = {
     "swapped_projections": swapped_qkv,
     "product_order_reversed": reversed_qkv,
@@ -114,6 +133,7 @@ QKV_MISTAKES = {
         "queries": x @ w_query, "keys": x @ w_query, "values": x @ w_value},
     "key_value_swapped": lambda x, w_query, w_key, w_value, **_: {
         "queries": x @ w_query, "keys": x @ w_value, "values": x @ w_key},
+    **QKV_MIX_UPS[0],
 }
 
 
@@ -196,6 +216,30 @@ REVERSED_QKV_HINT = (
 )
 
 
+def _one_list_hint(key: str, tf: bool) -> str:
+    """The hint of ``projection_reused:<role>_with_<other>`` in step 0: a tensor with another role's numbers."""
+    role, other = key.split(":")[1].split("_with_")
+    mine, theirs = f"w_{role}", f"w_{other}"
+    shared = "" if tf else (f", or one tensor with {theirs} (after `{theirs} = {mine}` the two names are one tensor, "
+                            f"and filling {theirs} in place fills {mine} too)")
+    return (f"Your {mine} holds the numbers of {theirs}_list: made from that list{shared}. Make each tensor from its "
+            "own list.")
+
+
+def _tf_qkv_hint(key: str) -> str:
+    """The TensorFlow half makes its tensors in the cell that projects them: another role's numbers may come from
+    the matrix used or from the list the matrix was made from."""
+    plural = {"query": "queries", "key": "keys", "value": "values"}
+    if key.startswith("projection_reused:"):
+        role, other = key.split(":")[1].split("_with_")
+        return (f"Your {plural[role]} are made with the numbers of w_{other}_list: with w_{other} itself, or with a "
+                f"w_{role} made from w_{other}_list. Each role has a matrix of its own, from its own list: "
+                f"{plural[role]} = x @ w_{role}.")
+    a, b = key.split(":")[1].split("_")
+    return (f"Your {plural[a]} and {plural[b]} are made with each other's numbers: each other's matrices, or w_{a} "
+            f"and w_{b} made from each other's lists. {plural[a]} = x @ w_{a}, {plural[b]} = x @ w_{b}.")
+
+
 def _hints(framework: str) -> dict[str, dict[str, str]]:
     """Per-step wording of the hints, in the half's own API (no `tf.` in the PyTorch half and no `.T` in
     the TensorFlow half, whose tensors have none)."""
@@ -215,8 +259,10 @@ def _hints(framework: str) -> dict[str, dict[str, str]]:
                                                   first="w_query_list")} if tf else {}),
             "key_value_swapped": "Your w_key holds the numbers of w_value_list, and your w_value those of "
             "w_key_list: make each tensor from its own list.",
+            **{key: _one_list_hint(key, tf) for key in WEIGHTS_MIX_UPS},
         },
         "qkv": {
+            **({key: _tf_qkv_hint(key) for key in QKV_MIX_UPS[1]} if tf else QKV_MIX_UPS[1]),
             "product_order_reversed": REVERSED_QKV_HINT,
             "not_computed_with": "Your numbers are right, but your cell does not start from the tensors of step 0: "
             "it makes them again (from the lists). Project x with w_query, w_key and w_value.",

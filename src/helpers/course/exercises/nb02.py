@@ -24,6 +24,7 @@ from ..reference import (
     sum_normalise,
     sums_without_keepdim,
 )
+from ..roles import mix_ups
 from ..spec import Exercise, one_row, register, upstream_of
 
 NOTEBOOK = "02_dot_products_to_trainable_weights"
@@ -274,6 +275,17 @@ def _numbers(params) -> int:
 # --- the exercises ---------------------------------------------------------------------------
 
 
+def _qkv_2_made_with(made_with, x_2, w_query, w_key, w_value, **_):
+    w = {"query": w_query, "key": w_key, "value": w_value}
+    return {f"{r}_2": x_2 @ w[made_with[r]] for r in ("query", "key", "value")}
+
+
+# each of query_2, key_2, value_2 made with another role's matrix (a line copied without changing its matrix), or
+# two of them with each other's; key_2 with w_query and the query and key swapped have hints of their own
+QKV_2_MIX_UPS = mix_ups(_qkv_2_made_with, {r: (f"{r}_2", f"{r}_2 = x_2 @ w_{r}") for r in ("query", "key", "value")},
+                        skip=("projection_reused:key_with_query", "swapped_projections:query_key"))
+
+
 def _value(ex_id, title, answers, reference, independent=(), widths=False, **kw):
     drawn = (lambda rng=None: world(rng, widths=True)) if widths else world
     return Exercise(ex_id, notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
@@ -467,6 +479,7 @@ PART_2 = [
                    "query_2": x @ w_query, "key_2": x @ w_key, "value_2": x @ w_value},
                "projection_reused": lambda x_2, w_query, w_value, **_: {
                    "query_2": x_2 @ w_query, "key_2": x_2 @ w_query, "value_2": x_2 @ w_value},
+               **QKV_2_MIX_UPS[0],
            },
            hints={
                "swapped_projections": "Your query_2 and key_2 use each other's matrices. The query comes from "
@@ -477,6 +490,7 @@ PART_2 = [
                "x_2, which gives two numbers each for query_2, key_2 and value_2.",
                "projection_reused": "Your key_2 is made with w_query, the query's matrix. The key has a matrix of "
                "its own: key_2 = x_2 @ w_key.",
+               **QKV_2_MIX_UPS[1],
            }),
     _value("02.keys_values", "Keys and values of all six inputs", ("keys", "values"),
            lambda x, w_key, w_value, **_: {"keys": x @ w_key, "values": x @ w_value},
@@ -641,6 +655,10 @@ PART_2 = [
                                      attention(x, w_query, w_key, w_value)),
                "weights_returned": _one("outputs_v1", lambda x, **_: self_attention(x, W_QUERY, W_KEY, W_VALUE)[0]),
                "randn_for_rand": _one("outputs_v1", lambda x, **_: attention(x, W_QUERY_N, W_KEY_N, W_VALUE_N)),
+               # one nn.Parameter given to all three attributes (or the generator seeded again before each draw):
+               # the first draw serves every role
+               "projection_reused:one_matrix": _one("outputs_v1",
+                                                    lambda x, **_: attention(x, W_QUERY, W_QUERY, W_QUERY)),
            },
            hints={
                **ATTENTION_HINTS,
@@ -655,6 +673,11 @@ PART_2 = [
                "shares their numbers, so training would change the notebook's w_query too), or forward reads them "
                "instead of self.w_query, …. Draw the module's own weights in __init__, as in step 5, and use "
                "self.w_query, self.w_key and self.w_value in forward.",
+               "projection_reused:one_matrix": "Your module uses one and the same matrix, the first draw, for the "
+               "queries, the keys and the values: one nn.Parameter given to all three attributes (they are then one "
+               "object), the generator seeded again before each draw, or forward using self.w_query for every role. "
+               "Each role needs a matrix of its own: draw w_query, w_key and w_value one after the other, each its "
+               "own nn.Parameter, and use each for its role in forward.",
            }),
     Exercise(
         "02.trainable", notebook=NOTEBOOK, title="Trainable numbers in SelfAttentionV1", answers=("n_trainable",),

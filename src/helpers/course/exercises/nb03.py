@@ -28,6 +28,7 @@ from ..spec import Exercise, one_row, register, upstream_of
 from . import nb01
 from .nb01 import (
     QKV_MISTAKES,
+    QKV_MIX_UPS,
     REVERSED_QKV_HINT,
     ROUNDED_WEIGHTS,
     SCORES_MISTAKES,
@@ -515,7 +516,7 @@ register(
     # from the float32 tensors of part 1 (a float64 result makes the next product raise)
     _value("qkv", "Queries, keys and values", ("queries", "keys", "values"), ref_qkv,
            reads=("x", "w_query", "w_key", "w_value"), framework="torch", dtype="float32",
-           computed_with=("x", "w_query", "w_key", "w_value"), mistakes=QKV_MISTAKES),
+           computed_with=("x", "w_query", "w_key", "w_value"), mistakes=QKV_MISTAKES, hints=QKV_MIX_UPS[1]),
     _predict_shape("predict_scores", "Prediction: the shape of the scores", "scores_shape", ref_scores_shape,
                    PREDICT_SCORES_MISTAKES),
     # float32 all the way, as part 1 asks: integer scores make the softmax raise, float64 weights the next product

@@ -35,6 +35,7 @@ from functools import partial
 import numpy as np
 
 from ..reference import global_softmax, max_without_keepdim, one_sum, softmax, sums_without_keepdim
+from ..roles import ROLES, mix_ups
 from ..spec import Exercise, one_row, register, upstream_of
 
 NOTEBOOK = "04_attention_from_scratch_tensorflow"
@@ -181,6 +182,21 @@ def ref_qkv_words(**inp):
     return _per_word(inp)
 
 
+def _word_made_with(i):
+    """Word i's query, key and value, each made with the matrix of the role ``made_with`` gives it (the other
+    words right)."""
+    def made(made_with, **inp):
+        w = {r: _f(inp[f"w_{r}"]) for r in ROLES}
+        return _per_word(inp) | {f"{r}_{i}": _f(inp[f"word_{i}"]) @ w[made_with[r]] for r in ROLES}
+
+    return made
+
+
+# one word's query, key or value made with another role's matrix: a line of the twelve copied without changing it
+QKV_WORDS_MIX_UPS = [mix_ups(_word_made_with(i), {r: (f"{r}_{i}", f"{r}_{i} = word_{i} @ w_{r}") for r in ROLES},
+                             swaps=False, tag=f"_{i}") for i in range(1, 5)]
+
+
 def _keys_of(inp):
     return np.concatenate([_f(inp[f"key_{j}"]) for j in range(1, 5)])
 
@@ -295,6 +311,16 @@ def _qkv_swapped(**i):
     return ref | {"queries": ref["keys"], "keys": ref["queries"]}
 
 
+def _qkv_made_with(made_with, word_emb_stack, w_query, w_key, w_value, **_):
+    x, w = _f(word_emb_stack)[0], {"query": _f(w_query), "key": _f(w_key), "value": _f(w_value)}
+    return {"x": x, **{f"{_PLURAL[r]}": x @ w[made_with[r]] for r in ROLES}}
+
+
+_PLURAL = {"query": "queries", "key": "keys", "value": "values"}
+QKV_MIX_UPS = mix_ups(_qkv_made_with, {r: (_PLURAL[r], f"{_PLURAL[r]} = x @ w_{r}") for r in ROLES},
+                      skip=("swapped_projections:query_key",))
+
+
 def _qkv_elementwise(word_emb_stack, w_query, w_key, w_value, **_):
     x = _f(word_emb_stack)[0]
     return {"x": x, "queries": x * _f(w_query), "keys": x * _f(w_key), "values": x * _f(w_value)}
@@ -363,6 +389,8 @@ WEIGHTS_MISTAKES = {
     # √d_model: x.shape[1], or the rows of w_key
     "scale_by_d_model": lambda attn_scores, x, **_: {
         "attn_weights": softmax(_f(attn_scores) / np.sqrt(np.shape(x)[-1]))},
+    # √tf.size(keys): every entry of the keys counted, n · d_k
+    "scale_by_size": lambda attn_scores, keys, **_: {"attn_weights": softmax(_f(attn_scores) / np.sqrt(np.size(keys)))},
 }
 
 
@@ -471,6 +499,17 @@ def _np_reversed(x_np, w_query_np, w_key_np, w_value_np, **_):
     return {"outputs_np": softmax(q @ k.T / np.sqrt(k.shape[-1])) @ v}
 
 
+def _np_copied(name):
+    """The outputs with TensorFlow's ``name`` (part 2's queries, keys or values, `.numpy()`) in place of the ones the
+    NumPy inputs give."""
+    def variant(x_np, w_query_np, w_key_np, w_value_np, **i):
+        q, k, v = _np_qkv(x_np, w_query_np, w_key_np, w_value_np)
+        q, k, v = (_f(i[n]) if n == name else own for n, own in zip(("queries", "keys", "values"), (q, k, v)))
+        return {"outputs_np": softmax(q @ k.T / np.sqrt(k.shape[-1])) @ v}
+
+    return variant
+
+
 NUMPY_MISTAKES = {
     **{code: _np_variant(code) for code in ("missing_scale", "scale_by_d", "softmax_wrong_axis", "global_softmax",
                                             "scale_after_softmax", "power_precedence")},
@@ -505,6 +544,9 @@ NUMPY_MISTAKES = {
     "values_transposed": lambda x_np, w_query_np, w_key_np, w_value_np, **_: {
         "outputs_np": _np_weights(x_np, w_query_np, w_key_np) @ (_f(x_np) @ _f(w_value_np)).T},
     "copied_answer": lambda outputs, **_: {"outputs_np": _f(outputs)},
+    # TensorFlow's values converted (v = values.numpy()); its queries or keys, as wide as the NumPy ones only in
+    # this notebook, make the cell raise on other inputs
+    "copied_answer:values": _np_copied("values"),
 }
 
 
@@ -584,6 +626,20 @@ SELF_MISTAKES = {
                                                                       / np.sqrt(w_key.shape[-1])),
     "projection_reused": lambda x, w_query, w_key, w_value: _attend(x @ w_query, x @ w_key, x @ w_key),
 }
+
+
+def _self_made_with(made_with, x, w_query, w_key, w_value):
+    w = {"query": w_query, "key": w_key, "value": w_value}
+    return _attend(*(x @ w[made_with[r]] for r in ROLES))
+
+
+# the queries and keys made with one matrix, or the values with w_query: the mix-ups that run whatever the widths
+# (w_value's d_v differs from d_k on other inputs, so the others raise there, as the student's function does)
+SELF_MIX_UPS = [{k: v for k, v in m.items() if k.split(":")[-1] in ("query_with_key", "key_with_query",
+                                                                      "value_with_query")}
+                for m in mix_ups(_self_made_with, {r: (f"the {_PLURAL[r]}", f"{_PLURAL[r]} = x @ w_{r}")
+                                                   for r in ROLES})]
+SELF_MISTAKES |= SELF_MIX_UPS[0]
 
 
 # --- hints: what the student reads, in this notebook's TensorFlow / NumPy terms --------------
@@ -714,6 +770,8 @@ WEIGHTS_HINTS = {
     "scale_by_d_model": "You divided by √d_model, the width of x (or the rows of w_key). The scores are dot "
     "products of queries and keys, so divide by √d_k, the width of a key: the last axis of `keys`. Here both "
     "are 4; in general they differ.",
+    "scale_by_size": "You divided by the square root of tf.size(keys), which counts every entry of the keys: "
+    "n · d_k = 16 here. d_k is the width of one key, the last axis of `keys`: tf.shape(keys)[-1].",
     "scale_by_d_v": "You divided by √d_v, the width of the values (values.shape[-1]). The scores are dot products "
     "of queries and keys, so divide by √d_k, the width of a key: the last axis of `keys`. Here both are 4; in "
     "general they differ.",
@@ -778,6 +836,9 @@ NUMPY_HINTS = {
     "row is multiplied by the matrix on its right: x_np @ w_query_np, and so on.",
     "values_transposed": "You transposed the values. The outputs are the weights times the values as they are: "
     "row j of the values is value j, and weight (i, j) scales the whole of it.",
+    "copied_answer:values": "Your outputs use TensorFlow's `values` (part 2's, converted to NumPy), not values "
+    "computed from the NumPy inputs: here they hold the same numbers, on other inputs they do not. A cross-check "
+    "computes everything again: the values from x_np and w_value_np.",
     "copied_answer": "You converted TensorFlow's results to NumPy. A cross-check must compute the outputs "
     "again, independently: from x_np, w_query_np, w_key_np and w_value_np with NumPy operations only.",
     "unstable_softmax": "You took np.exp of the scores as they are. For large scores that overflows: np.exp of "
@@ -858,6 +919,7 @@ SELF_HINTS = {
     "the values (the weights times the values), which gives (n, d_v).",
     "projection_reused": "Your values are made with w_key: the outputs mix the keys. The values come from w_value "
     "(x @ w_value), whose width d_v may differ from d_k.",
+    **SELF_MIX_UPS[1],
 }
 
 
@@ -905,6 +967,7 @@ def _exercises() -> list[Exercise]:
                   "elementwise_product": lambda **i: _per_word(i, product=np.multiply),
                   # tf.matmul(w_query, word_1, transpose_b=True): the matrix times the word as a column, (4, 1)
                   "product_order_reversed": lambda **i: _per_word(i, product=lambda word, w: w @ word.T),
+                  **{k: v for m in QKV_WORDS_MIX_UPS for k, v in m[0].items()},
               }, dtype="int32",
               hints={
                   "swapped_projections": "Your queries and keys are swapped: query_i comes from w_query, key_i "
@@ -915,6 +978,7 @@ def _exercises() -> list[Exercise]:
                   "product_order_reversed": "You multiplied the matrix by the word turned into a column (W·xᵀ, a "
                   "(4, 1) column, as for column vectors). Here each word is a row, multiplied by the matrix on its "
                   "right: word_1 @ w_query, a (1, 4) row.",
+                  **{k: v for m in QKV_WORDS_MIX_UPS for k, v in m[1].items()},
               }),
         value("04.scores_1", "The scores of word 1", ("attn_scores_1",), ref_scores_1,
               reads=("query_1", "key_1", "key_2", "key_3", "key_4"),
@@ -930,8 +994,9 @@ def _exercises() -> list[Exercise]:
         value("04.qkv", "Queries, keys and values of all four words", ("x", "queries", "keys", "values"),
               ref_qkv, reads=("word_emb_stack", "w_query", "w_key", "w_value"),
               mistakes={"swapped_projections": _qkv_swapped, "elementwise_product": _qkv_elementwise,
-                        "missing_squeeze": _qkv_unsqueezed, "product_order_reversed": _qkv_reversed},
-              hints=QKV_HINTS, dtype="int32",
+                        "missing_squeeze": _qkv_unsqueezed, "product_order_reversed": _qkv_reversed,
+                        **QKV_MIX_UPS[0]},
+              hints={**QKV_HINTS, **QKV_MIX_UPS[1]}, dtype="int32",
               # "from x": the words' own query_1 … query_4 of step 3, concatenated, give the same numbers
               computed_with=("w_query", "w_key", "w_value")),
         value("04.scores", "The score matrix", ("attn_scores",), ref_scores, reads=("queries", "keys"),

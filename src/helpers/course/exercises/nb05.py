@@ -26,6 +26,7 @@ from ..reference import (
     sum_normalise,
     unstable_softmax,
 )
+from ..roles import mix_ups
 from ..spec import Exercise, one_row, register, upstream_of
 
 NOTEBOOK = "05_numpy_self_attention_bug"
@@ -271,6 +272,20 @@ def _sums_of_columns(scores):
     return e / e.sum(axis=0, keepdims=True)
 
 
+def _overflow_hidden(answer, inputs) -> bool:
+    """A finite answer, right on every row whose exp() stays a normal float64 and wrong on some row where it does
+    not (it overflows to inf, or underflows to subnormal numbers or 0): an overflow hidden (scores clipped, inf and
+    NaN replaced) rather than avoided."""
+    s, got = np.asarray(inputs["scores"], dtype=np.float64), np.asarray(answer["softmax"], dtype=np.float64)
+    if got.shape != s.shape or s.ndim != 2 or not np.all(np.isfinite(got)):
+        return False
+    with np.errstate(over="ignore", under="ignore"):
+        e = np.exp(s)
+    extreme = ~np.all(np.isfinite(e) & (e >= np.finfo(np.float64).tiny), axis=-1)
+    wrong = ~np.all(np.isclose(got, ref_softmax(s), rtol=1e-4, atol=1e-6), axis=-1)
+    return bool(wrong.any() and not (wrong & ~extreme).any())
+
+
 SOFTMAX_MISTAKES = {
     "global_softmax": global_softmax,
     "softmax_wrong_axis": lambda scores: softmax(scores, axis=0),
@@ -347,6 +362,16 @@ WEIGHTS_MISTAKES = {
 
 def ref_weights(x, w_query, w_key, **_):
     return _weights_from(x, w_query, w_key)
+
+
+def _weights_made_with(made_with, x, w_query, w_key, w_value, **_):
+    w = {"query": w_query, "key": w_key, "value": w_value}
+    return _weights_from(x, w[made_with["query"]], w[made_with["key"]])
+
+
+# the queries or the keys made with another role's matrix (queries and keys swapped are the transposed scores)
+WEIGHTS_MIX_UPS = mix_ups(_weights_made_with, {"query": ("the queries", "queries = x @ w_query"),
+                                               "key": ("the keys", "keys = x @ w_key")}, swaps=False)
 
 
 def ref_self_attention(x, w_query, w_key, w_value):
@@ -479,6 +504,7 @@ register(
         inputs=softmax_inputs,
         reference=ref_softmax,
         mistakes=SOFTMAX_MISTAKES,
+        signs={"unstable_softmax:hidden": _overflow_hidden},
         edge=one_row("scores"),  # one row of scores: the answer is (1, n), not squeezed
         points=2,
         hints={
@@ -488,6 +514,11 @@ register(
             "check's random scores contain a row near -742, where exp() keeps only a few correct digits, and "
             "a row with scores near 800, where exp() overflows to inf. Subtract each row's own maximum before "
             "np.exp.",
+            "unstable_softmax:hidden": "Your softmax is right on the rows of ordinary scores but wrong on the rows "
+            "with extreme ones (the check's random scores have a row near -742 and rows with scores 800 or more "
+            "above the rest), where np.exp of the raw scores overflows to inf or keeps only a few digits. Clipping "
+            "the scores or replacing inf and NaN (np.nan_to_num) hides that instead of avoiding it, and changes the "
+            "weights: subtract each row's own maximum before np.exp, so that the largest exponential is exp(0) = 1.",
             "missing_keepdim": "Your row maxima are right, but your row sums lost their axis: an (n,) vector, "
             "which NumPy lines up with the columns, so entry (i, j) was divided by the sum of row j. Keep the "
             "axis: keepdims=True (or [:, None]), as for the maxima.",
@@ -497,12 +528,13 @@ register(
         },
     ),
     _value("05.weights", "Attention weights of 'how are you doing'", ("attn_weights",), ref_weights,
-           reads=("x", "w_query", "w_key"), mistakes=WEIGHTS_MISTAKES,
+           reads=("x", "w_query", "w_key"), mistakes={**WEIGHTS_MISTAKES, **WEIGHTS_MIX_UPS[0]},
            computed_with=("softmax",),  # "with your softmax": an inline, unshifted one gives the same numbers here
            hints={"not_computed_with": "Your cell never calls your `softmax`: the step asks for the weights "
                   "with it. A softmax written again inline (often without subtracting the row maximum) gives "
                   "the same numbers on these small scores and overflows on large ones.",
                   "transposed_scores": _TRANSPOSED, "scale_by_d_model": _D_MODEL, "softmax_wrong_axis": _COLUMNS,
+                  **WEIGHTS_MIX_UPS[1],
                   "missing_scale": "Your scores were not divided by √d_k. Divide them by √d_k, the square root "
                   "of the width of a key (3 here), before the softmax.",
                   "scale_by_d": "You divided by d_k itself. The scaling divides by its square root, √d_k.",
