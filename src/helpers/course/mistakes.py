@@ -729,6 +729,48 @@ _PROCESS_ROWS = [
      "before any token was fed in: a decoder does not have the later tokens yet. Inside the loop, project only "
      "the token that has just arrived, append its key and value to the cache, and let its query attend over "
      "the cache."),
+    # --- notebooks 08-10 (simulation 7)
+    ("tokens_in_chunks", "the tokens fed in a few at a time, not one at a time",
+     "Your numbers are right, but your loop feeds the tokens in a few at a time: several new tokens projected "
+     "and attending together. A model that writes text has only one new token per step (the next one does not "
+     "exist until this one's output is known): take one token per step, project it, append its key and value to "
+     "the cache, and let its query attend over the cache."),
+    ("query_position_late", "the query given the position after its token's",
+     "Your keys and values are right, but each query gets the position embedding of the next place, t + 1 (the "
+     "cache's length read after the new key was appended, say). Token t's query, key and value all come from "
+     "x_seq[t] + pos_table[t]."),
+    ("query_position_missing", "the query made without its position embedding",
+     "Your keys and values carry their positions, but your queries are made from x_seq[t] alone. Token t's "
+     "query, key and value all come from the same vector, x_seq[t] + pos_table[t]."),
+    ("padding_penalty_on_real_keys", "the additive mask's large negative number put on the real keys",
+     "Your additive mask puts its large negative number on the real keys and 0 on the padding, so a padded "
+     "sentence attends to its <pad> keys only. Add it where the key is padding (j ≥ enc_lengths[b]), e.g. "
+     "(1 − real) · (−1e9), and 0 where the key is real."),
+    ("padding_mask_one_length", "every sentence masked with one length (the shortest)",
+     "Every sentence of your batch hides the keys from the shortest length on, not from its own: a loop over the "
+     "lengths that masks `scores[:, :, L:]` for the whole batch does that. Sentence b hides only its own "
+     "padding, the keys j ≥ enc_lengths[b] (scores[b, :, L:] in a loop)."),
+    ("permutation_applied_twice", "the permutation applied twice",
+     "Your inputs are reordered twice (x[perm][perm], or perm applied to something already reordered). Once "
+     "is the new order: x_shuffled = x[perm]."),
+    ("outputs_reordered_again", "the outputs of the reordered inputs reordered again",
+     "Your x_shuffled is right, but its outputs are reordered once more (`[perm]` after self_attention). "
+     "Attention on x_shuffled already gives them in the new order: keep them as they come."),
+    ("pe_exponent_sign", "10000^(2i/d) multiplying instead of dividing",
+     "Your frequencies grow from one pair of features to the next: the position is multiplied by "
+     "10000^(2i/d) (or the exponent's sign is flipped, as in exp(+2i·ln 10000 / d)). Pair i uses the frequency "
+     "1 / 10000^(2i/d), which falls from 1 towards 1/10000: divide by 10000^(2i/d)."),
+    ("pe_not_in_values", "the values made from x without the positions",
+     "Your queries and keys are made from x + pe, but your values from x alone. The positions go into the "
+     "inputs: project x + pe for the values too."),
+    ("pe_scaled", "the encoding scaled before it is added",
+     "Your positions are multiplied by √d_model before they are added. Add the encoding as it is: x + pe."),
+    ("rope_theta_from_n", "θ computed with the number of tokens instead of the vector size",
+     "Your frequencies use the number of rows n (x.shape[-2]) where the formula has d, the size of each vector "
+     "(x.shape[-1]): θ_i = 1 / 10000^(2i/d)."),
+    ("rope_positions_consecutive", "consecutive positions from the first one assumed",
+     "Your rotation uses positions[0], positions[0] + 1, …: consecutive positions from the first one. The "
+     "positions given need not follow each other: turn row j by the angles of positions[j] itself."),
 ]
 
 _ALL = [r[0] for r in (*_ROWS, *_PROPERTY_ROWS, *_PROCESS_ROWS)]
