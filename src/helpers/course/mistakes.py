@@ -771,6 +771,35 @@ _PROCESS_ROWS = [
     ("rope_positions_consecutive", "consecutive positions from the first one assumed",
      "Your rotation uses positions[0], positions[0] + 1, …: consecutive positions from the first one. The "
      "positions given need not follow each other: turn row j by the angles of positions[j] itself."),
+    ("positions_one_row", "one position row added to every token",
+     "Every token got the same position vector, one row of pos_emb (indexed with the length, pos_emb[seq], say). "
+     "Token t takes row t: pos_emb[:seq], one row per position."),
+    ("positions_reversed", "the position rows taken backwards",
+     "Your positions run backwards: the first token got the last row. Token t takes row t of pos_emb, in order: "
+     "pos_emb[:seq]."),
+    ("attention_applied_twice", "the attention layer applied twice",
+     "Your model runs its attention layer twice (h + attn(h), then again on the result). This model has one "
+     "attention step: (x + attn(x)) @ w_readout."),
+    ("log_softmax_before_cross_entropy", "log-probabilities returned instead of the logits",
+     "Your model returns log-probabilities (a log_softmax over the vocabulary). Return the raw scores, the "
+     "logits: F.cross_entropy applies the log-softmax itself."),
+    ("label_smoothing_added", "label smoothing added to the loss",
+     "Your loss smooths the labels (label_smoothing): part of each target's weight is spread over every token. "
+     "The step asks for the plain cross-entropy of the answer guesses: leave label_smoothing out."),
+    ("log_softmax_over_positions", "the log-softmax taken over the positions, not the vocabulary",
+     "Your log-softmax (the logsumexp) runs over the positions (dim=1). Each guess is a distribution over the "
+     "vocabulary: normalise over the last axis (dim=-1), or let F.cross_entropy do it."),
+    ("gradient_doubled", "the gradient doubled",
+     "Your steps move the weights twice as far as the learning rate says: the gradient is doubled (backward() "
+     "called twice on the same loss adds it twice into .grad; a loss multiplied by 2 does the same). Call "
+     "backward() once, on the loss itself."),
+    ("gradient_divided_by_batch", "the gradient divided by the batch size",
+     "Your steps are smaller than the learning rate says: the gradient is divided by the batch size (the loss "
+     "divided by it before backward(), say). answer_loss is already a mean: call backward() on it as it is."),
+    ("accuracy_rounded_down", "the accuracy rounded down to 0",
+     "Your accuracy is 0 although some guesses are right: the fraction rounded down to a whole number (an integer "
+     "division, `//`, does that), or a comparison that is never true. Count the right guesses and divide as "
+     "floats: right.float().mean(), or right.sum() / right.numel()."),
 ]
 
 _ALL = [r[0] for r in (*_ROWS, *_PROPERTY_ROWS, *_PROCESS_ROWS)]
