@@ -789,10 +789,10 @@ _PROCESS_ROWS = [
     ("log_softmax_over_positions", "the log-softmax taken over the positions, not the vocabulary",
      "Your log-softmax (the logsumexp) runs over the positions (dim=1). Each guess is a distribution over the "
      "vocabulary: normalise over the last axis (dim=-1), or let F.cross_entropy do it."),
-    ("gradient_doubled", "the gradient doubled",
-     "Your steps move the weights twice as far as the learning rate says: the gradient is doubled (backward() "
-     "called twice on the same loss adds it twice into .grad; a loss multiplied by 2 does the same). Call "
-     "backward() once, on the loss itself."),
+    ("update_doubled", "each update made twice as large",
+     "Your steps move the weights twice as far as the learning rate says: the gradient counted twice (backward() "
+     "called twice on the same loss adds it twice into .grad) or the optimizer stepping twice. Call backward() "
+     "once and optimizer.step() once per step."),
     ("gradient_divided_by_batch", "the gradient divided by the batch size",
      "Your steps are smaller than the learning rate says: the gradient is divided by the batch size (the loss "
      "divided by it before backward(), say). answer_loss is already a mean: call backward() on it as it is."),

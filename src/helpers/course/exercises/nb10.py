@@ -476,7 +476,7 @@ def _table_losses(probe_table, probe_tokens, probe_lr, how="right", loss="right"
         losses.append(value)
         if how in ("right", "after"):
             table = table - probe_lr * grad
-        elif how == "doubled":  # backward() twice on the same loss: the gradient added twice into .grad
+        elif how == "doubled":  # backward() twice on the same loss, or step() twice (SGD): twice the update
             table = table - 2 * probe_lr * grad
         elif how == "per_batch":  # (loss / batch).backward()
             table = table - probe_lr * grad / tokens.shape[0]
@@ -509,7 +509,7 @@ TRAIN_MISTAKES = {
     "weights_never_updated": _train_variant("never"),
     "step_before_backward": _train_variant("step_first"),
     "loss_after_update": _train_variant("after"),
-    "gradient_doubled": _train_variant("doubled"),
+    "update_doubled": _train_variant("doubled"),
     "gradient_divided_by_batch": _train_variant("per_batch"),
     # a right step that trains on a wrong answer_loss (10.loss): the step is named by the loss's mistake
     **{code: _train_variant(loss=code) for code in LOSS_VARIANTS if code != "right"},
