@@ -737,6 +737,77 @@ _PROCESS_ROWS = [
      "before any token was fed in: a decoder does not have the later tokens yet. Inside the loop, project only "
      "the token that has just arrived, append its key and value to the cache, and let its query attend over "
      "the cache."),
+    # --- notebooks 08-10 (simulation 7)
+    ("tokens_in_chunks", "the tokens fed in a few at a time, not one at a time",
+     "Your numbers are right, but your loop feeds the tokens in a few at a time: several new tokens projected "
+     "and attending together. A model that writes text has only one new token per step (the next one does not "
+     "exist until this one's output is known): take one token per step, project it, append its key and value to "
+     "the cache, and let its query attend over the cache."),
+    ("query_position_late", "the query given the position after its token's",
+     "Your keys and values are right, but each query gets the position embedding of the next place, t + 1 (the "
+     "cache's length read after the new key was appended, say). Token t's query, key and value all come from "
+     "x_seq[t] + pos_table[t]."),
+    ("query_position_missing", "the query made without its position embedding",
+     "Your keys and values carry their positions, but your queries are made from x_seq[t] alone. Token t's "
+     "query, key and value all come from the same vector, x_seq[t] + pos_table[t]."),
+    ("padding_penalty_on_real_keys", "the additive mask's large negative number put on the real keys",
+     "Your additive mask puts its large negative number on the real keys and 0 on the padding, so a padded "
+     "sentence attends to its <pad> keys only. Add it where the key is padding (j ≥ enc_lengths[b]), e.g. "
+     "(1 − real) · (−1e9), and 0 where the key is real."),
+    ("padding_mask_one_length", "every sentence masked with one length (the shortest)",
+     "Every sentence of your batch hides the keys from the shortest length on, not from its own: a loop over the "
+     "lengths that masks `scores[:, :, L:]` for the whole batch does that. Sentence b hides only its own "
+     "padding, the keys j ≥ enc_lengths[b] (scores[b, :, L:] in a loop)."),
+    ("permutation_applied_twice", "the permutation applied twice",
+     "Your inputs are reordered twice (x[perm][perm], or perm applied to something already reordered). Once "
+     "is the new order: x_shuffled = x[perm]."),
+    ("outputs_reordered_again", "the outputs of the reordered inputs reordered again",
+     "Your x_shuffled is right, but its outputs are reordered once more (`[perm]` after self_attention). "
+     "Attention on x_shuffled already gives them in the new order: keep them as they come."),
+    ("pe_exponent_sign", "10000^(2i/d) multiplying instead of dividing",
+     "Your frequencies grow from one pair of features to the next: the position is multiplied by "
+     "10000^(2i/d) (or the exponent's sign is flipped, as in exp(+2i·ln 10000 / d)). Pair i uses the frequency "
+     "1 / 10000^(2i/d), which falls from 1 towards 1/10000: divide by 10000^(2i/d)."),
+    ("pe_not_in_values", "the values made from x without the positions",
+     "Your queries and keys are made from x + pe, but your values from x alone. The positions go into the "
+     "inputs: project x + pe for the values too."),
+    ("pe_scaled", "the encoding scaled before it is added",
+     "Your positions are multiplied by √d_model before they are added. Add the encoding as it is: x + pe."),
+    ("rope_theta_from_n", "θ computed with the number of tokens instead of the vector size",
+     "Your frequencies use the number of rows n (x.shape[-2]) where the formula has d, the size of each vector "
+     "(x.shape[-1]): θ_i = 1 / 10000^(2i/d)."),
+    ("rope_positions_consecutive", "consecutive positions from the first one assumed",
+     "Your rotation uses positions[0], positions[0] + 1, …: consecutive positions from the first one. The "
+     "positions given need not follow each other: turn row j by the angles of positions[j] itself."),
+    ("positions_one_row", "one position row added to every token",
+     "Every token got the same position vector, one row of pos_emb (indexed with the length, pos_emb[seq], say). "
+     "Token t takes row t: pos_emb[:seq], one row per position."),
+    ("positions_reversed", "the position rows taken backwards",
+     "Your positions run backwards: the first token got the last row. Token t takes row t of pos_emb, in order: "
+     "pos_emb[:seq]."),
+    ("attention_applied_twice", "the attention layer applied twice",
+     "Your model runs its attention layer twice (h + attn(h), then again on the result). This model has one "
+     "attention step: (x + attn(x)) @ w_readout."),
+    ("log_softmax_before_cross_entropy", "log-probabilities returned instead of the logits",
+     "Your model returns log-probabilities (a log_softmax over the vocabulary). Return the raw scores, the "
+     "logits: F.cross_entropy applies the log-softmax itself."),
+    ("label_smoothing_added", "label smoothing added to the loss",
+     "Your loss smooths the labels (label_smoothing): part of each target's weight is spread over every token. "
+     "The step asks for the plain cross-entropy of the answer guesses: leave label_smoothing out."),
+    ("log_softmax_over_positions", "the log-softmax taken over the positions, not the vocabulary",
+     "Your log-softmax (the logsumexp) runs over the positions (dim=1). Each guess is a distribution over the "
+     "vocabulary: normalise over the last axis (dim=-1), or let F.cross_entropy do it."),
+    ("update_doubled", "each update made twice as large",
+     "Your steps move the weights twice as far as the learning rate says: the gradient counted twice (backward() "
+     "called twice on the same loss adds it twice into .grad) or the optimizer stepping twice. Call backward() "
+     "once and optimizer.step() once per step."),
+    ("gradient_divided_by_batch", "the gradient divided by the batch size",
+     "Your steps are smaller than the learning rate says: the gradient is divided by the batch size (the loss "
+     "divided by it before backward(), say). answer_loss is already a mean: call backward() on it as it is."),
+    ("accuracy_rounded_down", "the accuracy rounded down to 0",
+     "Your accuracy is 0 although some guesses are right: the fraction rounded down to a whole number (an integer "
+     "division, `//`, does that), or a comparison that is never true. Count the right guesses and divide as "
+     "floats: right.float().mean(), or right.sum() / right.numel()."),
 ]
 
 _ALL = [r[0] for r in (*_ROWS, *_PROPERTY_ROWS, *_PROCESS_ROWS)]

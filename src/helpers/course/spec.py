@@ -93,13 +93,16 @@ class RowBudget:
     (``x @ name``, ``torch.matmul(x, name)``, on PyTorch tensors) add up to at most ``limit(world)``;
     ``code`` names the mistake when they do not (e.g. a decoder that projects the whole prefix again at
     every step instead of keeping a cache). With ``first``, the limit is on the rows of the first product
-    alone (a decoder that projects every token before its loop starts with a product of all n rows). A
-    product the count does not follow is missed, never invented."""
+    alone (a decoder that projects every token before its loop starts with a product of all n rows). With
+    ``sizes``, the rows of each product in order are judged instead: ``sizes(rows, world)`` is a note naming
+    what is wrong (e.g. a decoder fed a few tokens at a time), or None. A product the count does not follow is
+    missed, never invented."""
 
     name: str
     limit: Callable[[Mapping[str, Any]], float]
     code: str
     first: bool = False
+    sizes: Callable[[Sequence[int], Mapping[str, Any]], str | None] | None = None
 
 
 # how close a step that asks for float64 must come, besides its own tolerance (which also judges the wrong variants,
@@ -1112,6 +1115,10 @@ def _budget_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
     counted = record.get("rows") or []
     for budget in ex.budgets:
         for rows, world in zip(counted, plan.inputs[1:]):
+            if budget.sizes is not None:  # the rows of each product, in order
+                if (note := budget.sizes(list((rows or {}).get(budget.name + "@sizes") or ()), world)) is not None:
+                    return _fail(ex, budget.code, note=note)
+                continue
             key = budget.name + "@first" if budget.first else budget.name
             used, limit = float((rows or {}).get(key, 0)), budget.limit(world)
             if used > limit and budget.first:

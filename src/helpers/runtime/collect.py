@@ -273,7 +273,8 @@ _COUNTER: Any = None
 
 def _counting(value: Any, name: str, counts: dict[str, int]) -> Any:
     """A PyTorch tensor that adds to ``counts[name]`` the rows of every tensor multiplied by it, and keeps the
-    rows of the first such product in ``counts[name + "@first"]``; other values are returned as they are.
+    rows of the first such product in ``counts[name + "@first"]`` (and of each product, in order, in the list
+    ``counts[name + "@sizes"]``); other values are returned as they are.
 
     Any product that consumes the value itself is counted, however it is written: ``x @ value``,
     ``torch.matmul`` / ``mm`` / ``bmm`` / ``addmm``, ``F.linear(x, value.T)``, ``torch.einsum("nd,de->ne", x,
@@ -386,6 +387,8 @@ def _counting(value: Any, name: str, counts: dict[str, int]) -> Any:
                         for name in counter._name.split("+"):
                             counter._counts[name] = counter._counts.get(name, 0) + rows
                             counter._counts.setdefault(name + "@first", rows)  # the first product alone
+                            # every product's rows, in order (a decoder fed a few tokens at a time)
+                            counter._counts.setdefault(name + "@sizes", []).append(rows)
                 with torch._C.DisableTorchFunctionSubclass():
                     result = func(*args, **kwargs)
                 source = args[0] if args else None

@@ -64,6 +64,7 @@ def _exponents(d_model: int, how: str = "pair") -> np.ndarray:
     pair = 2 * (j // 2)  # 2i, the even column of the pair
     return {
         "pair": pair / d_model,
+        "pair_negated": -pair / d_model,  # 10000^(2i/d) multiplying (or exp(+2i·ln 10000/d))
         "pair_doubled": 2 * pair / d_model,
         "without_2": (j // 2) / d_model,
         "column_doubled": 2 * j / d_model,
@@ -86,17 +87,19 @@ def sinusoid(n, d_model, exponent="pair", start=0, layout="interleaved", base=BA
     return out
 
 
-def pair_frequencies(d, exponent="pair", base=BASE):
-    """θ_i, one per pair of features: 1 / 10000^(2i/d) (and the mistaken exponents and bases)."""
-    return 1.0 / base ** _exponents(d, exponent)[0::2]
+def pair_frequencies(d, exponent="pair", base=BASE, width=None):
+    """θ_i, one per pair of features: 1 / 10000^(2i/d) (and the mistaken exponents and bases; ``width``: the d
+    of the exponent, when it is another number than the features')."""
+    e = _exponents(d, exponent)[0::2]
+    return 1.0 / base ** (e if width is None else e * d / width)
 
 
 def rope(x, positions, pairing="adjacent", sign=1.0, exponent="pair", put_back="interleaved", trig="cos_sin",
-         base=BASE):
+         base=BASE, width=None):
     """Turn every pair of features of row j by positions[j]·θ_i (with switches for the mistakes)."""
     x = np.asarray(x, dtype=np.float64)
     d = x.shape[-1]
-    angles = np.asarray(positions, dtype=np.float64)[:, None] * pair_frequencies(d, exponent, base)[None, :]
+    angles = np.asarray(positions, dtype=np.float64)[:, None] * pair_frequencies(d, exponent, base, width)[None, :]
     cos, sin = np.cos(angles), np.sin(angles)
     if trig == "sin_cos":  # cos and sin the other way round in the rotation
         cos, sin = sin, cos
@@ -192,8 +195,20 @@ def _unused_shuffled(x, w_query, w_key, w_value, perm, **_):
     return {"x_shuffled": x[_index(perm)], "outputs_shuffled": self_attention(x, w_query, w_key, w_value)}
 
 
+def _twice_shuffled(x, w_query, w_key, w_value, perm, **_):
+    perm = _index(perm)
+    xs = x[perm][perm]
+    return {"x_shuffled": xs, "outputs_shuffled": self_attention(xs, w_query, w_key, w_value)}
+
+
+def _outputs_reordered_again(x, w_query, w_key, w_value, perm, **_):
+    perm = _index(perm)
+    return {"x_shuffled": x[perm], "outputs_shuffled": self_attention(x[perm], w_query, w_key, w_value)[perm]}
+
+
 SHUFFLED_MISTAKES = {"permutation_inverted": _inverse_shuffled, "copied_answer": _copied_shuffled,
-                     "permutation_not_applied": _unused_shuffled}
+                     "permutation_not_applied": _unused_shuffled, "permutation_applied_twice": _twice_shuffled,
+                     "outputs_reordered_again": _outputs_reordered_again}
 SHUFFLED_HINTS = {
     "not_as_asked": "Your cell runs self_attention on x, in the original order, and reorders its outputs "
     "afterwards (`self_attention(x, …)[perm]`). The numbers are the same, which is just what this step is to "
@@ -227,6 +242,26 @@ SINUSOID_MISTAKES = {
     "positions_from_one": lambda n, d_model: sinusoid(n, d_model, start=1),
     "pe_base_1000": lambda n, d_model: sinusoid(n, d_model, base=1000.0),
 }
+
+
+def _exponent_sign(answer, inputs) -> bool:
+    """The frequencies 10000^(+2i/d) (multiplying, or the exponent's sign flipped): the angles reach 10^4 or more,
+    where float32 keeps no digit of a sine, so the answer is compared with that variant where the angles stay
+    below 4000 only (float32 keeps them to about 10^-3 there), and must differ from the right one there."""
+    got = np.asarray(next(iter(answer.values())), dtype=np.float64)
+    if "n" in inputs:
+        n, d = int(inputs["n"]), int(inputs["d_model"])
+        wrong, right, top = sinusoid(n, d, exponent="pair_negated"), sinusoid(n, d), max(n - 1, 1)
+    else:
+        x, positions = inputs["x"], inputs["positions"]
+        n, d = np.shape(x)[-2], np.shape(x)[-1]
+        wrong, right = rope(x, positions, exponent="pair_negated"), rope(x, positions)
+        top = max(float(np.max(np.abs(positions))), 1.0)
+    cols = top * BASE ** _exponents(d) <= 4000
+    if got.shape != right.shape or not cols.any():
+        return False
+    return bool(np.allclose(got[..., cols], wrong[..., cols], atol=3e-3)
+                and not np.allclose(got[..., cols], right[..., cols], atol=3e-3))
 
 
 SINUSOID_HINTS = {
@@ -264,6 +299,10 @@ POSITIONAL_MISTAKES = {
                                                                         w_value),
     "missing_scale": lambda x, w_query, w_key, w_value, pe: self_attention(x + pe, w_query, w_key, w_value,
                                                                            scale=False),
+    "pe_not_in_values": lambda x, w_query, w_key, w_value, pe: attend((x + pe) @ w_query, (x + pe) @ w_key,
+                                                                      x @ w_value),
+    "pe_scaled": lambda x, w_query, w_key, w_value, pe: self_attention(x + pe * np.sqrt(x.shape[-1]), w_query,
+                                                                       w_key, w_value),
 }
 POSITIONAL_HINTS = {
     "positions_not_added": "Your outputs are those of self_attention(x, …) without positions: `pe` never made it "
@@ -330,6 +369,8 @@ ROPE_MISTAKES = {
     "pe_exponent_doubled": lambda x, positions: rope(x, positions, exponent="pair_doubled"),
     "pe_sin_cos_swapped": lambda x, positions: rope(x, positions, trig="sin_cos"),
     "pe_base_1000": lambda x, positions: rope(x, positions, base=1000.0),
+    "rope_theta_from_n": lambda x, positions: rope(x, positions, width=x.shape[-2]),
+    "rope_positions_consecutive": lambda x, positions: rope(x, np.asarray(positions)[0] + np.arange(x.shape[-2])),
 }
 ROPE_HINTS = {
     "pe_exponent_doubled": "Your angles use the exponent 2·(2i)/d. The numbers 0, 2, 4, … (as `arange(0, d, 2)` "
@@ -416,7 +457,7 @@ def _exercises() -> list[Exercise]:
         Exercise(
             "08.sinusoidal", title="The sinusoidal encoding", answers=("sinusoidal_encoding",),
             inputs=sinusoidal_inputs, reference=ref_sinusoid, mistakes=SINUSOID_MISTAKES, hints=SINUSOID_HINTS,
-            dtype="float32",
+            dtype="float32", signs={"pe_exponent_sign": _exponent_sign},
             atol=5e-5, **fn,
         ),
         Exercise(
@@ -435,6 +476,7 @@ def _exercises() -> list[Exercise]:
         Exercise(
             "08.rope", title="The rotation of RoPE", answers=("apply_rope",), inputs=rope_inputs,
             reference=ref_rope, mistakes=ROPE_MISTAKES, hints=ROPE_HINTS, dtype="float32", atol=5e-5, points=2,
+            signs={"pe_exponent_sign": _exponent_sign},
             keeps_grad=True,  # the queries and keys it turns are trained through it
             **fn,
         ),

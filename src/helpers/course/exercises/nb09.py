@@ -208,9 +208,14 @@ def _padded(q, k, v, enc_lengths, *, padding="keys", causal=False, how="inf", sc
                "off_by_one": _real_keys(enc_lengths, n_k, off_by_one=True),
                "short": _real_keys(enc_lengths, n_k, short=True),
                # the source's lengths applied to the decoder's queries (rows): a row past the length has no key
-               "queries": np.arange(n_q)[None, :, None] < np.asarray(enc_lengths)[:, None, None]}[padding]
+               "queries": np.arange(n_q)[None, :, None] < np.asarray(enc_lengths)[:, None, None],
+               # every sentence masked from the shortest length on (a loop over the lengths without the index b)
+               "shortest": _real_keys(np.full_like(np.asarray(enc_lengths), np.min(enc_lengths)), n_k)}[padding]
     if causal:
         allowed = allowed & np.tril(np.ones((n_q, n_k), bool))
+    if how == "penalty_on_real":  # −1e9 added to the real keys' scores, in float32 (the student's tensors)
+        s = (_scores(q, k, scale) + np.where(allowed, -1e9, 0.0)).astype(np.float32).astype(np.float64)
+        return _attend(s, v, axis=axis)
     return _attend(_scores(q, k, scale), v, allowed, how, axis)
 
 
@@ -231,7 +236,17 @@ PADDED_MISTAKES = {
     "mask_after_softmax": lambda **i: _padded(**i, how="after"),
     "missing_scale": lambda **i: _padded(**i, scale=False),
     "softmax_wrong_axis": lambda **i: _padded(**i, axis=-2),
+    "padding_mask_one_length": lambda **i: _padded(**i, padding="shortest"),
 }
+
+
+def _penalty_on_real_keys(answer, inputs) -> bool:
+    """An additive mask without its `1 −`: −1e9 on the real keys, 0 on the padding. Where every sentence is padded
+    it gives the numbers of the inverted mask (padding_mask_inverted); a full sentence, every key pushed down
+    alike, keeps nearly equal weights in float32 where the inverted −∞ mask leaves NaN."""
+    got = np.asarray(next(iter(answer.values())), dtype=np.float64)
+    wrong = _padded(**inputs, how="penalty_on_real")
+    return got.shape == wrong.shape and bool(np.allclose(got, wrong, atol=1e-4, equal_nan=True))
 
 
 def padded_inputs(rng=None) -> dict:
@@ -345,7 +360,7 @@ DECODE_READS = ("x_seq", "pos_table", "w_query", "w_key", "w_value")
 
 
 def _decode(x_seq, pos_table, w_query, w_key, w_value, *, positions="own", sees="past", empty="nan", scale=True,
-            swap_kv=False, **_):
+            swap_kv=False, query=None, **_):
     """``{"decoded": …}``: token t's output when the tokens are fed one at a time; the keywords make the
     wrong variants (which positions the tokens get, which cached keys each one sees, what a token that
     sees no key gets)."""
@@ -357,6 +372,10 @@ def _decode(x_seq, pos_table, w_query, w_key, w_value, *, positions="own", sees=
         q, k, v = _projected(x_seq, pos_table, w_query, w_key, w_value, pos)
     if swap_kv:
         k, v = v, k
+    if query == "next":  # the query alone one position late (t + 1)
+        q = (x_seq + pos_table[np.arange(n) + 1]) @ w_query
+    elif query == "none":  # the query alone without its position
+        q = x_seq @ w_query
     i, j = np.arange(n)[:, None], np.arange(n)[None, :]
     allowed = {"past": j <= i, "itself": j == i, "first": j == 0, "before": j < i,
                "before_or_first": (j < i) | ((i == 0) & (j == 0))}[sees]
@@ -379,6 +398,8 @@ DECODE_MISTAKES = {
     "cache_position_offset": lambda **names: _decode(**names, positions="zero"),
     "positions_from_one": lambda **names: _decode(**names, positions="next"),
     "positions_not_added": lambda **names: _decode(**names, positions="none"),
+    "query_position_late": lambda **names: _decode(**names, query="next"),
+    "query_position_missing": lambda **names: _decode(**names, query="none"),
     "swapped_projections": lambda **names: _decode(**names, swap_kv=True),
     "missing_scale": lambda **names: _decode(**names, scale=False),
     # every row NaN in a fresh world, whichever of full_out, queries, keys or values was read
@@ -391,9 +412,31 @@ DECODE_MISTAKES = {
 # A decoder that projects every token before its loop (the same numbers, and n rows in all) has not decoded
 # one token at a time: its first product with w_key or w_value takes all n rows. A prefill (a prompt of a few
 # tokens read in one go, then one token at a time) takes fewer, and is decoding.
+# After the first product (a prompt read in one go may come first), one token per step: a product of more rows,
+# while the sequence's tokens are not all projected yet, feeds them in a few at a time (chunks of 2 or 3: the same
+# numbers, as cached_attention takes several new queries). A check of the cache against the whole sequence, after
+# the loop, projects tokens already projected, and is not a chunk.
+
+
+def _one_token_per_step(weight: str):
+    def judge(sizes, names) -> str | None:
+        n, done = names["x_seq"].shape[0], (sizes[0] if sizes else 0)
+        for rows in sizes[1:]:
+            if done >= n:
+                break
+            if rows > 1:
+                return (f" (Run again on other inputs, after its first product with `{weight}` your cell "
+                        f"multiplied {rows} rows by it at once.)")
+            done += rows
+        return None
+    return judge
+
+
 DECODE_BUDGETS = (*(RowBudget(w, lambda names: 2 * names["x_seq"].shape[0], "no_cache") for w in ("w_key", "w_value")),
                   *(RowBudget(w, lambda names: names["x_seq"].shape[0] - 1, "projected_ahead", first=True)
-                    for w in ("w_key", "w_value")))
+                    for w in ("w_key", "w_value")),
+                  *(RowBudget(w, lambda names: 1, "tokens_in_chunks", sizes=_one_token_per_step(w))
+                    for w in ("w_key", "w_value", "w_query")))
 
 
 # --- part 4: the size of a cache -------------------------------------------------------------
@@ -571,6 +614,7 @@ def _exercises() -> list[Exercise]:
     common = {"notebook": NOTEBOOK, "kind": "function"}
     torch_ = {**common, "framework": "torch"}
     padded = {"inputs": padded_inputs, "reference": ref_padded, "mistakes": PADDED_MISTAKES,
+              "signs": {"padding_penalty_on_real_keys": _penalty_on_real_keys},
               "raised_hints": ((r"must match the size of tensor|must be broadcastable|Incompatible shapes",
                                 mask_width_hint),)}
     # "write …" (the TO-DOs say it in so many words): the library's fused attention is not the step; the

@@ -186,7 +186,8 @@ MODEL_READS = ("tokens_demo", "token_emb_demo", "pos_emb_demo", "w_readout_demo"
 
 
 def _model(tokens_demo, token_emb_demo, pos_emb_demo, w_readout_demo, w_query, w_key, w_value, w_out, num_heads,
-           *, positions="from_zero", residual=True, probabilities=False, causal="lower", readout=True, **_):
+           *, positions="from_zero", residual=True, probabilities=False, causal="lower", readout=True, twice=False,
+           **_):
     tokens = np.asarray(tokens_demo).astype(int)
     x = token_emb_demo[tokens]
     seq = tokens.shape[1]
@@ -194,11 +195,19 @@ def _model(tokens_demo, token_emb_demo, pos_emb_demo, w_readout_demo, w_query, w
         x = x + pos_emb_demo[:seq]
     elif positions == "from_one":
         x = x + pos_emb_demo[1: seq + 1]
+    elif positions == "one_row":  # pos_emb[seq]: the row after the last position, for every token
+        x = x + pos_emb_demo[seq]
+    elif positions == "reversed":
+        x = x + pos_emb_demo[:seq][::-1]
     out = attention(x, w_query, w_key, w_value, w_out, num_heads, causal=causal)
     h = x + out if residual else out
+    if twice:  # the one layer applied a second time
+        h = h + attention(h, w_query, w_key, w_value, w_out, num_heads, causal=causal)
     if not readout:
         return {"logits_demo": h}
     logits = h @ w_readout_demo
+    if probabilities == "log":
+        return {"logits_demo": np.log(softmax(logits))}
     return {"logits_demo": softmax(logits) if probabilities else logits}
 
 
@@ -217,6 +226,10 @@ MODEL_MISTAKES = {
     "softmax_before_cross_entropy": _model_variant(probabilities=True),
     "missing_causal_mask": _model_variant(causal="none"),
     "missing_readout": _model_variant(readout=False),
+    "positions_one_row": _model_variant(positions="one_row"),
+    "positions_reversed": _model_variant(positions="reversed"),
+    "attention_applied_twice": _model_variant(twice=True),
+    "log_softmax_before_cross_entropy": _model_variant(probabilities="log"),
 }
 
 # a model of the notebook's class with dropout, for the probe that runs it twice in training mode
@@ -277,6 +290,12 @@ def _loss(logits, tokens, *, reduce="mean", how="ce", **where):
         per = _picked(_log_probs(guesses), targets)
     elif how == "nll_on_logits":
         per = -_picked(guesses, targets)
+    elif how == "smoothed":  # F.cross_entropy(..., label_smoothing=0.1)
+        per = -(0.9 * _picked(_log_probs(guesses), targets) + 0.1 * _log_probs(guesses).mean(axis=-1))
+    elif how == "over_positions":  # logsumexp(dim=1, keepdim=True) − the picked logit: (b, 1, vocab) − (b, L, 1)
+        m = guesses.max(axis=1, keepdims=True)
+        lse = m + np.log(np.exp(guesses - m).sum(axis=1, keepdims=True))
+        per = lse - _picked(guesses, targets)[..., None]
     else:
         raise ValueError(how)
     if per.size == 0:  # no guess left (a length typed in, longer than the sequences): the mean is NaN
@@ -302,6 +321,8 @@ LOSS_MISTAKES = {
     "hard_coded": lambda logits, tokens: _loss(logits, tokens, typed_in=True),
     "divided_by_length": lambda logits, tokens: _loss(logits, tokens, reduce="per_length"),
     "guesses_one_early": lambda logits, tokens: _loss(logits, tokens, early=True),
+    "label_smoothing_added": lambda logits, tokens: _loss(logits, tokens, how="smoothed"),
+    "log_softmax_over_positions": lambda logits, tokens: _loss(logits, tokens, how="over_positions"),
 }
 
 TYPED_LENGTH_HINT = (
@@ -337,6 +358,24 @@ ACCURACY_MISTAKES = {
     "divided_by_length": lambda logits, tokens: _accuracy(logits, tokens, reduce="per_length"),
     "guesses_one_early": lambda logits, tokens: _accuracy(logits, tokens, early=True),
 }
+
+def _rounded_down(answer, inputs) -> bool:
+    """The fraction rounded down to a whole number (the count divided with `//`): 0 where some guesses, not all,
+    are right."""
+    got, want = float(np.asarray(next(iter(answer.values())), dtype=np.float64)), float(ref_accuracy(**inputs))
+    return 0 < want < 1 and got == 0.0
+
+
+def _not_shifted_at_guesses(answer, inputs) -> bool:
+    """Each guess of the answer window (from the separator on) compared with the token at its own position."""
+    tokens = np.asarray(inputs["tokens"]).astype(int)
+    n = tokens.shape[1]
+    guess = slice(n // 2, n - 1)
+    wrong = (np.asarray(inputs["logits"])[:, guess].argmax(axis=-1) == tokens[:, guess]).mean()
+    return bool(np.isclose(float(np.asarray(next(iter(answer.values())), dtype=np.float64)), wrong, atol=1e-6))
+
+
+ACCURACY_SIGNS = {"accuracy_rounded_down": _rounded_down, "targets_not_shifted": _not_shifted_at_guesses}
 
 ACCURACY_HINTS = {
     "hard_coded": TYPED_LENGTH_HINT,
@@ -437,6 +476,10 @@ def _table_losses(probe_table, probe_tokens, probe_lr, how="right", loss="right"
         losses.append(value)
         if how in ("right", "after"):
             table = table - probe_lr * grad
+        elif how == "doubled":  # backward() twice on the same loss, or step() twice (SGD): twice the update
+            table = table - 2 * probe_lr * grad
+        elif how == "per_batch":  # (loss / batch).backward()
+            table = table - probe_lr * grad / tokens.shape[0]
         elif how == "accumulate":
             stored = stored + grad
             table = table - probe_lr * stored
@@ -466,6 +509,8 @@ TRAIN_MISTAKES = {
     "weights_never_updated": _train_variant("never"),
     "step_before_backward": _train_variant("step_first"),
     "loss_after_update": _train_variant("after"),
+    "update_doubled": _train_variant("doubled"),
+    "gradient_divided_by_batch": _train_variant("per_batch"),
     # a right step that trains on a wrong answer_loss (10.loss): the step is named by the loss's mistake
     **{code: _train_variant(loss=code) for code in LOSS_VARIANTS if code != "right"},
 }
@@ -736,6 +781,7 @@ def _exercises() -> list[Exercise]:
             inputs=accuracy_inputs,
             reference=ref_accuracy,
             mistakes=ACCURACY_MISTAKES,
+            signs=ACCURACY_SIGNS,
             hints=ACCURACY_HINTS,
             framework="torch",
             **common,
