@@ -1171,7 +1171,7 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
                                                                            measured.get(probe.kind))):
             return problem
         if probe.kind == "module_grad" and (problem := _module_grad_problem(ex, measured.get(probe.kind))):
-            return problem
+            return _module_grad_carried(ex) or problem
         drops = measured.get(probe.kind)
         if probe.kind == "module_drops" and isinstance(drops, Mapping) and drops.get("differ") is False \
                 and drops.get("layer_differs") is not False:  # a layer that never draws: its own step says so
@@ -1258,10 +1258,29 @@ def _module_grad_problem(ex: Exercise, entry: Any) -> Outcome | None:
         return None
     whom = "its weights" if not entry["keeps_grad"] else ", ".join(f"`{n}`" for n in cut)
     return _fail(ex, "gradient_cut", f"The output of `{ex.module}` is cut off from {whom}: a `.detach()`, "
-                                     "`torch.no_grad()` or a trip through NumPy inside its forward, so "
-                                     "`loss.backward()` cannot reach them and training cannot change them. Keep "
+                                     "`torch.no_grad()` or a trip through NumPy (or a Python list) inside its forward, "
+                                     "so `loss.backward()` cannot reach them and training cannot change them (making "
+                                     "the result require a gradient again, with `requires_grad_()` or "
+                                     "`torch.tensor(…, requires_grad=True)`, starts a new tensor and does not "
+                                     "reconnect it). Keep "
                                      "every step in torch operations on the parameters; detach only to print "
                                      "(the cell may detach the output it prints, the module must not).")
+
+
+def _module_grad_carried(ex: Exercise) -> Outcome | None:
+    """🟡 for a step that only reads its ``module`` (a count of its parameters) when that module's output is cut off
+    from its weights: the step's own code is right, the step that makes the module (the one with ``trainable``
+    and the same probe) is not."""
+    if ex.trainable:
+        return None
+    owner = next((o for o in exercises_for(ex.notebook) if o is not ex and o.module == ex.module and o.trainable
+                  and any(p.kind == "module_grad" for p in o.probes)), None)
+    if owner is None:
+        return None
+    return Outcome(ex.id, "carried", ex.points, ex.points,
+                   f"Your code for this step is right. But `{ex.module}` ({owner.id}) is not right yet: its output is "
+                   "cut off from its weights, so training could not change them. Fix the earlier step, run the cell "
+                   "that makes the module again, then run this cell again.", carried_from=(owner.id,))
 
 
 def _draw_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome | None:
