@@ -302,7 +302,7 @@ def producer(ex: Exercise, name: str) -> Exercise | None:
         if other is ex:
             return found
         if other.notebook == ex.notebook and other.kind == "value" and name in other.answers \
-                and other.framework == ex.framework:
+                and other.framework in (ex.framework, None):  # None: plain data (a predicted axis), any framework
             found = other
     return found
 
@@ -448,7 +448,10 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
         "earlier": _earlier_answers(ex) if ex.kind == "value" else [],
         # predicted axes are the same for any inputs: a replay keeps the student's own (a cell may use it as `dim=`)
         "own": sorted({n for other in exercises_for(ex.notebook) if other.predicts == "axis"
-                       for n in other.answers} - set(ex.answers)),
+                       for n in other.answers} - set(ex.answers)
+                      # unless the step starts from it (reads it): then the replay hands it the right axis, and a
+                      # wrong prediction used as the TO-DO asks is an earlier answer gone wrong (🟡)
+                      - set(ex.reads)),
         "module": ex.module,
         "probes": [{"kind": p.kind, "inputs": pi, "stream": p.stream, "buffer": p.buffer}
                    for p, pi in zip(ex.probes, probe_inputs)],
@@ -1671,6 +1674,13 @@ def _inlined(ex: Exercise, plan: Plan, replays: Sequence[Arrays]) -> str | None:
     return None
 
 
+def _predicted_axis(ex: Exercise, name: str, value: Any) -> Any:
+    """An input that is a predicted axis, counted from the left (-1 is the last axis): the same axis as the
+    notebook's, not a wrong one."""
+    owner = producer(ex, name)
+    return _as_axis(owner, {name: value})[name] if owner is not None and owner.predicts == "axis" else value
+
+
 def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
     answers = record.get("answers") or []
     if ex.predicts == "axis":
@@ -1718,7 +1728,7 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                 return check
         return Outcome(ex.id, "pass", ex.points, ex.points, f"{ex.title}: correct.")
 
-    upstream = {n: a for n, a in (record.get("upstream") or {}).items() if n in world0}
+    upstream = {n: _predicted_axis(ex, n, a) for n, a in (record.get("upstream") or {}).items() if n in world0}
     wrong_up = [n for n in ex.reads if n in upstream and not _same(upstream[n], np.asarray(world0[n], float), ex)]
     # an input that is wrong because this very cell changed it (in place, or bound anew): that is what to fix
     if own := [n for n in wrong_up if n in (record.get("mutated") or [])]:

@@ -12,8 +12,8 @@ import re
 import symtable
 from collections.abc import Iterable, Sequence
 
-__all__ = ["assigned_names", "called_names", "code_features", "defining_cell", "filled_at", "filled_names", "first_code_line",
-           "free_names", "mentioned_names", "typed_lists"]
+__all__ = ["assigned_names", "called_names", "code_features", "defining_cell", "filled_at", "filled_names",
+           "first_code_line", "free_names", "mentioned_names", "typed_lists"]
 
 _MAGIC = re.compile(r"^(\s*)([%!].*)$", re.M)
 # For a cell that does not parse (a syntax error): the names on the left of a top-level `=`.
