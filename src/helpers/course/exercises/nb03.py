@@ -228,7 +228,7 @@ def _along(axis, ndim: int, right: int) -> int:
     """A predicted axis the step uses (``dim=softmax_axis``), as an int; the right one when it is no axis of the
     tensor (a string, a float, out of range: the prediction's own check says what is wrong with it)."""
     a = np.asarray(axis)
-    if a.ndim or a.dtype.kind not in "iu" or not -ndim <= int(a) < ndim:
+    if a.ndim or a.dtype.kind not in "iuf" or not float(a).is_integer() or not -ndim <= int(a) < ndim:
         return right
     return int(a)
 
