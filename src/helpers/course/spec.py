@@ -318,7 +318,7 @@ def producer(ex: Exercise, name: str) -> Exercise | None:
         if other is ex:
             return found
         if other.notebook == ex.notebook and other.kind == "value" and name in other.answers \
-                and other.framework == ex.framework:
+                and other.framework in (ex.framework, None):  # None: plain data (a predicted axis), any framework
             found = other
     return found
 
@@ -464,7 +464,10 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
         "earlier": _earlier_answers(ex) if ex.kind == "value" else [],
         # predicted axes are the same for any inputs: a replay keeps the student's own (a cell may use it as `dim=`)
         "own": sorted({n for other in exercises_for(ex.notebook) if other.predicts == "axis"
-                       for n in other.answers} - set(ex.answers)),
+                       for n in other.answers} - set(ex.answers)
+                      # unless the step starts from it (reads it): then the replay hands it the right axis, and a
+                      # wrong prediction used as the TO-DO asks is an earlier answer gone wrong (🟡)
+                      - set(ex.reads)),
         "module": ex.module,
         "probes": [{"kind": p.kind, "inputs": pi, "stream": p.stream, "buffer": p.buffer}
                    for p, pi in zip(ex.probes, probe_inputs)],
@@ -1221,7 +1224,7 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
                                                                            measured.get(probe.kind))):
             return problem
         if probe.kind == "module_grad" and (problem := _module_grad_problem(ex, measured.get(probe.kind))):
-            return problem
+            return _module_grad_carried(ex) or problem
         drops = measured.get(probe.kind)
         if probe.kind == "module_drops" and isinstance(drops, Mapping) and drops.get("differ") is False \
                 and drops.get("layer_differs") is not False:  # a layer that never draws: its own step says so
@@ -1308,10 +1311,29 @@ def _module_grad_problem(ex: Exercise, entry: Any) -> Outcome | None:
         return None
     whom = "its weights" if not entry["keeps_grad"] else ", ".join(f"`{n}`" for n in cut)
     return _fail(ex, "gradient_cut", f"The output of `{ex.module}` is cut off from {whom}: a `.detach()`, "
-                                     "`torch.no_grad()` or a trip through NumPy inside its forward, so "
-                                     "`loss.backward()` cannot reach them and training cannot change them. Keep "
+                                     "`torch.no_grad()` or a trip through NumPy (or a Python list) inside its forward, "
+                                     "so `loss.backward()` cannot reach them and training cannot change them (making "
+                                     "the result require a gradient again, with `requires_grad_()` or "
+                                     "`torch.tensor(…, requires_grad=True)`, starts a new tensor and does not "
+                                     "reconnect it). Keep "
                                      "every step in torch operations on the parameters; detach only to print "
                                      "(the cell may detach the output it prints, the module must not).")
+
+
+def _module_grad_carried(ex: Exercise) -> Outcome | None:
+    """🟡 for a step that only reads its ``module`` (a count of its parameters) when that module's output is cut off
+    from its weights: the step's own code is right, the step that makes the module (the one with ``trainable``
+    and the same probe) is not."""
+    if ex.trainable:
+        return None
+    owner = next((o for o in exercises_for(ex.notebook) if o is not ex and o.module == ex.module and o.trainable
+                  and any(p.kind == "module_grad" for p in o.probes)), None)
+    if owner is None:
+        return None
+    return Outcome(ex.id, "carried", ex.points, ex.points,
+                   f"Your code for this step is right. But `{ex.module}` ({owner.id}) is not right yet: its output is "
+                   "cut off from its weights, so training could not change them. Fix the earlier step, run the cell "
+                   "that makes the module again, then run this cell again.", carried_from=(owner.id,))
 
 
 def _draw_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome | None:
@@ -1706,6 +1728,13 @@ def _inlined(ex: Exercise, plan: Plan, replays: Sequence[Arrays]) -> str | None:
     return None
 
 
+def _predicted_axis(ex: Exercise, name: str, value: Any) -> Any:
+    """An input that is a predicted axis, counted from the left (-1 is the last axis): the same axis as the
+    notebook's, not a wrong one."""
+    owner = producer(ex, name)
+    return _as_axis(owner, {name: value})[name] if owner is not None and owner.predicts == "axis" else value
+
+
 def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
     answers = record.get("answers") or []
     if ex.predicts == "axis":
@@ -1755,7 +1784,7 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                 return check
         return Outcome(ex.id, "pass", ex.points, ex.points, f"{ex.title}: correct.")
 
-    upstream = {n: a for n, a in (record.get("upstream") or {}).items() if n in world0}
+    upstream = {n: _predicted_axis(ex, n, a) for n, a in (record.get("upstream") or {}).items() if n in world0}
     wrong_up = [n for n in ex.reads if n in upstream and not _same(upstream[n], np.asarray(world0[n], float), ex)]
     # an input that is wrong because this very cell changed it (in place, or bound anew): that is what to fix
     if own := [n for n in wrong_up if n in (record.get("mutated") or [])]:

@@ -12,8 +12,8 @@ import re
 import symtable
 from collections.abc import Iterable, Sequence
 
-__all__ = ["assigned_names", "called_names", "code_features", "defining_cell", "filled_at", "first_code_line",
-           "free_names", "mentioned_names", "typed_lists"]
+__all__ = ["assigned_names", "called_names", "code_features", "defining_cell", "filled_at", "filled_names",
+           "first_code_line", "free_names", "mentioned_names", "typed_lists"]
 
 _MAGIC = re.compile(r"^(\s*)([%!].*)$", re.M)
 # For a cell that does not parse (a syntax error): the names on the left of a top-level `=`.
@@ -161,6 +161,12 @@ def filled_at(source: str, line: int | None) -> set[str]:
         if stmt.lineno <= line <= end:
             return _filled(stmt)
     return set()
+
+
+def filled_names(source: str) -> set[str]:
+    """The names a cell changes piece by piece anywhere (``x[i] = …``, ``x[i] += …``)."""
+    tree = _parse(source)
+    return _filled(tree) if tree is not None else set()
 
 
 def defining_cell(sources: Sequence[str], names: Iterable[str], before: int | None = None) -> int | None:

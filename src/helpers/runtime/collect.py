@@ -768,6 +768,11 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
     what = ", ".join(f"`{n}`" for n in answers)
     if err := _stale_error(history, run, answers, what) or _misspelled_error(plan, history, run):
         return err
+    if history is not None and (refill := history.refilled(answers, run)):  # a buffer the cell does not create
+        return _error("refilled", f"Your cell fills `{refill[0]}` entry by entry but does not create it: it "
+                                  f"writes into the `{refill[0]}` an earlier run left behind, so entries it does not "
+                                  f"write keep their old numbers, and on a fresh start the cell raises NameError. "
+                                  f"Create `{refill[0]}` in the cell first (with the right size), then fill it.")
     values = {}
     for name in answers:
         if name not in namespace:

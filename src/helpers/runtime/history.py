@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .cells import assigned_names, filled_at, mentioned_names
+from .cells import assigned_names, filled_at, filled_names, mentioned_names
 
 __all__ = ["History", "Run", "current", "install"]
 
@@ -145,6 +145,19 @@ class History:
         for run in reversed(self.runs):
             if run.names & wanted:
                 return run
+        return None
+
+    def refilled(self, names: Iterable[str], run: Run | None) -> tuple[str, Run] | None:
+        """A run later than ``run`` (the latest one that binds one of ``names``) that fills one of them piece by
+        piece (``scores[i] = …`` in a loop) without creating it: it works on the value an earlier run left, so
+        its own code cannot be replayed (and raises on a fresh start). Returns (the name, that run)."""
+        if run is None or run.running:
+            return None
+        wanted = set(names)
+        at = next((i for i in range(len(self.runs) - 1, -1, -1) if self.runs[i] is run), None)
+        for other in reversed(self.runs[at + 1:] if at is not None else []):
+            if other.error is None and (filled := sorted((filled_names(other.source) & wanted) - other.names)):
+                return filled[0], other
         return None
 
     def misspelled(self, names: Iterable[str], run: Run | None, known: Iterable[str] = ()) -> tuple[str, str] | None:

@@ -25,7 +25,7 @@ from ..reference import (
     sums_without_keepdim,
 )
 from ..roles import mix_ups
-from ..spec import Exercise, one_row, register, upstream_of
+from ..spec import Exercise, Probe, one_row, register, upstream_of
 
 NOTEBOOK = "02_dot_products_to_trainable_weights"
 SEED = "001_8601a33d321beecd.txt"  # every number it prints must appear in the stored outputs
@@ -71,13 +71,14 @@ D_K = 2  # the notebook's d_k: a code that divides by √2 whatever the keys is 
 N, D_MODEL = 6, 3
 
 
-def world(rng: np.random.Generator | None = None, widths: bool = False) -> dict:
+def world(rng: np.random.Generator | None = None, widths: bool = False, rows: bool = False) -> dict:
     """Every array the notebook defines, in order (``rng=None``: the notebook's own numbers).
 
     Fresh worlds draw six embeddings of both signs and weight matrices like ``torch.rand``; the
     notebook's names and shapes stay the same. ``widths``: keys of another width d_k and values of
     another width d_v, different from each other, from the notebook's 2 and from n and d_model (the
     given ``d_k`` follows the keys), so that √d_v, √n, √d_model or a typed-in √2 cannot stand in for √d_k.
+    ``rows``: another number of words than six, so that a loop over a typed-in range (or a buffer of six) shows.
     """
     d_k = d_v = D_K
     if rng is not None and widths:
@@ -86,7 +87,7 @@ def world(rng: np.random.Generator | None = None, widths: bool = False) -> dict:
     if rng is None:
         x, wq, wk, wv = X, W_QUERY, W_KEY, W_VALUE
     else:
-        x, wq, wk, wv = _fresh(rng, d_k, d_v)
+        x, wq, wk, wv = _fresh(rng, d_k, d_v, int(rng.choice([4, 5, 7, 8])) if rows else N)
     query = x[JOURNEY]
     s2 = x @ query
     s = x @ x.T
@@ -119,11 +120,11 @@ def _well_divided(scores: np.ndarray) -> bool:
     return bool(np.all(np.abs(s.sum(axis=-1)) > 0.2 * np.abs(s).sum(axis=-1)))
 
 
-def _fresh(rng: np.random.Generator, d_k: int = D_K, d_v: int = D_K) -> tuple[np.ndarray, ...]:
+def _fresh(rng: np.random.Generator, d_k: int = D_K, d_v: int = D_K, n: int = N) -> tuple[np.ndarray, ...]:
     """Embeddings of both signs and weights like ``torch.rand``, drawn again until every score vector
     the notebook divides by its sum has a sum well away from 0."""
     while True:
-        x = rng.normal(0.0, 1.5, size=(N, D_MODEL)).round(2)
+        x = rng.normal(0.0, 1.5, size=(n, D_MODEL)).round(2)
         wq, wk = (rng.uniform(0.0, 1.0, size=(D_MODEL, d_k)) for _ in range(2))
         wv = rng.uniform(0.0, 1.0, size=(D_MODEL, d_v))
         s2_qk = (x[JOURNEY] @ wq) @ (x @ wk).T
@@ -286,8 +287,8 @@ QKV_2_MIX_UPS = mix_ups(_qkv_2_made_with, {r: (f"{r}_2", f"{r}_2 = x_2 @ w_{r}")
                         skip=("projection_reused:key_with_query", "swapped_projections:query_key"))
 
 
-def _value(ex_id, title, answers, reference, independent=(), widths=False, **kw):
-    drawn = (lambda rng=None: world(rng, widths=True)) if widths else world
+def _value(ex_id, title, answers, reference, independent=(), widths=False, rows=False, **kw):
+    drawn = (lambda rng=None: world(rng, widths=widths, rows=rows)) if widths or rows else world
     return Exercise(ex_id, notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
                     inputs=upstream_of(drawn, answers[0], independent), framework="torch", **kw)
 
@@ -304,6 +305,7 @@ _DOT = ("A dot product multiplies the entries pairwise and adds the products up:
 PART_1 = [
     _value("02.scores_2_loop", "Scores of the journey query, by a loop", ("attn_scores_2",),
            _one("attn_scores_2", lambda x, query, **_: x @ query), reads=("x", "query"), how={"loop": True},
+           rows=True,  # other numbers of words: a loop over range(6) or range(5), a buffer of six, show
            dtype="float32",  # the next cell compares it with x @ query, which torch refuses across dtypes
            mistakes={
                "wrong_query_row": _one("attn_scores_2", lambda x, **_: x @ x[2]),
@@ -424,6 +426,7 @@ PART_1 = [
     _value("02.context_all", "All context vectors", ("outputs",),
            _one("outputs", lambda attn_weights, x, **_: attn_weights @ x),
            reads=("attn_weights", "x"),
+           how={"matmul": True, "loop": False},  # "with one matrix product"
            mistakes={
                "softmax_wrong_axis": _one("outputs", lambda attn_weights, x, **_: attn_weights.T @ x),
                "no_softmax": _one("outputs", lambda attn_scores, x, **_: attn_scores @ x),
@@ -434,6 +437,12 @@ PART_1 = [
                "Row i of the result must mix the inputs with row i of `attn_weights`.",
                "no_softmax": "You mixed the inputs with the raw scores `attn_scores`. Use the weights, "
                "`attn_weights`.",
+               "not_as_asked:matmul": "Your numbers are right, but you built the context vectors from a broadcast "
+               "product and a sum. The step asks for all six at once with one matrix product of the weights and "
+               "the inputs: it does those weighted sums for every query in one go.",
+               "not_as_asked:loop": "Your numbers are right, but your cell goes through the queries one at a time "
+               "(a loop or a comprehension). The step asks for all six context vectors with one matrix product of "
+               "the weights and the inputs, every query at once.",
            }),
 ]
 
@@ -642,6 +651,9 @@ PART_2 = [
            _one("outputs_v1", _v1), reads=("x",), module="sa_v1", trainable=3, keeps_grad=True,
            parameters=("w_query", "w_key", "w_value"),
            how={"seeds_in_class": False},  # "drawn like the matrices of step 5": from the generator the cell seeds
+           # the module is trained (the next step): its output must reach every weight, not be a new leaf made to
+           # require a gradient (`.detach().requires_grad_()`, `torch.tensor(out.tolist(), requires_grad=True)`)
+           probes=(Probe("module_grad", lambda rng: {"x": X}, lambda inputs: 0, "gradient_cut"),),
            mistakes={
                "missing_scale": _one("outputs_v1", lambda x, **_: _v1(x, scale=1.0)),
                "scale_by_d": _one("outputs_v1", lambda x, **_: _v1(x, scale=2.0)),
@@ -683,6 +695,8 @@ PART_2 = [
         "02.trainable", notebook=NOTEBOOK, title="Trainable numbers in SelfAttentionV1", answers=("n_trainable",),
         inputs=_trainable_inputs,
         module="sa_v1",  # the count of the student's own module, when that one is wrong: 🟡 (no trainable to ask for)
+        # a module whose output is cut off from its weights (02.sa_v1's probe): a right count of it is 🟡, not ✅
+        probes=(Probe("module_grad", lambda rng: {"x": X}, lambda inputs: 0, "gradient_cut"),),
         reference=_count(lambda trainable, frozen, **_: _numbers(trainable)),
         mistakes={
             "counted_tensors": _count(lambda trainable, frozen, **_: len(trainable)),
@@ -696,10 +710,12 @@ PART_2 = [
                "counted_all_tensors": "You counted the weight tensors, not the numbers in them (and every tensor, "
                "frozen ones too). Add up the number of entries (a tensor's .numel()) of the parameters that require "
                "a gradient.",
-               "counted_frozen": "You counted the entries of every parameter, frozen ones too. Here every parameter "
-               "of sa_v1 requires a gradient, so the count comes out right; on a module with a frozen parameter "
-               "(requires_grad=False, like the cell's `frozen` below) it counts numbers that training never changes. "
-               "Keep only the parameters with p.requires_grad (a state_dict() cannot tell: it holds plain tensors).",
+               "counted_frozen": "Your count takes in frozen parameters too. Here every parameter of sa_v1 requires "
+               "a gradient, so the count comes out right; on a module with a frozen parameter (requires_grad=False, "
+               "like the cell's `frozen` below) it counts numbers that training never changes. Keep only the "
+               "parameters with p.requires_grad: that is what marks a trainable one (p.grad cannot tell: it stays "
+               "None for every parameter until a backward pass; a state_dict() cannot either: it holds plain "
+               "tensors).",
                "counted_from_shapes": "You computed the count from the sizes (three d_model × d_k matrices, or one "
                "matrix's .numel() times 3): right only for a module made exactly like SelfAttentionV1 with every "
                "weight trainable. Count what sa_v1 itself holds: the entries (.numel()) of its parameters that "

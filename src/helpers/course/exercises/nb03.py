@@ -35,7 +35,6 @@ from .nb01 import (
     SOFTMAX_MISTAKES,
     ref_qkv,
     ref_scores,
-    ref_softmax,
 )
 
 NOTEBOOK = "03_hands_on_steps"
@@ -226,8 +225,22 @@ WEIGHTED_MISTAKES = {
 }
 
 
-def ref_outputs(weighted_values, **_):
-    return {"outputs": np.asarray(weighted_values).sum(axis=1)}
+def _along(axis, ndim: int, right: int) -> int:
+    """A predicted axis the step uses (``dim=softmax_axis``), as an int; the right one when it is no axis of the
+    tensor (a string, a float, out of range: the prediction's own check says what is wrong with it)."""
+    a = np.asarray(axis)
+    if a.ndim or a.dtype.kind not in "iuf" or not float(a).is_integer() or not -ndim <= int(a) < ndim:
+        return right
+    return int(a)
+
+
+def ref_outputs(weighted_values, sum_axis=1, **_):
+    return {"outputs": np.asarray(weighted_values).sum(axis=_along(sum_axis, 3, 1))}
+
+
+def ref_softmax_along(attn_scores, softmax_axis=1, **_):
+    """The weights along the predicted axis (the notebook's: 1): from a wrong prediction, what a right cell makes."""
+    return {"attn_weights": softmax(np.asarray(attn_scores, dtype=np.float64), axis=_along(softmax_axis, 2, 1))}
 
 
 OUTPUT_MISTAKES = {
@@ -525,8 +538,10 @@ register(
     _predict_axis("predict_softmax", "Prediction: the axis of the softmax", "softmax_axis",
                   {"softmax_wrong_axis": _axis("softmax_axis", 0)}, ndim=2),
     # "Why the axis must be stated": a softmax without its axis is what this part argues against
-    _value("softmax", "The attention weights", ("attn_weights",), ref_softmax, reads=("attn_scores",),
-           framework="torch", mistakes=SOFTMAX_MISTAKES, how={"implicit_softmax_dim": False}, dtype="float32"),
+    # the TO-DO uses the predicted axis (dim=softmax_axis): from a wrong prediction, the right code is 🟡
+    _value("softmax", "The attention weights", ("attn_weights",), ref_softmax_along,
+           reads=("attn_scores", "softmax_axis"), framework="torch", mistakes=SOFTMAX_MISTAKES,
+           how={"implicit_softmax_dim": False}, dtype="float32"),
     _predict_shape("predict_weighted", "Prediction: the shape of the weighted values", "weighted_shape",
                    ref_weighted_shape, PREDICT_WEIGHTED_MISTAKES),
     _value("weighted_values", "The weighted values, by broadcasting", ("weighted_values",), ref_weighted_values,
@@ -537,8 +552,8 @@ register(
                   "value at once."}),
     _predict_axis("predict_sum", "Prediction: the axis of the sum", "sum_axis",
                   {"sum_wrong_axis": _axis("sum_axis", 0), "sum_over_features": _axis("sum_axis", 2)}, ndim=3),
-    _value("outputs", "The outputs", ("outputs",), ref_outputs, reads=("weighted_values",), framework="torch",
-           mistakes=OUTPUT_MISTAKES, computed_with=("weighted_values",),
+    _value("outputs", "The outputs", ("outputs",), ref_outputs, reads=("weighted_values", "sum_axis"),
+           framework="torch", mistakes=OUTPUT_MISTAKES, computed_with=("weighted_values",),
            hints={"not_computed_with": "Your numbers are right, but your cell never uses `weighted_values`: this "
                   "step sums the weighted values of the previous step over the right axis (a matrix product of the "
                   "weights and the values gives the same numbers, and skips the point of the step)."}),

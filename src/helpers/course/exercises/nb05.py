@@ -107,7 +107,10 @@ def world(rng: np.random.Generator | None = None, vary_n: bool = False) -> dict:
         queries, keys = (rng.standard_normal((n, d_k)) for _ in range(2))
         d_v = int(rng.choice([w for w in (2, 3, 5, 6, 7, 8) if w not in (n, d_k)])) if vary_n else n
         values = rng.standard_normal((n, d_v))
-        emb = {**{w: rng.standard_normal((D_MODEL, D_K)) / np.sqrt(D_MODEL) for w in ("w_query", "w_key", "w_value")},
+        # part 5's keys of another width than the notebook's 3 (and than the 4 tokens): a typed-in √3, or a
+        # 3 found elsewhere (len(x) - 1), shows; the given d_k follows
+        d_k5 = int(rng.choice([2, 5, 6, 7]))
+        emb = {**{w: rng.standard_normal((D_MODEL, d_k5)) / np.sqrt(D_MODEL) for w in ("w_query", "w_key", "w_value")},
                "x": rng.standard_normal((4, D_MODEL))}
     attn_scores = queries @ keys.T
     original = global_softmax(attn_scores)
@@ -122,9 +125,10 @@ def world(rng: np.random.Generator | None = None, vary_n: bool = False) -> dict:
         "fixed_weights": fixed,
         "fixed_value": fixed @ values,
         "scaled_weights": softmax(attn_scores / np.sqrt(keys.shape[-1])),
+        "d_model": D_MODEL, "d_k": emb["w_key"].shape[-1],
         "w_query": emb["w_query"], "w_key": emb["w_key"], "w_value": emb["w_value"], "x": emb["x"],
         "q": q, "k": k,
-        "attn_weights": softmax(q @ k.T / np.sqrt(D_K)),
+        "attn_weights": softmax(q @ k.T / np.sqrt(k.shape[-1])),
     }
 
 
