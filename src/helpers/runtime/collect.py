@@ -42,7 +42,16 @@ from typing import Any
 import numpy as np
 
 from ..convert import AnswerError, NotDone, framework_of, to_array
-from .cells import _parse, assigned_names, called_names, code_features, definition_source, free_names, mentioned_names, typed_lists
+from .cells import (
+    _parse,
+    assigned_names,
+    called_names,
+    code_features,
+    definition_source,
+    free_names,
+    mentioned_names,
+    typed_lists,
+)
 from .history import History, Run, message_line
 from .watch import tracking
 
