@@ -912,3 +912,18 @@ def test_the_fresh_sizes_of_03_s_shape_predictions_are_never_within_one_of_each_
         inputs = ex.inputs(np.random.default_rng(seed))
         sizes = [int(inputs[k]) for k in ("n", "d_model", "d_k", "d_v")]
         assert all(abs(a - b) >= 2 for i, a in enumerate(sizes) for b in sizes[i + 1:]), (seed, sizes)
+
+
+@pytest.mark.parametrize("source, found", [
+    ("scores.masked_fill(mask, float('-inf'))\nw = torch.softmax(scores, -1)", ["scores.masked_fill(mask, float('-inf'))"]),
+    ("def f(s):\n    s.transpose(0, 1)\n    return s", ["s.transpose(0, 1)"]),
+    ("for i in range(3):\n    x.clamp(0, 1)\ny = x", ["x.clamp(0, 1)"]),
+    ("scores = scores.masked_fill(mask, float('-inf'))", []),
+    ("scores.masked_fill_(mask, float('-inf'))\nw = scores", []),  # in place: nothing to keep
+    ("w = torch.softmax(s, -1)\nw.sum(dim=-1)", []),  # the last line is shown, not thrown away
+    ("print(w.sum())\nw = 1", []),
+])
+def test_a_result_computed_and_thrown_away_is_found(source, found):
+    from helpers.runtime.cells import discarded_results
+
+    assert discarded_results(source) == found

@@ -147,8 +147,8 @@ def nonfinite_problem(arr: np.ndarray, name: str) -> AnswerError | None:
     if arr.dtype.kind != "f":
         return None
     for found, kind, advice in (
-        (np.isnan(arr), "nan", "NaN usually comes from exp() overflowing (inf/inf) or from 0/0: "
-         "look at the step that produced it."),
+        (np.isnan(arr), "nan", "NaN usually comes from exp() overflowing (inf/inf) or from 0/0, such as a softmax "
+         "over a row whose every key is masked (all −inf): look at the step that produced it."),
         (np.isinf(arr), "inf", "Did exp() overflow? Subtract the row maximum before exponentiating."),
     ):
         if found.any():

@@ -645,6 +645,10 @@ _PROPERTY_ROWS = [
      "Your module's weights start all equal (zeros, ones) or unfilled (torch.empty): then every feature gets the "
      "same gradient, or none at all, and training cannot tell them apart. Start them random: "
      "torch.randn(d_model, d_model) / √d_model."),
+    ("init_not_centred", "random weights all of one sign",
+     "Your weights start mostly of one sign, their mean far from 0 (torch.rand, for one, draws from [0, 1)): every "
+     "product of a token with them leans the same way. Draw them centred on 0, from a normal distribution "
+     "(torch.randn), scaled by 1/√d_model."),
     ("init_unscaled", "random weights not scaled by 1/√d_model",
      "Your module's weights start random but not at the spread the step asks for: divide torch.randn(d_model, "
      "d_model) by √d_model, so that x @ w keeps entries of about the size of x's."),
@@ -664,6 +668,9 @@ _PROPERTY_ROWS = [
     ("rounded_answer", "the right numbers rounded",
      "Your numbers are the right ones rounded to a few decimals. Keep them at full precision: round only what you "
      "print."),
+    ("result_discarded", "a result computed and thrown away",
+     "A line of your code computes a new tensor that nothing keeps (a call such as `scores.masked_fill(...)` on a "
+     "line of its own): it changes nothing. Assign its result to a name and use that name."),
     ("cell_raised", "the cell that defines the answer raised",
      "The cell that defines this answer raised an error the last time it ran: fix it and run it again."),
 ]

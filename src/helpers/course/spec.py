@@ -1260,7 +1260,8 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
         if entry.get("same_draw"):
             reset = " (torch.manual_seed there also resets the notebook's own generator at every call.)" \
                 if entry.get("rng_reset") else ""
-            return _fail(ex, "reseeded_each_call", ex.hints.get("reseeded_each_call") or _RESEEDED_MODULE, reset)
+            return _fail(ex, "reseeded_each_call", ex.hints.get("reseeded_each_call")
+                         or (_RESEEDED_MODULE if entry.get("rng_reset") else _SAME_DRAW_MODULE), reset)
         if np.allclose(tr, tr[:1], rtol=ex.rtol, atol=ex.atol):  # every copy dropped the same way
             return _fail(ex, "dropout_draw_shared", note=f" ({where} in training mode, keep=None, gives every copy "
                                                          "the same output.)")
@@ -1300,6 +1301,13 @@ _RESEEDED_MODULE = (
     "Your module's own draw (keep=None) is the same on every call: forward seeds the random generator "
     "(torch.manual_seed, or a generator seeded there) before it draws, so every training step would drop the same "
     "weights. Seed once, at the top of the notebook; in forward, only draw.")
+
+
+_SAME_DRAW_MODULE = (
+    "Your module's own draw (keep=None) is the same on every call, whatever state torch's generator is in: forward "
+    "draws from a generator of its own seeded there, or the draw is made once (in __init__, or on the first call) "
+    "and kept. Every training step must drop other weights: draw anew in forward, from torch's generator "
+    "(torch.rand, torch.bernoulli, F.dropout).")
 
 
 def _module_grad_problem(ex: Exercise, entry: Any) -> Outcome | None:
@@ -1526,6 +1534,12 @@ def _module_init_problem(ex: Exercise, probe: Probe, inputs: Mapping[str, Any], 
             state = "is not all finite numbers (torch.empty leaves whatever was in memory)" if not finite else \
                 "has every entry equal"
             return _fail(ex, "init_not_random", note=f" ({made} `{name}` {state}.)")
+    means = entry.get("means") or {}
+    for name, _, spread, _constant, _finite in square:
+        mean = means.get(name)
+        if isinstance(mean, float) and abs(mean) > spread / 2:  # torch.rand: all of one sign, centred on 0.5·scale
+            return _fail(ex, "init_not_centred", note=f" ({made} `{name}` starts with a mean of {mean:.3g} and a "
+                                                      f"spread of {spread:.3g}.)")
     for name, _, spread, _constant, _finite in square:
         if not want / 4 <= spread <= want * 4:
             return _fail(ex, "init_unscaled", note=f" ({made} `{name}` starts with a spread (standard deviation) "
@@ -1592,6 +1606,24 @@ def _sign(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> s
         except Exception:  # noqa: BLE001 — an answer of another shape or kind: not that sign
             continue
     return found[0] if len(found) == 1 else None
+
+
+def _discarded_problem(ex: Exercise, record: Mapping[str, Any], note: str = "") -> Outcome | None:
+    """A wrong answer whose code computes a result on a line of its own and keeps nothing of it
+    (``scores.masked_fill(mask, -inf)`` without ``scores =``): most likely the step that went missing."""
+    calls = [c for c in record.get("discarded") or [] if isinstance(c, str)]
+    if not calls:
+        return None
+    return _fail(ex, "result_discarded",
+                 f"Your line `{calls[0]}` computes a new tensor and nothing keeps it, so it changes nothing: the "
+                 f"tensor it is called on stays as it was. Assign its result to a name (or use the in-place "
+                 f"version ending in _, where there is one) and go on from there.", note)
+
+
+def _answer_not_made(ex: Exercise, message: str) -> str | None:
+    """The step's own answer that a replay of its cell found undefined: the cell uses it but never makes it."""
+    m = re.match(r"NameError: name '(\w+)' is not defined", message)
+    return m.group(1) if m and m.group(1) in ex.answers else None
 
 
 def _rounded_answer(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]],
@@ -1819,6 +1851,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
     code = diagnose(ex, trials)
     if code:
         return _fail(ex, code, note=note)
+    if discarded := _discarded_problem(ex, record, note):
+        return discarded
     if rounded := _rounded_answer(ex, trials):
         return rounded
     if drawn := _draw_problem(ex, plan, record):
@@ -1864,6 +1898,11 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                                             "fail (that line, or a value your lines before it made) and run the cell "
                                             "again." + _raised_hint(ex, str(raised.get("message", ""))),
                                             note)
+        if fail0 is None and (missing := _answer_not_made(ex, str(replay_error.get("message", "")))):
+            return Outcome(ex.id, "fail", 0, ex.points,
+                           f"Your cell does not compute `{missing}`: the `{missing}` the notebook holds was left there "
+                           f"by an earlier run (or another cell), and run on its own your cell raises NameError where "
+                           f"it uses it. Compute `{missing}` in this cell." + note)
         message = fail0 or (f"Right on this notebook's numbers, but run again on other inputs, "
                             f"your cell raised {replay_error.get('message', '')}."
                             + _raised_hint(ex, str(replay_error.get("message", ""))))
@@ -1920,6 +1959,8 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
     code = diagnose(ex, trials) or _sign(ex, trials)
     if code:
         return _fail(ex, code)
+    if discarded := _discarded_problem(ex, record):
+        return discarded
     if rounded := _rounded_answer(ex, trials):
         return rounded
     if typed := _typed_argument(ex, plan, answers):

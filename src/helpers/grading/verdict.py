@@ -212,6 +212,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
             record["forbidden_via"] = {k: v[:100] for k, v in via.items()
                                        if k in record["forbidden"] and isinstance(v, str) and v.isidentifier()}
     record["typed_in"] = _typed_lists(raw.get("typed_in"))
+    record["discarded"] = [_text(c, 80) for c in (raw.get("discarded") or [])[:5] if isinstance(c, str)] \
+        if isinstance(raw.get("discarded"), list) else []
     raised = raw.get("raised")
     if isinstance(raised, dict):
         line = raised.get("line")
@@ -289,7 +291,10 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                         [_text(p[0], 100), [int(n) for n in p[1] if type(n) is int][:8], float(p[2]), p[3] is True,
                          p[4] is True]
                         for p in params[:100] if isinstance(p, list) and len(p) == 5 and isinstance(p[1], list)
-                        and isinstance(p[2], (int, float)) and not isinstance(p[2], bool)]}
+                        and isinstance(p[2], (int, float)) and not isinstance(p[2], bool)],
+                    "means": {_text(k, 100): float(v) for k, v in list((entry.get("means") or {}).items())[:100]
+                              if isinstance(v, (int, float)) and not isinstance(v, bool)}
+                    if isinstance(entry.get("means"), dict) else {}}
                 continue
             peak, reads = entry.get("peak_bytes"), entry.get("reads", 1)
             record["probes"][probe.kind] = {

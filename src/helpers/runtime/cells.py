@@ -12,7 +12,8 @@ import re
 import symtable
 from collections.abc import Iterable, Sequence
 
-__all__ = ["assigned_names", "called_names", "code_features", "defining_cell", "filled_at", "filled_names",
+__all__ = ["assigned_names", "called_names", "code_features", "defining_cell", "discarded_results", "filled_at",
+           "filled_names",
            "first_code_line", "free_names", "mentioned_names", "typed_lists"]
 
 _MAGIC = re.compile(r"^(\s*)([%!].*)$", re.M)
@@ -444,6 +445,36 @@ def _seeds_in_class(tree: ast.AST) -> bool:
                     if name in _SEEDS:
                         return True
     return False
+
+
+# methods and functions that return a new tensor and leave their input as it was (their in-place twins end in _)
+_OUT_OF_PLACE = {"masked_fill", "masked_scatter", "transpose", "permute", "reshape", "view", "unsqueeze", "squeeze",
+                 "softmax", "log_softmax", "add", "sub", "mul", "div", "clamp", "clip", "exp", "tril", "triu",
+                 "float", "double", "contiguous", "flip", "where", "fill_diagonal", "index_fill", "scatter",
+                 "matmul", "sqrt", "nan_to_num"}
+
+
+def discarded_results(source: str) -> list[str]:
+    """Calls whose new tensor is thrown away: a statement of its own such as ``scores.masked_fill(mask, -inf)``
+    (which changes nothing; ``masked_fill_`` or ``scores = scores.masked_fill(...)`` would). The last line of a cell
+    is left out: the notebook shows its value."""
+    tree = _parse(source)
+    if tree is None:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, field, None)
+            if not isinstance(stmts, list):
+                continue
+            if isinstance(node, ast.Module) and field == "body":
+                stmts = stmts[:-1]
+            for stmt in stmts:
+                call = stmt.value if isinstance(stmt, ast.Expr) else None
+                if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
+                        and call.func.attr in _OUT_OF_PLACE:
+                    found.append(ast.unparse(call)[:80])
+    return found
 
 
 def code_features(source: str) -> dict[str, bool] | None:

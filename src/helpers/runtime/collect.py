@@ -48,6 +48,7 @@ from .cells import (
     called_names,
     code_features,
     definition_source,
+    discarded_results,
     free_names,
     mentioned_names,
     typed_lists,
@@ -459,6 +460,17 @@ def _mutated(before: Mapping[str, np.ndarray], after: Mapping[str, Any]) -> list
     return changed
 
 
+def _list_changed(old: list, new: Any) -> bool:
+    """Has a list handed to the cell (the notebook's numbers, as given) been changed in place?"""
+    try:
+        return bool(old != new)
+    except Exception:  # noqa: BLE001 — lists of tensors compare element by element: ask NumPy
+        try:
+            return not np.array_equal(np.asarray(old, dtype=float), np.asarray(new, dtype=float), equal_nan=True)
+        except Exception:  # noqa: BLE001
+            return False
+
+
 def _rebound(old: Any, new: Any) -> bool:
     """Is ``new`` (what a name holds after the replayed cell) another value than ``old`` (what it held before)?
     Only data is compared (tensors, arrays, numbers, tuples); functions, classes and modules are not."""
@@ -803,6 +815,7 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
         record["forbidden"] = sorted(set(plan.get("not_with") or ()) & mentioned)
     if source is not None:
         record["how"] = code_features(_without_given(source, plan.get("given") or ()))
+        record["discarded"] = discarded_results(_without_given(source, plan.get("given") or ()))
         # other steps' answers the cell reads besides the ones it starts from (a predicted axis as `dim=`); a name
         # the cell only assigns (the TensorFlow half computing `outputs` again) is not used
         read = free_names(source)
@@ -829,6 +842,7 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
             overlay = {name: _mimic(value, namespace.get(name), plan.get("framework")) for name, value in world.items()
                        if name not in (plan.get("own") or ()) or name not in namespace}
             before = _snapshot(overlay)
+            lists = {n: copy.deepcopy(v) for n, v in overlay.items() if isinstance(v, list)}  # given as lists
             rows: dict[str, int] = {}
             for name in plan.get("count_rows") or ():
                 if name in overlay:
@@ -844,6 +858,7 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
             # in place: the very objects handed to the cell changed (a name the cell binds anew, such as
             # a loop variable or a step of the same cell computed again, is not a change of its input)
             mutated.update(_mutated(before, overlay))
+            mutated.update(n for n, v in lists.items() if _list_changed(v, overlay[n]))
             # a name the notebook reads further down, bound anew by the cell to something else; or an input the
             # cell starts from, bound anew so that running the cell again gives another answer
             changed = {n for n in set(later) | set(overlay) | earlier - set(answers)
@@ -922,7 +937,7 @@ def _module_init(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fresh = type(module)(**probe["inputs"])
-        params = []
+        params, means = [], {}
         with torch.no_grad():
             for name, p in fresh.named_parameters():
                 values = p.detach().double().reshape(-1)
@@ -930,11 +945,13 @@ def _module_init(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
                 spread = float(values.std()) if finite and values.numel() > 1 else 0.0
                 constant = bool((values == values[0]).all()) if values.numel() else True
                 params.append([str(name), [int(n) for n in p.shape], spread, constant, finite])
+                if finite and values.numel():
+                    means[str(name)] = float(values.mean())
     except Exception as exc:  # noqa: BLE001 — the student's class: anything can happen
         return {"error": f"{type(exc).__name__}: {_first_line(exc)}"}
     finally:
         torch.set_rng_state(state)
-    return {"params": params}
+    return {"params": params, "means": means}
 
 
 def _module_drops(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
@@ -1028,7 +1045,7 @@ def _draw_facts(module: Any, args: list[Any]) -> dict[str, Any]:
                 shared = _draw_shared_axes(draws.shapes, module, args)
                 if shared is not None:
                     out["draw_shared"] = shared
-        out["same_draw"] = bool(torch.equal(results[0], results[1]))
+        out["same_draw"] = _same_tensor(results[0], results[1])
         out["rng_reset"] = bool(torch.equal(states[0], states[1]))
     except Exception:  # noqa: BLE001 — the student's module: anything can happen
         pass
@@ -1039,10 +1056,17 @@ def _draw_facts(module: Any, args: list[Any]) -> dict[str, Any]:
         try:
             with contextlib.redirect_stdout(io.StringIO()):
                 first, second = (module(*few, keep=keep) for _ in range(2))
-            out["keep_ignored"] = not bool(torch.equal(first, second))
+            out["keep_ignored"] = not _same_tensor(first, second)  # NaN (a row with no key left) equals NaN here
         except Exception:  # noqa: BLE001
             pass
     return out
+
+
+def _same_tensor(a: Any, b: Any) -> bool:
+    """The same shape and entries, NaN matching NaN (two calls of a module whose mask leaves a row without keys)."""
+    import torch
+
+    return a.shape == b.shape and bool(torch.isclose(a, b, rtol=0, atol=0, equal_nan=True).all())
 
 
 def _draw_recorder() -> Any:
@@ -1365,6 +1389,7 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
         record["calls"] = sorted(called_names(own))
     if own is not None:  # what the TO-DO asks for, and what a wrong answer's code says (a float16 cast)
         record["how"] = code_features(own)
+        record["discarded"] = discarded_results(own)
     if own is not None:
         record["typed_in"] = typed_lists(own)
     if own is not None and (plan.get("computed_with") or plan.get("not_with")):
