@@ -56,6 +56,7 @@ def other_scale(attend: Callable[[Mapping[str, Any], Any], Any],
                 f"inputs it is {seen[0]}, on others {' or '.join(seen[1:])} (a size read from another axis). "
                 + right)
 
+    explain.attend, explain.sizes = attend, sizes  # for the tests: the answers of each size
     return explain
 
 

@@ -306,12 +306,14 @@ def _own_draw(answer, inputs) -> bool:
     got = np.asarray(answer["inverted_dropout"], dtype=np.float64)
     weights, keep, p = (np.asarray(inputs[n], dtype=np.float64) for n in ("weights", "keep", "p"))
     dropped, kept = got == 0.0, np.isclose(got, weights / (1.0 - p), rtol=1e-4, atol=1e-7)
-    return bool(got.shape == weights.shape and (dropped | kept).all() and (dropped != (keep == 0)).any())
+    # zeros elsewhere than keep's, and not keep's transposed (a mask rearranged is not a draw)
+    return bool(got.shape == weights.shape and (dropped | kept).all() and (dropped != (keep == 0)).any()
+                and (dropped != (keep.T == 0)).any())
 
 
 DROPOUT_HINTS = {
-    "given_draw_ignored": "Your function makes a random draw of its own (F.dropout, or torch.rand) instead of using "
-    "the keep-mask it is given, so its zeros fall in other places than keep's. Use `keep`: multiply the weights by "
+    "given_draw_ignored": "Your zeros fall in other places than keep's: your function makes a random draw of its "
+    "own (F.dropout, or torch.rand) instead of using the keep-mask it is given. Use `keep`: multiply the weights by "
     "it, then divide by (1 − p).",
 }
 
