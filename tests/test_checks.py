@@ -162,7 +162,7 @@ def test_error_inside_a_framework_points_at_the_students_line_and_keeps_one_line
 
 
 def test_every_catalogued_concept_is_diagnosed_somewhere():
-    used = {code for ex in EXERCISES for code in (*ex.mistakes, *ex.raises.values(), *ex.signs)}
+    used = {code for ex in EXERCISES for code in (*ex.mistakes, *ex.raises.values(), *ex.signs, *ex.explains)}
     concepts = {code for code, m in MISTAKES.items() if m.kind == "concept"}
     assert concepts - used == set(), "catalogued but never diagnosed by any exercise"
 

@@ -28,6 +28,8 @@ def other_scale(attend: Callable[[Mapping[str, Any], Any], Any],
     from .spec import _as_named, _close  # spec imports the exercises that import this
 
     def explain(ex, trials, record=None) -> str | None:
+        if ex.kind == "function" and record and (record.get("scalars_read") or record.get("globals_read")):
+            return None  # a function that reads the notebook's numbers (its d_k): the check of global reads says so
         matched: list[list[str]] = []
         for got, inputs in trials:
             if _close(got, ex.expected(inputs), ex.answers, ex.rtol, ex.atol):
