@@ -162,7 +162,8 @@ def test_error_inside_a_framework_points_at_the_students_line_and_keeps_one_line
 
 
 def test_every_catalogued_concept_is_diagnosed_somewhere():
-    used = {spec.code_of(code) for ex in EXERCISES for code in (*ex.mistakes, *ex.raises.values(), *ex.signs)}
+    used = {spec.code_of(code) for ex in EXERCISES
+            for code in (*ex.mistakes, *ex.raises.values(), *ex.signs, *ex.explains)}
     concepts = {code for code, m in MISTAKES.items() if m.kind == "concept"}
     assert concepts - used == set(), "catalogued but never diagnosed by any exercise"
 
@@ -915,7 +916,8 @@ def test_the_fresh_sizes_of_03_s_shape_predictions_are_never_within_one_of_each_
 
 
 @pytest.mark.parametrize("source, found", [
-    ("scores.masked_fill(mask, float('-inf'))\nw = torch.softmax(scores, -1)", ["scores.masked_fill(mask, float('-inf'))"]),
+    ("scores.masked_fill(mask, float('-inf'))\nw = torch.softmax(scores, -1)",
+     ["scores.masked_fill(mask, float('-inf'))"]),
     ("def f(s):\n    s.transpose(0, 1)\n    return s", ["s.transpose(0, 1)"]),
     ("for i in range(3):\n    x.clamp(0, 1)\ny = x", ["x.clamp(0, 1)"]),
     ("scores = scores.masked_fill(mask, float('-inf'))", []),

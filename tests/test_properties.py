@@ -187,3 +187,37 @@ def test_comparing_a_variant_with_all_others_at_once_agrees_with_comparing_pairs
     a = {"y": np.array([p[0] for p in pairs])}
     b = {"y": np.array([p[1] for p in pairs])}
     assert spec._close_to_any(a, [b], ("y",), 1e-3, 1e-5) == spec._close(a, b, ("y",), 1e-3, 1e-5)
+
+
+SCALED = [pytest.param(ex, id=ex.id, marks=needs(ex.framework)) for ex in EXERCISES
+          if "scale_by_other_size" in ex.explains]
+
+
+@pytest.mark.parametrize("ex", SCALED)
+def test_scores_divided_by_another_size_are_named_on_every_draw(ex):
+    """scale_by_other_size: the scores divided by the square root of each other size of the inputs are named, with
+    that size, on every draw (the student's way and the grader's), and never taken for a catalogued variant (but
+    where a size of the fresh inputs alone, such as the batch, happens to give a variant's numbers on every one)."""
+    explain = ex.explains["scale_by_other_size"]
+    missed = []
+    for draw in range(DRAWS):
+        plans = [spec.make_plan(ex, np.random.default_rng(1000 + draw)),
+                 spec.make_plan(ex, seeds=[7919 * draw + t for t in range(spec.seeds_needed(ex))])]
+        for plan in plans:
+            for what in explain.sizes(plan.inputs[0]):
+                trials = []
+                for inputs in plan.inputs:
+                    size = explain.sizes(inputs).get(what)
+                    if size is None:  # a size these inputs do not have (the batch of a 2-D example)
+                        continue
+                    trials.append((spec._as_named(ex, explain.attend(inputs, np.sqrt(np.asarray(size, float)))),
+                                   inputs))
+                code = spec.diagnose(ex, trials)
+                if code is not None and what not in explain.sizes(plan.inputs[0]):
+                    # a size only fresh inputs have (a batch), 1 or equal to another variant's on every draw here:
+                    # that variant's numbers (the code reads its size from another axis of the example)
+                    continue
+                outcome = spec._explained(ex, trials, {})
+                if code is not None or outcome is None or what not in outcome.message:
+                    missed.append((draw, what, spec.diagnose(ex, trials), outcome and outcome.message[:160]))
+    assert not missed, missed

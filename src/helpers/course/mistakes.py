@@ -613,6 +613,39 @@ _ROWS = [
     ("dropout_before_softmax", "dropout applied to the scores",
      "You applied dropout to the scores, before the softmax. Dropout acts on the attention weights, after the "
      "softmax and before the product with the values (on masked scores, −∞ · 0 is NaN)."),
+    # --- notebooks 06 to 10 (simulation 6, B)
+    ("scale_by_other_size", "scaled by the square root of another size than d_k",
+     "You divided the scores by the square root of another size of the inputs than d_k. The scores are dot "
+     "products of a query and a key, d_k numbers each: divide by √d_k, the width of one key."),
+    ("dropout_renormalised", "the rows renormalised after dropping",
+     "You divided each row by its sum after dropping, so that it sums to 1 again (a row with every weight dropped "
+     "is then 0/0 = NaN). Dropout does not renormalise: multiply by keep, then divide by (1 − p), the same number "
+     "for every weight."),
+    ("dropout_rescaled_twice", "divided by (1 − p) twice",
+     "You divided by (1 − p) twice (once the weights, once the keep-mask). Inverted dropout divides the kept "
+     "weights by (1 − p) once: weights · keep / (1 − p)."),
+    ("dropout_scale_by_odds", "the kept weights multiplied by p / (1 − p)",
+     "You multiplied the kept weights by p / (1 − p). Inverted dropout divides them by the keep probability "
+     "alone, (1 − p): p, the drop probability, does not appear as a factor."),
+    ("masks_combined_with_and", "a key hidden only where both masks hide it",
+     "Your combined mask hides a key only where the causal mask and the padding mask both hide it (`&` of two "
+     "masks that say 'hide', or `|` of two that say 'keep'), so a query still sees the real keys after it and the "
+     "padded keys before it. A key must be hidden when either mask hides it: `causal | padded`."),
+    ("positions_from_batch_axis", "the rows of the position table taken along the batch axis",
+     "Your position rows are counted along the batch axis: every token of sequence b got row b of the position "
+     "table (tokens.shape[0] is the number of sequences). A position is a token's place in its sequence, along "
+     "axis 1: take one row per position, pos_emb[:tokens.shape[1]]."),
+    ("residual_multiplied", "the residual multiplied instead of added",
+     "You multiplied the attention output by its input (h * attn(h)). The residual connection adds them: "
+     "h + attn(h), so that each token keeps its own vector and attention adds what it gathered."),
+    ("readout_through_embedding", "the read-out through the token table instead of the read-out weights",
+     "Your logits come from the token table transposed (`token_emb.T`, weight tying) instead of the model's own "
+     "read-out weights. Tying them is a real technique, but this model has a read-out of its own: multiply by "
+     "`self.w_readout`."),
+    ("guesses_one_late", "the guesses taken one position too late",
+     "Your guesses are the model's, but taken one position too late: the logits at position i guess token i + 1, "
+     "so the first answer token is guessed at the separator's position. Start there, and leave out the last "
+     "position (it guesses past the end)."),
     # --- notebooks 08 and 09 (simulation 5)
     ("pe_ignored", "the encoding it is given replaced by one computed again",
      "Your function adds an encoding it computes itself (the sinusoids again) instead of the `pe` it is given: "

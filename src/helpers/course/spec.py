@@ -210,12 +210,17 @@ class Exercise:
     # the student chose shows in the answer, e.g. a running maximum stuck at the finite start typed in): code →
     # test(answer, inputs). Named when no variant matches and the test holds on every trial the answer is wrong on.
     signs: Mapping[str, Callable[[Arrays, Mapping[str, Any]], bool]] = field(default_factory=dict)
+    # mistakes told from all the trials at once, each with a message of its own (what was found: which size of the
+    # inputs the scale matches): code → explain(exercise, trials, record) → the message, or None when the answers
+    # are not that mistake. Tried when no variant (nor sign) matches; ``trials`` are (answers, inputs), the
+    # notebook's first.
+    explains: Mapping[str, Callable[..., str | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.kind not in ("value", "function"):
             raise ValueError(f"{self.id}: kind must be 'value' or 'function'")
         unknown = ({code_of(m) for m in (*self.mistakes, *self.signs)} | {h.split(":")[0] for h in self.hints}
-                   | set(self.raises.values()) | {b.code for b in self.budgets}) - set(MISTAKES)
+                   | set(self.raises.values()) | {b.code for b in self.budgets} | set(self.explains)) - set(MISTAKES)
         if unknown:
             raise ValueError(f"{self.id}: unknown mistake codes {sorted(unknown)}")
         if self.kind == "function" and len(self.answers) != 1:
@@ -1608,6 +1613,19 @@ def _sign(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> s
     return found[0] if len(found) == 1 else None
 
 
+def _explained(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]], record: Mapping[str, Any],
+               note: str = "") -> Outcome | None:
+    """The first mistake of :attr:`Exercise.explains` that explains the answers, with its own message."""
+    for code, explain in ex.explains.items():
+        try:
+            message = explain(ex, trials, record)
+        except Exception:  # noqa: BLE001 — answers of another shape or kind: not that mistake
+            continue
+        if message:
+            return _fail(ex, code, message, note)
+    return None
+
+
 def _discarded_problem(ex: Exercise, record: Mapping[str, Any], note: str = "") -> Outcome | None:
     """A wrong answer whose code computes a result on a line of its own and keeps nothing of it
     (``scores.masked_fill(mask, -inf)`` without ``scores =``): most likely the step that went missing."""
@@ -1851,6 +1869,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
     code = diagnose(ex, trials)
     if code:
         return _fail(ex, code, note=note)
+    if explained := _explained(ex, trials, record, note):
+        return explained
     if discarded := _discarded_problem(ex, record, note):
         return discarded
     if rounded := _rounded_answer(ex, trials):
@@ -1959,6 +1979,8 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
     code = diagnose(ex, trials) or _sign(ex, trials)
     if code:
         return _fail(ex, code)
+    if explained := _explained(ex, trials, record):
+        return explained
     if discarded := _discarded_problem(ex, record):
         return discarded
     if rounded := _rounded_answer(ex, trials):
@@ -2147,11 +2169,29 @@ def _raising_mistake(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> str
         return None
     code = diagnose(ex, list(zip(answers, plan.inputs)))
     if code is None:
-        return None
+        return _typed_in_variant(ex, plan, answers)
     try:
         ex.variant(code, plan.inputs[len(answers)])
     except Exception:  # the mistake fails where the function failed
         return code
+    return None
+
+
+def _typed_in_variant(ex: Exercise, plan: Plan, answers: Sequence[Arrays]) -> str | None:
+    """A ``hard_coded`` variant (a notebook's size typed in, e.g. its number of heads): right wherever that size is
+    the inputs' own, as every answer so far is, and raising where the function raised (a reshape to the wrong size)."""
+    if "hard_coded" not in ex.mistakes:
+        return None
+    try:
+        if not all(_close(got, ex.variant("hard_coded", inputs), ex.answers, ex.rtol, ex.atol)
+                   for got, inputs in zip(answers, plan.inputs)):
+            return None
+    except Exception:  # noqa: BLE001
+        return None
+    try:
+        ex.variant("hard_coded", plan.inputs[len(answers)])
+    except Exception:  # the typed-in size fails where the function failed
+        return "hard_coded"
     return None
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..reference import softmax
+from ..scales import matches, other_scale
 from ..spec import Exercise, Probe, register, upstream_of
 
 NOTEBOOK = "06_masks_dropout_multihead"
@@ -202,6 +203,24 @@ CAUSAL_MISTAKES = {
 }
 
 
+def _causal_scaled(inputs, scale):
+    """Causal attention with the scores divided by ``scale`` instead of √d_k."""
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    return _attend(causal_scores(q, k, scale=False) / scale, _lower(q.shape[-2]), v)
+
+
+def _batch_and_tokens(inputs) -> dict:
+    """The sizes of q other than its width: the tokens, and the batch when there is one."""
+    q = inputs["q"]
+    sizes = {"n, the number of tokens (q.shape[-2])": q.shape[-2]}
+    if q.ndim == 3:
+        sizes["the batch size (q.shape[0])"] = q.shape[0]
+    return sizes
+
+
+CAUSAL_OTHER_SCALE = other_scale(_causal_scaled, _batch_and_tokens)
+
+
 def _real(lengths, n, off_by_one=False):
     """(batch, n): True where position j is a real token of its sentence."""
     lengths = np.asarray(lengths)[:, None]
@@ -225,6 +244,15 @@ def _padded(q, k, v, lengths, how="inf", scale=True, allowed=None, axis=-1):
 
 def ref_padded(q, k, v, lengths):
     return _padded(q, k, v, lengths)
+
+
+def _padded_scaled(inputs, scale):
+    return _attend(causal_scores(inputs["q"], inputs["k"], scale=False) / scale,
+                   key_allowed(inputs["lengths"], inputs["k"].shape[-2]), inputs["v"])
+
+
+PADDED_OTHER_SCALE = other_scale(_padded_scaled, lambda i: {
+    **_batch_and_tokens(i), "each sentence's own length (lengths)": np.asarray(i["lengths"])[:, None, None]})
 
 
 def _square(allowed, lengths, n):
@@ -265,6 +293,28 @@ DROPOUT_MISTAKES = {
     "dropout_divide_by_p": lambda weights, keep, p: weights * keep / p,
     "dropout_mask_inverted": lambda weights, keep, p: weights * (1 - keep) / (1.0 - p),
     "dropout_mask_ignored": lambda weights, keep, p: weights / (1.0 - p),
+    "dropout_rescaled_twice": lambda weights, keep, p: weights * keep / (1.0 - p) ** 2,
+    "dropout_scale_by_odds": lambda weights, keep, p: weights * keep * p / (1.0 - p),
+    # each row divided by its sum after dropping: a row with every weight dropped is 0/0
+    "dropout_renormalised": lambda weights, keep, p: weights * keep / (weights * keep).sum(axis=-1, keepdims=True),
+}
+
+
+def _own_draw(answer, inputs) -> bool:
+    """Every weight either dropped (0) or kept and divided by (1 − p), but not where the given keep says: a draw of
+    the function's own (F.dropout, torch.rand) instead of the keep-mask it is given."""
+    got = np.asarray(answer["inverted_dropout"], dtype=np.float64)
+    weights, keep, p = (np.asarray(inputs[n], dtype=np.float64) for n in ("weights", "keep", "p"))
+    dropped, kept = got == 0.0, np.isclose(got, weights / (1.0 - p), rtol=1e-4, atol=1e-7)
+    # zeros elsewhere than keep's, and not keep's transposed (a mask rearranged is not a draw)
+    return bool(got.shape == weights.shape and (dropped | kept).all() and (dropped != (keep == 0)).any()
+                and (dropped != (keep.T == 0)).any())
+
+
+DROPOUT_HINTS = {
+    "given_draw_ignored": "Your zeros fall in other places than keep's: your function makes a random draw of its "
+    "own (F.dropout, or torch.rand) instead of using the keep-mask it is given. Use `keep`: multiply the weights by "
+    "it, then divide by (1 − p).",
 }
 
 
@@ -312,6 +362,12 @@ def merge_heads_interleaved(x):
     return x.transpose(0, 2, 3, 1).reshape(b, s, h * dh)
 
 
+def merge_heads_typed_in(x):
+    """The merged width typed in for the notebook's sizes (its 2 heads): raises on any other number of heads."""
+    b, h, s, dh = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(b, s, NUM_HEADS * dh)
+
+
 def merge_heads_all_axes(x):
     """Every axis reversed (a transpose without the order of the axes), then reshaped to (b, s, d_model)."""
     b, h, s, dh = x.shape
@@ -329,9 +385,11 @@ def _heads_scores(x, w_query, w_key, w_value, num_heads, wrong_heads=False, scal
     split = {False: split_heads, True: split_heads_wrong, "interleaved": split_heads_interleaved,
              "split_interleaved": split_heads_interleaved}[wrong_heads]
     q, k, v = (split(x @ (w.T if transposed else w), int(num_heads)) for w in (w_query, w_key, w_value))
-    scores = causal_scores(q, k, scale=scale == "head")
+    scores = causal_scores(q, k, scale="d" if scale == "d" else scale == "head")
     if scale == "model":
         scores = scores / np.sqrt(x.shape[-1])
+    elif not isinstance(scale, str):  # a number of the caller's (scale_by_other_size)
+        scores = scores / scale
     return scores, v
 
 
@@ -340,7 +398,7 @@ def _mha(x, w_query, w_key, w_value, w_out, num_heads, wrong_heads=False, scale=
     transposed = project == "all_transposed"
     scores, v = _heads_scores(x, w_query, w_key, w_value, num_heads, wrong_heads, scale, transposed)
     allowed = _lower(scores.shape[-1]) if causal else np.ones(scores.shape[-2:], dtype=bool)
-    merge = merge_heads_interleaved if wrong_heads == "interleaved" else \
+    merge = merge_heads_interleaved if wrong_heads == "interleaved" or wrong_merge == "interleaved" else \
         merge_heads_all_axes if wrong_merge == "all_axes" else merge_heads if wrong_heads == "split_interleaved" else \
         merge_heads_wrong if wrong_heads or wrong_merge else merge_heads
     merged = merge(_attend(scores, allowed, v, axis=axis))
@@ -355,6 +413,8 @@ MHA_MISTAKES = {
     "heads_reshaped_without_transpose": lambda **i: _mha(**i, wrong_heads=True),
     "missing_scale": lambda **i: _mha(**i, scale="none"),
     "scale_by_d_model": lambda **i: _mha(**i, scale="model"),
+    # divided by d_head itself: or by √d_head twice (the queries, then the scores again)
+    "scale_by_d": lambda **i: _mha(**i, scale="d"),
     "softmax_over_heads": lambda **i: _mha(**i, axis=1),
     "missing_output_projection": lambda **i: _mha(**i, project=False),
     "heads_merged_without_transpose": lambda **i: _mha(**i, wrong_merge=True),
@@ -372,6 +432,39 @@ TF_MHA_MISTAKES = {
     **MHA_MISTAKES,
     "heads_split_interleaved": lambda **i: _mha(**i, wrong_heads="split_interleaved"),
     "transposed_all_axes": lambda **i: _mha(**i, wrong_merge="all_axes"),
+}
+
+
+def _mha_all_axes(x, w_query, w_key, w_value, w_out, num_heads):
+    """tf.transpose without perm when splitting and when merging: each head split to (d_head, heads, seq, batch),
+    so the scores pair the tokens over the batch axis, and the merge reverses every axis back."""
+    b, s, d = x.shape
+    h = int(num_heads)
+    q, k, v = (np.transpose((x @ w).reshape(b, s, h, d // h)) for w in (w_query, w_key, w_value))
+    out = softmax(q @ np.swapaxes(k, -1, -2) / np.sqrt(d // h)) @ v
+    return np.transpose(out).reshape(b, s, d) @ w_out
+
+
+def _mha_scaled(inputs, scale):
+    return _mha(**inputs, scale=scale)
+
+
+MHA_OTHER_SCALE = other_scale(_mha_scaled, lambda i: {
+    "the number of heads (num_heads)": int(i["num_heads"]), "n, the number of tokens (x.shape[1])": i["x"].shape[1],
+    "the batch size (x.shape[0])": i["x"].shape[0]},
+    d_k="d_head", width="the width of one head's keys (d_model // num_heads, k.shape[-1] after the split)")
+TF_MHA_EXPLAINS = {
+    "scale_by_other_size": MHA_OTHER_SCALE,
+    "transposed_all_axes": matches(_mha_all_axes, "tf.transpose without perm reverses every axis: your split turns "
+                                   "(batch, seq, heads, d_head) into (d_head, heads, seq, batch), so the scores pair "
+                                   "the tokens through the batch axis, and the merge reverses everything back. Give "
+                                   "the new order of all the axes (perm=[0, 2, 1, 3]) when splitting and when "
+                                   "merging, so that only the heads and the tokens change places."),
+    "heads_interleaved": matches(lambda **i: _mha(**i, wrong_merge="interleaved"),
+                                 "Your heads are split right, but merged with the heads axis last (perm=[0, 2, 3, 1] "
+                                 "gives (batch, seq, d_head, heads)), so the merged row alternates between the "
+                                 "heads' features. Swap back only the heads and the tokens (perm=[0, 2, 1, 3]), "
+                                 "then reshape, so that each head's block comes back whole."),
 }
 
 
@@ -436,6 +529,12 @@ def _module(x_pad, lengths_pad, w_query, w_key, w_value, w_out, num_heads, p_dro
         allowed = allowed & ~real[:, None, None, :]
     if padding == "off_by_one":  # j <= length: one padded key shown to every query of a padded sentence
         allowed = allowed & _real(lengths_pad, n, off_by_one=True)[:, None, None, :]
+    if padding == "either":  # hidden only where both masks hide: causal & padded (or keep-masks joined by |)
+        allowed = allowed | real[:, None, None, :]
+    if dropout == "scores_first":  # the scores dropped, then masked and the softmax taken (no NaN)
+        train = _masked_softmax(scores * keep_draw / (1 - p_drop), allowed, how)
+        return {"out_eval": merge_heads(_masked_softmax(scores, allowed, how) @ v) @ w_out,
+                "out_train": merge_heads(train @ v) @ w_out}
     if dropout == "scores":  # the masked scores dropped (−∞ · 0 = NaN), then the softmax
         with np.errstate(invalid="ignore"):
             hidden = np.where(allowed, scores, -np.inf)
@@ -486,6 +585,13 @@ MODULE_MISTAKES = {
     "heads_reshaped_without_transpose": _variant(wrong_heads=True),
     "missing_output_projection": _variant(project=False),
     "dropout_before_softmax": _variant(dropout="scores"),
+    "masks_combined_with_and": _variant(padding="either"),
+}
+MODULE_EXPLAINS = {
+    "dropout_before_softmax": matches(_variant(dropout="scores_first"), "Your module drops the scores, before the "
+                                      "mask and the softmax: the softmax then spreads the weight again over what is "
+                                      "left. Dropout acts on the attention weights, after the softmax and before the "
+                                      "product with the values."),
 }
 
 # --- hints in this notebook's words ---------------------------------------------------------
@@ -506,6 +612,10 @@ MHA_SCALE_HINT = (
 MHA_D_MODEL_HINT = (
     "You divided the scores by √d_model. Each head's scores are dot products of vectors of size d_head = "
     "d_model // num_heads: divide by √d_head."
+)
+MHA_TWICE_HINT = (
+    "Your scores end up divided by d_head itself, not by √d_head: divided by d_head, or by √d_head twice (the "
+    "queries first, then the scores again). Scale once: divide the scores (or the queries) by √d_head."
 )
 OUTPUT_PROJECTION_HINT = (
     "You put the heads side by side but left out the output projection. Multiply the merged heads by w_out: "
@@ -607,11 +717,13 @@ def _exercises() -> list[Exercise]:
     tf_ = {**common, "framework": "tensorflow",
            # the PyTorch functions above, run and wrapped in a TensorFlow tensor, are not the TensorFlow version
            "not_with": ("torch", "F", "causal_attention", "multi_head_attention", "split_heads", "merge_heads")}
-    causal = {"inputs": causal_inputs, "reference": ref_causal, "mistakes": CAUSAL_MISTAKES}
+    causal = {"inputs": causal_inputs, "reference": ref_causal, "mistakes": CAUSAL_MISTAKES,
+              "explains": {"scale_by_other_size": CAUSAL_OTHER_SCALE}}
     mha = {"inputs": mha_inputs, "reference": ref_mha, "mistakes": MHA_MISTAKES, "atol": 1e-5,
            "hints": {"missing_scale": MHA_SCALE_HINT, "scale_by_d_model": MHA_D_MODEL_HINT,
                      "missing_output_projection": OUTPUT_PROJECTION_HINT,
-                     "heads_merged_without_transpose": MERGE_ONLY_HINT}}
+                     "heads_merged_without_transpose": MERGE_ONLY_HINT, "scale_by_d": MHA_TWICE_HINT},
+           "explains": {"scale_by_other_size": MHA_OTHER_SCALE}}
     return [
         Exercise("06.causal_attention", title="Causal attention", answers=("causal_attention",),
                  hints=_causal_hints("torch"), how=own, **causal, **torch_),
@@ -623,6 +735,7 @@ def _exercises() -> list[Exercise]:
             reference=ref_padded,
             mistakes=PADDED_MISTAKES,
             hints=PADDED_HINTS,
+            explains={"scale_by_other_size": PADDED_OTHER_SCALE},
             # only for a function that takes a maximum (lengths.max(), torch.max(lengths)): other shape errors
             # have other causes (a [:, None] missing, a global read)
             raised_hints=((r"must match the size of tensor",
@@ -639,6 +752,8 @@ def _exercises() -> list[Exercise]:
             inputs=dropout_inputs,
             reference=ref_dropout,
             mistakes=DROPOUT_MISTAKES,
+            signs={"given_draw_ignored": _own_draw},
+            hints=DROPOUT_HINTS,
             **torch_,
         ),
         Exercise(
@@ -668,8 +783,12 @@ def _exercises() -> list[Exercise]:
             reference=merge_heads,
             mistakes={"heads_reshaped_without_transpose": merge_heads_wrong,
                       "heads_interleaved": merge_heads_interleaved,
-                      "heads_wrong_transpose": merge_heads_wrong_transpose},
+                      "heads_wrong_transpose": merge_heads_wrong_transpose,
+                      "hard_coded": merge_heads_typed_in},
             hints={"heads_reshaped_without_transpose": MERGE_HINT,
+                   "hard_coded": "`merge_heads` reshapes to a width typed in for this notebook (its 2 heads, or its "
+                   "d_model of 6), so it fails on any other number of heads. Compute the width from x itself: "
+                   "x.shape[1] * x.shape[3] (heads × d_head).",
                    "heads_interleaved": "You moved the heads axis to the end, (batch, seq, d_head, heads), so the "
                    "merged row alternates between the heads' features. Undo split_heads: transpose axes 1 and 2 "
                    "(back to (batch, seq, heads, d_head)), then reshape, so that each head's block comes back "
@@ -698,6 +817,7 @@ def _exercises() -> list[Exercise]:
             reads=MODULE_READS,
             mistakes=MODULE_MISTAKES,
             hints=MODULE_HINTS,
+            explains=MODULE_EXPLAINS,
             framework="torch",
             module="mhsa",
             trainable=4,
@@ -733,7 +853,7 @@ def _exercises() -> list[Exercise]:
             answers=("tf_multi_head_attention",),
             how=own,
             dtype="float32",
-            **{**mha, "mistakes": TF_MHA_MISTAKES,
+            **{**mha, "mistakes": TF_MHA_MISTAKES, "explains": TF_MHA_EXPLAINS,
                "hints": {**mha["hints"], "transposed_all_axes": "tf.transpose without perm reverses every axis: "
                          "(batch, heads, seq, d_head) becomes (d_head, seq, heads, batch), and the reshape after it "
                          "mixes the numbers of every token and head. Give the new order of all the axes (perm=…), "

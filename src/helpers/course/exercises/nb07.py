@@ -33,6 +33,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..reference import softmax
+from ..scales import other_scale
 from ..spec import Exercise, Probe, register
 
 NOTEBOOK = "07_attention_at_scale"
@@ -438,6 +439,8 @@ def flash_inputs(rng=None):
     block = int(rng.integers(2, n // 2 + 1))
     while n % block == 0:
         block += 1  # a shorter last block, too (stops at n - 1 at the latest)
+    if d == block:  # never the keys' width (the notebook's example has both 4): scores divided by √block_size show
+        d = d + 1 if d < 8 else d - 1
     q, k = rng.normal(0, 1.5, size=(n, d)), rng.normal(0, 1.5, size=(n, d))
     # Every key gets the same component 3 … 3.3 along a direction w. One query points the other way
     # along w: its scores are all between −935 and −850, so a running maximum started at 0 underflows
@@ -518,6 +521,19 @@ WRONG_TRIANGLE_HINT = (
     "at keys j ≤ i: hide the keys with j > i (the upper triangle of the diagonal block)."
 )
 
+# scores divided by the square root of another size than d_k: which one (scale_by_other_size)
+VECTORISED_OTHER_SCALE = other_scale(lambda i, scale: attention(i["q"], i["k"], i["v"], scale=scale), lambda i: {
+    "the batch size (q.shape[0])": i["q"].shape[0], "the number of heads (q.shape[1])": i["q"].shape[1],
+    "n, the number of tokens (q.shape[-2])": i["q"].shape[-2]}, width="the width of one query or key (q.shape[-1])")
+_FLASH_SIZES = {"block_size, the number of keys in a block": lambda i: i["block_size"],
+                "n, the number of tokens (q.shape[0])": lambda i: np.shape(i["q"])[0]}
+FLASH_OTHER_SCALE = other_scale(lambda i, scale: _attend(i["q"], i["k"], i["v"], scale=scale),
+                                lambda i: {w: f(i) for w, f in _FLASH_SIZES.items()},
+                                width="the width of one query or key (q.shape[1])")
+CAUSAL_FLASH_OTHER_SCALE = other_scale(lambda i, scale: _causal(i["q"], i["k"], i["v"], i["block_size"], scale=scale),
+                                       lambda i: {w: f(i) for w, f in _FLASH_SIZES.items()},
+                                       width="the width of one query or key (q.shape[1])")
+
 register(
     Exercise(
         "07.vectorised",
@@ -529,6 +545,7 @@ register(
         inputs=vectorised_inputs,
         reference=lambda q, k, v: attention(q, k, v),
         mistakes=VECTORISED_MISTAKES,
+        explains={"scale_by_other_size": VECTORISED_OTHER_SCALE},
         dtype="float32",
         keeps_grad=True,  # attention inside a model that is trained: no .detach(), no torch.no_grad()
         how={"library_attention": False},  # the cell compares it with the fused function: that one is not the step
@@ -596,6 +613,7 @@ register(
         inputs=flash_inputs,
         reference=lambda q, k, v, block_size: _attend(q, k, v),
         mistakes=FLASH_MISTAKES,
+        explains={"scale_by_other_size": FLASH_OTHER_SCALE},
         probes=(Probe("peak_memory", long_flash, flash_memory_limit, "full_score_matrix"),
                 Probe("key_blocks", key_probe_inputs, lambda inputs: 0, "keys_not_in_blocks")),
         edge=one_block,
@@ -650,6 +668,7 @@ register(
         inputs=flash_inputs,
         reference=lambda q, k, v, block_size: _causal(q, k, v, block_size),
         mistakes=CAUSAL_MISTAKES,
+        explains={"scale_by_other_size": CAUSAL_FLASH_OTHER_SCALE},
         probes=(
             Probe("peak_memory", long_flash, flash_memory_limit, "full_score_matrix"),
             Probe("causal_blocks", causal_probe_inputs, lambda inputs: 0, "future_blocks_computed"),

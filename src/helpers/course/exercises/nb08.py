@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..reference import softmax
+from ..scales import other_scale
 from ..spec import Exercise, register, upstream_of
 
 NOTEBOOK = "08_order_and_position"
@@ -392,8 +393,10 @@ def ref_rope_attention(queries, keys, values, positions, **_):
 
 def _rope_attention_with(q_rot, k_rot, v, scale=True, order="qk", axis=-1):
     s = q_rot @ k_rot.T if order == "qk" else k_rot @ q_rot.T
-    if scale:
+    if scale is True:
         s = s / np.sqrt(k_rot.shape[-1])
+    elif scale is not False:  # a number of the caller's (scale_by_other_size)
+        s = s / scale
     return {"q_rot": q_rot, "k_rot": k_rot, "outputs_rope": softmax(s, axis=axis) @ v}
 
 
@@ -411,6 +414,14 @@ ROPE_ATTENTION_MISTAKES = {
     "softmax_wrong_axis": lambda queries, keys, values, positions, **_: _rope_attention_with(
         rope(queries, positions), rope(keys, positions), values, axis=0),
 }
+
+
+# scores divided by the square root of another size than d_k: which one (scale_by_other_size)
+ROPE_OTHER_SCALE = other_scale(
+    lambda i, scale: _rope_attention_with(rope(i["queries"], i["positions"]), rope(i["keys"], i["positions"]),
+                                          i["values"], scale=scale),
+    lambda i: {"n, the number of tokens (len(positions))": len(i["positions"])},
+    width="the width of one rotated key (k_rot.shape[-1])")
 
 
 def ref_grid(q_vec, k_vec, grid_positions, **_):
@@ -485,6 +496,7 @@ def _exercises() -> list[Exercise]:
             answers=("q_rot", "k_rot", "outputs_rope"), inputs=upstream_of(world, "q_rot"),
             reference=ref_rope_attention, reads=("queries", "keys", "values", "positions"),
             mistakes=ROPE_ATTENTION_MISTAKES, atol=1e-5, framework="torch",
+            explains={"scale_by_other_size": ROPE_OTHER_SCALE},
             # "written yourself as in part 1": the library's fused function is what the cell compares with
             how={"library_attention": False},
             hints={"not_as_asked:library_attention": "Your cell calls a library's attention "

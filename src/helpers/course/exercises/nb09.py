@@ -27,10 +27,12 @@ of a function step is the example the student sees.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 
 from ..reference import softmax
+from ..scales import other_scale
 from ..spec import Exercise, RowBudget, register
 
 NOTEBOOK = "09_cross_attention_kv_cache"
@@ -610,11 +612,34 @@ DECODE_HINTS = {
 }
 
 
+def _two_sizes(q_name: str, k_name: str, q_words: str, k_words: str) -> Callable[[dict], dict]:
+    """The sizes of a query and a key array other than their widths: their lengths, and the batch when there is one."""
+    def sizes(i: dict) -> dict:
+        q, k = np.asarray(i[q_name]), np.asarray(i[k_name])
+        out = {f"n_q, {q_words} ({q_name}.shape[-2])": q.shape[-2], f"n_k, {k_words} ({k_name}.shape[-2])": k.shape[-2]}
+        if q.ndim == 3:
+            out[f"the batch size ({q_name}.shape[0])"] = q.shape[0]
+        return out
+    return sizes
+
+
+# scores divided by the square root of another size than d_k: which one (scale_by_other_size)
+CROSS_OTHER_SCALE = other_scale(lambda i, scale: _cross(**i, scale=scale),
+                                _two_sizes("x_dec", "x_enc", "the number of decoder tokens",
+                                           "the number of encoder tokens"),
+                                width="the width of one key (w_key.shape[-1], k.shape[-1])")
+PADDED_OTHER_SCALE = other_scale(lambda i, scale: _padded(**i, scale=scale),
+                                 _two_sizes("q", "k", "the number of queries", "the number of keys"))
+CACHED_OTHER_SCALE = other_scale(lambda i, scale: _cached(**i, scale=scale),
+                                 _two_sizes("q", "k", "the number of new queries", "the number of keys"))
+
+
 def _exercises() -> list[Exercise]:
     common = {"notebook": NOTEBOOK, "kind": "function"}
     torch_ = {**common, "framework": "torch"}
     padded = {"inputs": padded_inputs, "reference": ref_padded, "mistakes": PADDED_MISTAKES,
               "signs": {"padding_penalty_on_real_keys": _penalty_on_real_keys},
+              "explains": {"scale_by_other_size": PADDED_OTHER_SCALE},
               "raised_hints": ((r"must match the size of tensor|must be broadcastable|Incompatible shapes",
                                 mask_width_hint),)}
     # "write …" (the TO-DOs say it in so many words): the library's fused attention is not the step; the
@@ -622,12 +647,14 @@ def _exercises() -> list[Exercise]:
     own = {"how": {"library_attention": False}, "keeps_grad": True}
     return [
         Exercise("09.cross_attention", title="Cross-attention", answers=("cross_attention",), inputs=cross_inputs,
-                 reference=ref_cross, mistakes=CROSS_MISTAKES, hints=CROSS_HINTS, **own, **torch_),
+                 reference=ref_cross, mistakes=CROSS_MISTAKES, hints=CROSS_HINTS,
+                 explains={"scale_by_other_size": CROSS_OTHER_SCALE}, **own, **torch_),
         Exercise("09.padded_cross_attention", title="Cross-attention over a padded batch of sources",
                  answers=("padded_cross_attention",), hints=PADDED_HINTS, **own, **padded, **torch_),
         Exercise("09.cached_attention", title="Attention of the newest queries over a cache",
                  answers=("cached_attention",), inputs=cached_inputs, reference=ref_cached,
-                 mistakes=CACHED_MISTAKES, hints=CACHED_HINTS, **own, **torch_),
+                 mistakes=CACHED_MISTAKES, hints=CACHED_HINTS,
+                 explains={"scale_by_other_size": CACHED_OTHER_SCALE}, **own, **torch_),
         Exercise(
             "09.decode",
             notebook=NOTEBOOK,

@@ -69,10 +69,12 @@ def _lower(n):
     return np.tril(np.ones((n, n), dtype=bool))
 
 
-def _weights(x, w_query, w_key, num_heads, *, causal="lower", scale="head", how="inf", wrong_heads=False, axis=-1):
-    """The attention weights of every head, (batch, heads, seq, seq)."""
+def _weights(x, w_query, w_key, num_heads, *, causal="lower", scale="head", how="inf", wrong_heads=False, axis=-1,
+             scores_times=1.0):
+    """The attention weights of every head, (batch, heads, seq, seq) (``scores_times``: the scores multiplied by it
+    before the mask, as dropout on the scores does)."""
     q, k = (split_heads(x @ w, int(num_heads), wrong_heads) for w in (w_query, w_key))
-    scores = q @ np.swapaxes(k, -1, -2)
+    scores = q @ np.swapaxes(k, -1, -2) * scores_times
     if scale == "head":
         scores = scores / np.sqrt(q.shape[-1])
     elif scale == "model":
@@ -94,8 +96,8 @@ def attention(x, w_query, w_key, w_value, w_out, num_heads, keep=None, p=0.0, *,
               how="inf", wrong_heads=False, project=True, dropout="none", axis=-1, out_transposed=False):
     """Causal multi-head self-attention; ``dropout`` says what happens to the weights (``none``: nothing)."""
     weights = _weights(x, w_query, w_key, num_heads, causal=causal, scale=scale, how=how, wrong_heads=wrong_heads,
-                       axis=axis)
-    if dropout != "none":
+                       axis=axis, scores_times=keep / (1 - p) if dropout == "scores" else 1.0)
+    if dropout not in ("none", "scores"):
         weights = {"train": weights * keep / (1 - p), "no_rescale": weights * keep,
                    "times_keep": weights * keep * (1 - p), "by_p": weights * keep / p}[dropout]
     v = split_heads(x @ w_value, int(num_heads), wrong_heads)
@@ -147,6 +149,8 @@ ATTENTION_MISTAKES = {
     "heads_reshaped_without_transpose": _layer_variant(wrong_heads=True),
     "missing_output_projection": _layer_variant(project=False),
     "output_projection_transposed": _layer_variant(out_transposed=True),
+    # the scores dropped (in training mode), then masked and the softmax taken
+    "dropout_before_softmax": _layer_variant(in_train="scores"),
 }
 
 ATTENTION_HINTS = {
@@ -175,6 +179,9 @@ ATTENTION_HINTS = {
     "shows the future. In masked_fill, True means 'hide': pass `self.causal_mask[:seq, :seq]` as it is.",
     "fully_masked_row": "Your mask hides the diagonal too, so the first query has no key left and its row is "
     "0/0 = NaN. A token may attend to itself: hide only the keys after it (torch.triu(…, diagonal=1)).",
+    "dropout_before_softmax": "Your layer drops the scores, before the mask and the softmax: the softmax then "
+    "spreads the weight again over what is left. Dropout acts on the attention weights, after the softmax and "
+    "before the product with the values.",
 }
 
 
@@ -199,13 +206,15 @@ def _model(tokens_demo, token_emb_demo, pos_emb_demo, w_readout_demo, w_query, w
         x = x + pos_emb_demo[seq]
     elif positions == "reversed":
         x = x + pos_emb_demo[:seq][::-1]
+    elif positions == "by_batch":  # row b of the table for every token of sequence b
+        x = x + pos_emb_demo[: tokens.shape[0]][:, None]
     out = attention(x, w_query, w_key, w_value, w_out, num_heads, causal=causal)
-    h = x + out if residual else out
+    h = x + out if residual is True else x * out if residual == "multiplied" else out
     if twice:  # the one layer applied a second time
         h = h + attention(h, w_query, w_key, w_value, w_out, num_heads, causal=causal)
     if not readout:
         return {"logits_demo": h}
-    logits = h @ w_readout_demo
+    logits = h @ (token_emb_demo.T if readout == "tied" else w_readout_demo)
     if probabilities == "log":
         return {"logits_demo": np.log(softmax(logits))}
     return {"logits_demo": softmax(logits) if probabilities else logits}
@@ -230,6 +239,9 @@ MODEL_MISTAKES = {
     "positions_reversed": _model_variant(positions="reversed"),
     "attention_applied_twice": _model_variant(twice=True),
     "log_softmax_before_cross_entropy": _model_variant(probabilities="log"),
+    "positions_from_batch_axis": _model_variant(positions="by_batch"),
+    "residual_multiplied": _model_variant(residual="multiplied"),
+    "readout_through_embedding": _model_variant(readout="tied"),
 }
 
 # a model of the notebook's class with dropout, for the probe that runs it twice in training mode
@@ -532,6 +544,19 @@ def copied_answer_half(fresh_tokens, **_):
     return {"fresh_predictions": tokens[:, tokens.shape[1] // 2 + 1:]}
 
 
+def _one_late(ex, trials, record) -> str | None:
+    """The model's own guesses (see the probe ``module_guesses``), taken one position too late: [:, L + 1:]."""
+    guesses = ((record.get("probes") or {}).get("module_guesses") or {}).get("guesses") or []
+    if not guesses or len(guesses) != len(trials):
+        return None
+    for (got, _inputs), g in zip(trials, guesses):
+        g = np.asarray(g)
+        late, mine = g[:, g.shape[1] // 2 + 1:], np.asarray(got["fresh_predictions"])
+        if late.shape != mine.shape or not np.array_equal(late, mine):
+            return None
+    return ex.hint("guesses_one_late")
+
+
 LAYER_COPIES = 1000
 
 
@@ -804,6 +829,7 @@ def _exercises() -> list[Exercise]:
                           lambda inputs: 0, "copied_answer", own=own_predictions),),
             depends_on=("10.attention", "10.model", "10.loss", "10.train_step"),
             mistakes={"copied_answer": copied_answer_half},
+            explains={"guesses_one_late": _one_late},
             hints={"copied_answer": "Your `fresh_predictions` are the tokens after the separator, copied from "
                    "`fresh_tokens`, not the model's guesses. Run the trained model on `fresh_tokens` and take its "
                    "guesses (the tokens with the largest logits) at the positions that guess the answer.",

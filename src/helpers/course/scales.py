@@ -1,0 +1,83 @@
+"""Scores divided by the square root of another size of the inputs than d_k (``scale_by_other_size``).
+
+A student who divides by √n, √heads, √batch or √block_size instead of √d_k gets numbers that no one
+wrong variant can stand for: which size it is depends on the code. :func:`other_scale` makes an
+:attr:`Exercise.explains` entry that tries the square root of every other size of the inputs and names
+the one the answers match on every trial where they are wrong (only when one does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+# the answers must match the scaled attention this closely (a factor of 10 above the step's own tolerance: the
+# student's float32 against this float64; the sizes tried differ from d_k by far more)
+LOOSER = 10.0
+
+
+def other_scale(attend: Callable[[Mapping[str, Any], Any], Any],
+                sizes: Callable[[Mapping[str, Any]], Mapping[str, Any]],
+                d_k: str = "d_k", width: str = "the width of one key (k.shape[-1])") -> Callable[..., str | None]:
+    """An explain for ``scale_by_other_size``. ``attend(inputs, scale)``: the step's answer (as its reference
+    returns it) with the scores divided by ``scale`` (a number, or an array that broadcasts against the scores,
+    e.g. one length per sentence); ``sizes(inputs)``: ``{what: size}``, the other sizes of these inputs, ``what``
+    in words ("n, the number of tokens (q.shape[-2])"). ``d_k`` and ``width`` say what the right size is."""
+    from .spec import _as_named, _close  # spec imports the exercises that import this
+
+    def explain(ex, trials, record=None) -> str | None:
+        if ex.kind == "function" and record and (record.get("scalars_read") or record.get("globals_read")):
+            return None  # a function that reads the notebook's numbers (its d_k): the check of global reads says so
+        matched: list[list[str]] = []
+        for got, inputs in trials:
+            if _close(got, ex.expected(inputs), ex.answers, ex.rtol, ex.atol):
+                continue
+            here = []
+            for what, size in sizes(inputs).items():
+                scale = np.sqrt(np.asarray(size, dtype=np.float64))
+                with np.errstate(all="ignore"):
+                    out = _as_named(ex, attend(inputs, scale))
+                if _close(got, out, ex.answers, ex.rtol * LOOSER, ex.atol * LOOSER):
+                    here.append(what)
+            if not here:
+                return None
+            matched.append(here)
+        if not matched:
+            return None
+        right = f"The scores are dot products of a query and a key, {d_k} numbers each: divide by √{d_k}, {width}."
+        common = [w for w in matched[0] if all(w in m for m in matched)]
+        if common:
+            also = ""
+            if len(common) > 1:
+                also = f" (or of {' or of '.join(common[1:])}: they are equal in every input it was tried on)"
+            return f"You divided the scores by the square root of {common[0]}{also}, not of {d_k}. {right}"
+        seen = list(dict.fromkeys(m[0] for m in matched))
+        return (f"You divided the scores by the square root of another size of the inputs than {d_k}: on some "
+                f"inputs it is {seen[0]}, on others {' or '.join(seen[1:])} (a size read from another axis). "
+                + right)
+
+    explain.attend, explain.sizes = attend, sizes  # for the tests: the answers of each size
+    return explain
+
+
+def matches(fn: Callable[..., Any], message: str) -> Callable[..., str | None]:
+    """An explain for a second form of a catalogued mistake, besides its variant (dropout on the scores before
+    the mask as well as after it): ``message`` when the answers are what ``fn(**inputs)`` gives on every trial
+    where they are wrong (and on at least one)."""
+    from .spec import _as_named, _close
+
+    def explain(ex, trials, record=None) -> str | None:
+        wrong = 0
+        for got, inputs in trials:
+            if _close(got, ex.expected(inputs), ex.answers, ex.rtol, ex.atol):
+                continue
+            with np.errstate(all="ignore"):
+                out = _as_named(ex, fn(**inputs))
+            if not _close(got, out, ex.answers, ex.rtol * LOOSER, ex.atol * LOOSER):
+                return None
+            wrong += 1
+        return message if wrong else None
+
+    return explain
