@@ -587,6 +587,9 @@ _ROWS = [
     ("dropout_mask_inverted", "the keep-mask used the wrong way round",
      "You kept the weights the mask drops and dropped the ones it keeps (1 − keep). In `keep`, 1 means 'survives': "
      "multiply by keep itself, then divide by (1 − p)."),
+    ("dropout_mask_transposed", "the keep-mask transposed",
+     "Your zeros are keep's transposed: keep[i, j] says whether weight [i, j] stays. Multiply the weights by keep "
+     "entry by entry, as it is, then divide by (1 − p)."),
     ("dropout_mask_ignored", "the keep-mask never applied",
      "You rescaled every weight by 1 / (1 − p) but dropped none: the keep-mask was not used. Multiply by keep "
      "(0 for a dropped weight), then divide by (1 − p)."),

@@ -75,8 +75,11 @@ def module_example() -> dict:
 
 def _qkv(rng, batch: tuple = ()) -> dict:
     # never the example's sizes: a function that reads the notebook's 5 × 5 mask (or its d_k) must fail here
+    # values of another width than the keys (d_v ≠ d_k): a scale read off v, or an output shaped like q, shows
     n, d = int(rng.choice([3, 4, 6, 7])), int(rng.choice([2, 3, 5]))
-    q, k, v = rng.normal(size=(3, *batch, n, d))
+    d_v = int(rng.choice([w for w in (2, 3, 5, 6) if w != d]))
+    q, k = rng.normal(size=(2, *batch, n, d))
+    v = rng.normal(size=(*batch, n, d_v))
     return {"q": q, "k": k, "v": v}
 
 
@@ -210,11 +213,14 @@ def _causal_scaled(inputs, scale):
 
 
 def _batch_and_tokens(inputs) -> dict:
-    """The sizes of q other than its width: the tokens, and the batch when there is one."""
-    q = inputs["q"]
+    """The sizes of the inputs other than the keys' width: the tokens, the batch when there is one, and the values'
+    width when it is another."""
+    q, v = inputs["q"], inputs["v"]
     sizes = {"n, the number of tokens (q.shape[-2])": q.shape[-2]}
     if q.ndim == 3:
         sizes["the batch size (q.shape[0])"] = q.shape[0]
+    if v.shape[-1] != q.shape[-1]:
+        sizes["d_v, the width of one value (v.shape[-1])"] = v.shape[-1]
     return sizes
 
 
@@ -293,6 +299,7 @@ DROPOUT_MISTAKES = {
     "dropout_divide_by_p": lambda weights, keep, p: weights * keep / p,
     "dropout_mask_inverted": lambda weights, keep, p: weights * (1 - keep) / (1.0 - p),
     "dropout_mask_ignored": lambda weights, keep, p: weights / (1.0 - p),
+    "dropout_mask_transposed": lambda weights, keep, p: weights * np.swapaxes(keep, -1, -2) / (1.0 - p),
     "dropout_rescaled_twice": lambda weights, keep, p: weights * keep / (1.0 - p) ** 2,
     "dropout_scale_by_odds": lambda weights, keep, p: weights * keep * p / (1.0 - p),
     # each row divided by its sum after dropping: a row with every weight dropped is 0/0
@@ -306,9 +313,9 @@ def _own_draw(answer, inputs) -> bool:
     got = np.asarray(answer["inverted_dropout"], dtype=np.float64)
     weights, keep, p = (np.asarray(inputs[n], dtype=np.float64) for n in ("weights", "keep", "p"))
     dropped, kept = got == 0.0, np.isclose(got, weights / (1.0 - p), rtol=1e-4, atol=1e-7)
-    # zeros elsewhere than keep's, and not keep's transposed (a mask rearranged is not a draw)
-    return bool(got.shape == weights.shape and (dropped | kept).all() and (dropped != (keep == 0)).any()
-                and (dropped != (keep.T == 0)).any())
+    # zeros elsewhere than keep's (keep transposed on every trial is a variant of its own, named before this; on one
+    # trial, a draw's zeros can fall where keep's transposed are by chance)
+    return bool(got.shape == weights.shape and (dropped | kept).all() and (dropped != (keep == 0)).any())
 
 
 DROPOUT_HINTS = {
