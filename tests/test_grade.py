@@ -698,3 +698,31 @@ def test_the_grader_names_an_earlier_answer_left_in_another_dtype():
         "key_1 = tf.cast(key_1, tf.float32)")
     assert cast.diagnosis == "overwrites_variable" and "float32" in cast.message and "04.qkv_words" in cast.message, \
         cast.message
+
+
+def test_the_grader_names_a_module_that_ignores_its_input():
+    """Simulation 8: a forward that computes from the notebook's `x` through globals() gives the same output for any
+    input; the sandbox's module probe reports it and the grader names it as the notebook's check does."""
+    torch = pytest.importorskip("torch")
+
+    from helpers.course.samples import answer_namespace
+
+    ex = spec.get("02.sa_v1")
+    namespace = answer_namespace(ex, None, "torch") | {"torch": torch, "nn": torch.nn}
+
+    def self_attention(x, w_query, w_key, w_value):
+        q, k, v = x @ w_query, x @ w_key, x @ w_value
+        return torch.softmax(q @ k.T / k.shape[-1] ** 0.5, dim=-1) @ v
+
+    namespace.update(self_attention=self_attention, d_model=3, d_k=2)
+    cell = ("class SelfAttentionV1(nn.Module):\n"
+            "    def __init__(self, d_model, d_k):\n"
+            "        super().__init__()\n"
+            "        self.w_query = nn.Parameter(torch.rand(d_model, d_k))\n"
+            "        self.w_key = nn.Parameter(torch.rand(d_model, d_k))\n"
+            "        self.w_value = nn.Parameter(torch.rand(d_model, d_k))\n\n"
+            "    def forward(self, inputs):\n"
+            "        return self_attention(globals()['x'], self.w_query, self.w_key, self.w_value)\n\n\n"
+            "_ = torch.manual_seed(123)\nsa_v1 = SelfAttentionV1(d_model, d_k)\noutputs_v1 = sa_v1(x)\n")
+    outcome = _value_step_through_the_protocol("02.sa_v1", namespace, cell)
+    assert outcome.diagnosis == "reads_globals" and "whatever input" in outcome.message, outcome.message

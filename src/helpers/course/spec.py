@@ -1228,6 +1228,13 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
         if probe.kind == "module_init" and (problem := _module_init_problem(ex, probe, inputs,
                                                                            measured.get(probe.kind))):
             return problem
+        if probe.kind == "module_grad" and isinstance(entry := measured.get(probe.kind), Mapping) \
+                and entry.get("ignores_input"):
+            return _module_ignores_input_carried(ex) or _fail(
+                ex, "reads_globals", f"`{ex.module}` gives the same output whatever input it is called with: its "
+                                     "forward computes from something other than its argument (the notebook's `x`, "
+                                     "say, or a result kept from an earlier call). Compute from the input forward "
+                                     "is given.")
         if probe.kind == "module_grad" and (problem := _module_grad_problem(ex, measured.get(probe.kind))):
             return _module_grad_carried(ex) or problem
         drops = measured.get(probe.kind)
@@ -1331,6 +1338,18 @@ def _module_grad_problem(ex: Exercise, entry: Any) -> Outcome | None:
                                      "reconnect it). Keep "
                                      "every step in torch operations on the parameters; detach only to print "
                                      "(the cell may detach the output it prints, the module must not).")
+
+
+def _module_ignores_input_carried(ex: Exercise) -> Outcome | None:
+    """🟡 for a step that only reads its ``module`` when that module ignores its input (see
+    :func:`_module_grad_carried`)."""
+    carried = _module_grad_carried(ex)
+    if carried is None:
+        return None
+    return Outcome(ex.id, "carried", ex.points, ex.points,
+                   carried.message.replace("its output is cut off from its weights, so training could not change them",
+                                           "it gives the same output whatever input it is called with"),
+                   carried_from=carried.carried_from)
 
 
 def _module_grad_carried(ex: Exercise) -> Outcome | None:
@@ -1815,8 +1834,9 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
             names = ", ".join(f"`{n}`" for n in ex.answers)
             return Outcome(ex.id, "fail", 0, ex.points,
                            f"Your {names} {'is' if len(ex.answers) == 1 else 'are'} right on this notebook's numbers, "
-                           "but the cell that computes it could not be found, so it could not be tried on other "
-                           f"inputs. Compute it in a cell of its own ({ex.answers[0]} = …) and run that cell.")
+                           "but no cell assigns it by name, so the code that computes it could not be found and tried "
+                           "on other inputs (a name made through `globals()` or `exec` cannot be traced back). Assign "
+                           f"it by name in the step's cell ({ex.answers[0]} = …) and run that cell.")
         if models := record.get("models_read"):
             names = ", ".join(f"`{n}`" for n in models)
             return _fail(ex, "reads_globals", f"`{ex.functions[0]}` uses the notebook's {names} instead of the model "
@@ -1894,6 +1914,14 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                                            "and digits cannot say which size each number stands for (several sizes "
                                            "are equal here). Write it with the size names, like "
                                            f"{_example_shape(ex)}: it is then tried on other sizes.", note)
+        others = sorted(set(record.get("used") or ()) - set(ex.reads))
+        if others and not (record.get("how") or {}).get("typed_numbers"):
+            # it computes from other steps' answers (the notebook's own w_query …), which a replay leaves as they are
+            owners = [f"`{n}`" + (f" ({o.id})" if (o := producer(ex, n)) else "") for n in others]
+            starts = ", ".join(f"`{n}`" for n in (ex.reads or ([ex.module] if ex.module else [])))
+            return _fail(ex, "reads_globals", f"Your cell gives the same {names} whatever its inputs: it computes from "
+                                              f"{', '.join(owners)}, not from what this step starts from"
+                                              f"{f' ({starts})' if starts else ''}.", note)
         return _fail(ex, "hard_coded", f"Your cell gives the same {names} whatever its inputs: it does not compute "
                                        "from them. Compute the answer from the variables the step starts from "
                                        "(the numbers are there to check against, not to type in).", note)
@@ -1977,6 +2005,11 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
         if isinstance(entry, Mapping) and entry.get("answer") is not None:
             trials.append(({ex.answers[0]: entry["answer"]}, inputs))
     code = diagnose(ex, trials) or _sign(ex, trials)
+    if code == "hard_coded" and record.get("globals_read"):
+        # the notebook's number comes from a notebook variable the function reads (`keys.shape[-1]`), not typed in
+        return _fail(ex, "reads_globals", _reads_globals(ex, record, "so it computes with this notebook's sizes "
+                                                                     "whatever it is given. Use the parameters the "
+                                                                     "function is given."))
     if code:
         return _fail(ex, code)
     if explained := _explained(ex, trials, record):

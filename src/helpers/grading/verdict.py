@@ -258,7 +258,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                 continue
             if probe.kind == "module_grad":
                 record["probes"][probe.kind] = {} if type(entry.get("keeps_grad")) is not bool else {
-                    "keeps_grad": entry["keeps_grad"],
+                    "keeps_grad": entry["keeps_grad"], "ignores_input": entry.get("ignores_input") is True,
                     # only the module's own parameters can be named
                     "cut": _names(entry.get("cut") or [], {p[0] for p in (record.get("module") or {}).get("params", [])}
                                   or {""}, "the parameters cut off")}

@@ -1133,12 +1133,30 @@ def _module_grad(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
                 return {"keeps_grad": False, "cut": []}
             named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
             grads = torch.autograd.grad(result.float().sum(), [p for _, p in named], allow_unused=True)
+            ignores = _ignores_input(module, args, result)
     except Exception as exc:  # noqa: BLE001 — the student's module: anything can happen
         return {"error": f"{type(exc).__name__}: {_first_line(exc)}"}
     finally:
         module.train(was_training)
         torch.set_rng_state(state)  # a module that draws in evaluation mode must not move the notebook's generator
-    return {"keeps_grad": True, "cut": [n for (n, _), g in zip(named, grads) if g is None]}
+    return {"keeps_grad": True, "cut": [n for (n, _), g in zip(named, grads) if g is None], "ignores_input": ignores}
+
+
+def _ignores_input(module: Any, args: list[Any], result: Any) -> bool:
+    """Does the module give the same output when its first (floating) argument changes? (A forward that reads the
+    notebook's `x` instead of its argument.)"""
+    import torch
+
+    x = args[0] if args else None
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        return False
+    try:
+        with torch.no_grad():
+            other = module(x * 1.5 + 0.25, *args[1:])
+    except Exception:  # noqa: BLE001 — raising on other inputs is not ignoring them
+        return False
+    return isinstance(other, torch.Tensor) and other.shape == result.shape and bool(
+        torch.allclose(other.float(), result.detach().float(), rtol=1e-6, atol=1e-7))
 
 
 def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dict[str, Any]:
