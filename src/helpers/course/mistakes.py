@@ -704,6 +704,10 @@ _PROPERTY_ROWS = [
     ("rounded_answer", "the right numbers rounded",
      "Your numbers are the right ones rounded to a few decimals. Keep them at full precision: round only what you "
      "print."),
+    ("in_place_breaks_backward", "an in-place operation that breaks backward",
+     "Training through your module raises in backward: an in-place operation (`*=`, `+=`, `masked_fill_`, "
+     "`x[...] = …`) changed a tensor that autograd had saved to compute the gradients (a softmax's output, an "
+     "input of a product). Write it out of place (`w = w * keep / (1 - p)`, `h = h + self.attn(h)`)."),
     ("result_discarded", "a result computed and thrown away",
      "A line of your code computes a new tensor that nothing keeps (a call such as `scores.masked_fill(...)` on a "
      "line of its own): it changes nothing. Assign its result to a name and use that name."),

@@ -745,8 +745,8 @@ def shape_message(label: str, g: np.ndarray, w: np.ndarray, product: bool = True
             return msg + f" It lacks {lost} of length 1 (these inputs have one row, or a width of 1): a `squeeze()` " \
                          "removes every such axis, whatever the sizes are; or a `keepdim=True` / `keepdims=True` is " \
                          "missing. Return the shape the step gives for any sizes."
-        return msg + " It lacks an axis of length 1: keep it with `keepdim=True` / `keepdims=True`, or add it " \
-                     "back (`[:, None]`, a reshape)."
+        return msg + " It lacks an axis of length 1: a `squeeze` too many, or a `keepdim=True` / `keepdims=True` " \
+                     "missing? Keep it, or add it back (`[:, None]`, a reshape)."
     if g.size == w.size:
         if len(gs) == 2 and gs == ws[::-1]:
             return msg + (" It looks transposed: check the order of your matrix product, or a `.T`." if product
@@ -1229,8 +1229,12 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
                                                                            measured.get(probe.kind))):
             return problem
         if probe.kind == "module_grad" and isinstance(entry := measured.get(probe.kind), Mapping) \
+                and entry.get("inplace_error"):
+            return _module_grad_carried(ex, "training through it raises an error in backward") or _fail(
+                ex, "in_place_breaks_backward", note=f" (Training `{ex.module}` raised: {entry['inplace_error']})")
+        if probe.kind == "module_grad" and isinstance(entry := measured.get(probe.kind), Mapping) \
                 and entry.get("ignores_input"):
-            return _module_ignores_input_carried(ex) or _fail(
+            return _module_grad_carried(ex, "it gives the same output whatever input it is called with") or _fail(
                 ex, "reads_globals", f"`{ex.module}` gives the same output whatever input it is called with: its "
                                      "forward computes from something other than its argument (the notebook's `x`, "
                                      "say, or a result kept from an earlier call). Compute from the input forward "
@@ -1340,22 +1344,11 @@ def _module_grad_problem(ex: Exercise, entry: Any) -> Outcome | None:
                                      "(the cell may detach the output it prints, the module must not).")
 
 
-def _module_ignores_input_carried(ex: Exercise) -> Outcome | None:
-    """🟡 for a step that only reads its ``module`` when that module ignores its input (see
-    :func:`_module_grad_carried`)."""
-    carried = _module_grad_carried(ex)
-    if carried is None:
-        return None
-    return Outcome(ex.id, "carried", ex.points, ex.points,
-                   carried.message.replace("its output is cut off from its weights, so training could not change them",
-                                           "it gives the same output whatever input it is called with"),
-                   carried_from=carried.carried_from)
-
-
-def _module_grad_carried(ex: Exercise) -> Outcome | None:
-    """🟡 for a step that only reads its ``module`` (a count of its parameters) when that module's output is cut off
-    from its weights: the step's own code is right, the step that makes the module (the one with ``trainable``
-    and the same probe) is not."""
+def _module_grad_carried(ex: Exercise, why: str = "its output is cut off from its weights, so training could not "
+                                                   "change them") -> Outcome | None:
+    """🟡 for a step that only reads its ``module`` (a count of its parameters) when that module is wrong in a way
+    its probe measures (``why``: its output cut off from its weights, …): the step's own code is right, the step
+    that makes the module (the one with ``trainable`` and the same probe) is not."""
     if ex.trainable:
         return None
     owner = next((o for o in exercises_for(ex.notebook) if o is not ex and o.module == ex.module and o.trainable
@@ -1363,9 +1356,9 @@ def _module_grad_carried(ex: Exercise) -> Outcome | None:
     if owner is None:
         return None
     return Outcome(ex.id, "carried", ex.points, ex.points,
-                   f"Your code for this step is right. But `{ex.module}` ({owner.id}) is not right yet: its output is "
-                   "cut off from its weights, so training could not change them. Fix the earlier step, run the cell "
-                   "that makes the module again, then run this cell again.", carried_from=(owner.id,))
+                   f"Your code for this step is right. But `{ex.module}` ({owner.id}) is not right yet: {why}. Fix "
+                   "the earlier step, run the cell that makes the module again, then run this cell again.",
+                   carried_from=(owner.id,))
 
 
 def _draw_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome | None:

@@ -259,6 +259,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
             if probe.kind == "module_grad":
                 record["probes"][probe.kind] = {} if type(entry.get("keeps_grad")) is not bool else {
                     "keeps_grad": entry["keeps_grad"], "ignores_input": entry.get("ignores_input") is True,
+                    **({"inplace_error": _text(entry["inplace_error"], 300)} if entry.get("inplace_error") else {}),
                     # only the module's own parameters can be named
                     "cut": _names(entry.get("cut") or [], {p[0] for p in (record.get("module") or {}).get("params", [])}
                                   or {""}, "the parameters cut off")}

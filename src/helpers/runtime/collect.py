@@ -1132,14 +1132,39 @@ def _module_grad(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
             if not result.requires_grad:
                 return {"keeps_grad": False, "cut": []}
             named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
-            grads = torch.autograd.grad(result.float().sum(), [p for _, p in named], allow_unused=True)
+            try:
+                grads = torch.autograd.grad(result.float().sum(), [p for _, p in named], allow_unused=True)
+            except RuntimeError as exc:  # an in-place change of a tensor autograd saved: backward cannot run
+                return {"keeps_grad": True, "cut": [], "inplace_error": _first_line(exc)[:300]}
             ignores = _ignores_input(module, args, result)
+            trained = _backward_in_training(module, args, named)
     except Exception as exc:  # noqa: BLE001 — the student's module: anything can happen
         return {"error": f"{type(exc).__name__}: {_first_line(exc)}"}
     finally:
         module.train(was_training)
         torch.set_rng_state(state)  # a module that draws in evaluation mode must not move the notebook's generator
-    return {"keeps_grad": True, "cut": [n for (n, _), g in zip(named, grads) if g is None], "ignores_input": ignores}
+    out = {"keeps_grad": True, "cut": [n for (n, _), g in zip(named, grads) if g is None], "ignores_input": ignores}
+    if trained:
+        out["inplace_error"] = trained
+    return out
+
+
+def _backward_in_training(module: Any, args: list[Any], named: list[tuple[str, Any]]) -> str | None:
+    """The first line of the error backward raises through the module in training mode (its dropout branch),
+    when that is an in-place change of a tensor autograd saved; None when backward runs (or fails otherwise)."""
+    import torch
+
+    try:
+        module.train()
+        result = module(*args)
+        if isinstance(result, torch.Tensor) and result.requires_grad:
+            torch.autograd.grad(result.float().sum(), [p for _, p in named], allow_unused=True)
+    except RuntimeError as exc:
+        message = _first_line(exc)
+        return message[:300] if "inplace operation" in message else None
+    except Exception:  # noqa: BLE001 — the student's module: anything can happen
+        return None
+    return None
 
 
 def _ignores_input(module: Any, args: list[Any], result: Any) -> bool:

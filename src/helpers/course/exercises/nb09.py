@@ -314,6 +314,11 @@ def cached_inputs(rng=None) -> dict:
             "v": rng.normal(size=(*batch, t + m, d_v))}
 
 
+def _one_query(inputs: dict) -> dict:
+    """The draw with only its newest query (m = 1): the step decoding makes at every token."""
+    return {**inputs, "q": np.asarray(inputs["q"])[..., -1:, :]}
+
+
 # --- part 3: the decoding loop (a value step) ---------------------------------------------
 
 
@@ -654,6 +659,8 @@ def _exercises() -> list[Exercise]:
         Exercise("09.cached_attention", title="Attention of the newest queries over a cache",
                  answers=("cached_attention",), inputs=cached_inputs, reference=ref_cached,
                  mistakes=CACHED_MISTAKES, hints=CACHED_HINTS,
+                 # one new query, as decoding calls it: the answer keeps its query axis, (…, 1, d_v), not squeezed
+                 edge=_one_query,
                  explains={"scale_by_other_size": CACHED_OTHER_SCALE}, **own, **torch_),
         Exercise(
             "09.decode",
