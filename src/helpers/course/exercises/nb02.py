@@ -255,9 +255,10 @@ def _trainable_inputs(rng: np.random.Generator | None = None) -> dict:
         return {"x": X, "d_model": d_model, "d_k": 2,
                 "sa_v1": {"trainable": dict(zip(names, (W_QUERY, W_KEY, W_VALUE))), "frozen": {}}}
     # d_k of 3 or more: with d_k = 1 the rows of the trainable parameters (len(p), 6 + d_k) could equal the count;
-    # n of 5 or more: the rows of every parameter (9 + d_k) must not equal x.numel() (3n) either, or a count of rows
-    # would pass for counted_inputs (d_k = 3, n = 4 did, on a draw or two in a hundred)
-    d_k, n, m = int(rng.choice([3, 4, 5])), int(rng.choice([5, 7, 8])), int(rng.choice([1, 2, 4, 5]))
+    # n of 7 or more: x.numel() (3n) must not equal another count a wrong cell can make — the rows of every
+    # parameter (9 + d_k), the frozen parameter's entries (3 · d_k) — or that count would pass for counted_inputs
+    # (d_k = 3 with n = 4, and d_k = 5 with n = 5, did on a draw or two in a hundred)
+    d_k, n, m = int(rng.choice([3, 4, 5])), int(rng.choice([7, 8, 9])), int(rng.choice([1, 2, 4, 5]))
     x = rng.normal(0.0, 1.5, size=(n, d_model)).round(2)
     weights = {name: rng.uniform(0.0, 1.0, size=(d_model, d_k)) for name in names}
     frozen = str(rng.choice(names))
