@@ -12,8 +12,8 @@ import re
 import symtable
 from collections.abc import Iterable, Sequence
 
-__all__ = ["assigned_names", "called_names", "code_features", "defining_cell", "discarded_results", "filled_at",
-           "filled_names",
+__all__ = ["assigned_names", "called_names", "code_features", "computed_from", "defining_cell", "discarded_results",
+           "filled_at", "filled_names",
            "first_code_line", "free_names", "mentioned_names", "typed_lists"]
 
 _MAGIC = re.compile(r"^(\s*)([%!].*)$", re.M)
@@ -512,3 +512,56 @@ def code_features(source: str) -> dict[str, bool] | None:
             "seeds_in_class": _seeds_in_class(tree), "low_precision": _low_precision(tree),
             "max_of_lengths": _max_of_lengths(tree), "shape_of_result": _shape_of_result(tree),
             "sequence_mask_without_maxlen": _sequence_mask_without_maxlen(tree)}
+
+
+def _names_read(node: ast.AST | None) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} \
+        if node is not None else set()
+
+
+def _root_name(node: ast.AST) -> str | None:
+    while isinstance(node, (ast.Subscript, ast.Attribute, ast.Starred)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def computed_from(source: str, name: str, targets: Iterable[str]) -> bool:
+    """Whether the cell computes one of ``targets`` from ``name``: some statement that binds or fills a target
+    (``t = …``, ``t += …``, ``t[i] = …``, ``t.add_(…)``) reads ``name``, directly or through other names the cell
+    computes from it (``total = wv.sum(0); t = total``). A loop's variable counts as computed from what it runs
+    over. Static and generous: a cell that does not parse, or binds no target in a way read here, counts as
+    computing from ``name``."""
+    tree = _parse(source)
+    if tree is None:
+        return True
+    deps: dict[str, set[str]] = {}
+
+    def add(target: ast.AST, reads: set[str]) -> None:
+        for t in ast.walk(target) if isinstance(target, (ast.Tuple, ast.List)) else (target,):
+            if (root := _root_name(t)) is not None:
+                deps.setdefault(root, set()).update(reads | (_names_read(t) - {root}))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                add(t, _names_read(node.value))
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            add(node.target, _names_read(node.value))
+        elif isinstance(node, ast.NamedExpr):
+            add(node.target, _names_read(node.value))
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            add(node.target, _names_read(node.iter))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):  # t.add_(…), t.copy_(…)
+            add(node.func.value, _names_read(ast.Tuple(elts=[*node.args, *(k.value for k in node.keywords)])))
+    wanted = [t for t in targets if t in deps]
+    if not wanted:
+        return True
+    seen, todo = set(), list(wanted)
+    while todo:
+        for read in deps.get(todo.pop(), ()):
+            if read == name:
+                return True
+            if read not in seen:
+                seen.add(read)
+                todo.append(read)
+    return False

@@ -47,6 +47,7 @@ from .cells import (
     assigned_names,
     called_names,
     code_features,
+    computed_from,
     definition_source,
     discarded_results,
     free_names,
@@ -812,6 +813,12 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
     if source is not None and (plan.get("computed_with") or plan.get("not_with")):
         mentioned = mentioned_names(source)
         record["unused"] = sorted(set(plan.get("computed_with") or ()) - mentioned)
+        # an answer the step asks to compute the others from (the weighted values, then their sum) is used when
+        # another answer is computed from it, not merely when the cell binds it; the others computed from the
+        # step's inputs by another way skip it (numbers typed in are another mistake)
+        record["unused"] += sorted(n for n in set(plan.get("computed_with") or ()) & set(answers)
+                                   if not computed_from(source, n, others := [a for a in answers if a != n])
+                                   and any(computed_from(source, r, others) for r in plan.get("reads") or ()))
         record["forbidden"] = sorted(set(plan.get("not_with") or ()) & mentioned)
     if source is not None:
         record["how"] = code_features(_without_given(source, plan.get("given") or ()))

@@ -390,7 +390,7 @@ PART_1 = [
            dtype="float32"),  # the next cell compares it with a float32 product, which torch refuses across dtypes
     _value("02.scores", "All scores, by one matrix product", ("attn_scores",),
            _one("attn_scores", lambda x, **_: x @ x.T), reads=("x",), independent=("attn_scores_loop",),
-           how={"loop": False},
+           how={"matmul": True, "loop": False},  # "by one matrix product"
            mistakes={
                "elementwise_product": _one("attn_scores", lambda x, **_: x * x),
                "features_paired": _one("attn_scores", lambda x, **_: x.T @ x),
@@ -402,6 +402,9 @@ PART_1 = [
                "copied_answer": "`attn_scores` is a copy of the loops' `attn_scores_loop`. This step asks you to "
                "compute the same matrix again, with one matrix product.",
                "not_as_asked": _NO_LOOP.format(what="all 36 scores in one line"),
+               "not_as_asked:matmul": "Your numbers are right, but your cell builds the dot products without a "
+               "matrix product. The step asks for all 36 at once with one matrix product of x and its transpose: "
+               "it pairs every row with every row in one go.",
            }),
     _value("02.weights", "All attention weights", ("attn_weights",),
            _one("attn_weights", lambda attn_scores, **_: softmax(attn_scores)), reads=("attn_scores",),

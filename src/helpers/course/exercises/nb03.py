@@ -7,8 +7,8 @@ digits could not say which size is meant), or which axis a softmax or a sum runs
 
 Two worlds of names, in notebook order:
 
-- ``world(rng)``: the example's widths, and a token count n of 2 to 5; the computing steps are
-  replayed on fresh numbers of these shapes;
+- ``world(rng)``: the example's d_model and d_k, values of another width (2, 4 or 5: never d_k), and a
+  token count n of 2 to 5; the computing steps are replayed on fresh numbers of these shapes;
 - ``world(rng, sized=True)``: fresh sizes as well (none 3 or 4, and no two of them within 1 of each
   other, so that ``d_model - 1`` cannot stand for ``d_v``), for the shape
   predictions: ``scores_shape = (n, n)`` replayed there gives ``(5, 5)``, and each typical
@@ -71,15 +71,18 @@ def _sized_base(rng: np.random.Generator) -> dict:
 
 
 REPLAYED_N = (2, 3, 4, 5)  # the token counts of the computing steps' replays
+REPLAYED_D_V = (2, 4, 5)  # their values' widths: never the keys' 3 (d_k), so values cut to d_k show
 
 
-def _replayed_base(rng: np.random.Generator) -> dict:
-    """Notebook 01's world of fresh numbers, with a token count of its own (the widths stay the example's): a cell
-    that writes out three tokens (``weighted_values[:, 0] + … + weighted_values[:, 2]``) does not pass a replay."""
+def _replayed_base(rng: np.random.Generator, d_v: int | None = None) -> dict:
+    """Notebook 01's world of fresh numbers, with a token count of its own and values of another width than the
+    keys (d_model and d_k stay the example's): a cell that writes out three tokens (``weighted_values[:, 0] + … +
+    weighted_values[:, 2]``) does not pass a replay, nor one that cuts the values to d_k columns."""
     n = int(rng.choice(REPLAYED_N))
+    d_v = d_v or int(rng.choice(REPLAYED_D_V))
     x = rng.integers(0, 2, size=(n, 4)).astype(np.float64)
     wq, wk = (rng.integers(0, 2, size=(4, 3)).astype(np.float64) for _ in range(2))
-    wv = rng.integers(0, 4, size=(4, 3)).astype(np.float64)
+    wv = rng.integers(0, 4, size=(4, d_v)).astype(np.float64)
     queries, keys, values = x @ wq, x @ wk, x @ wv
     scores = queries @ keys.T
     return {
@@ -91,9 +94,10 @@ def _replayed_base(rng: np.random.Generator) -> dict:
     }
 
 
-def world(rng: np.random.Generator | None = None, *, sized: bool = False) -> dict:
-    """Every name of the notebook, in notebook order (see the module's docstring)."""
-    base = nb01.world(None) if rng is None else _sized_base(rng) if sized else _replayed_base(rng)
+def world(rng: np.random.Generator | None = None, *, sized: bool = False, d_v: int | None = None) -> dict:
+    """Every name of the notebook, in notebook order (see the module's docstring); ``d_v``: the replayed values'
+    width, else one of :data:`REPLAYED_D_V`."""
+    base = nb01.world(None) if rng is None else _sized_base(rng) if sized else _replayed_base(rng, d_v)
     x, w_key, w_value = base["x"], base["w_key"], base["w_value"]
     n, d_model = x.shape
     d_k, d_v = w_key.shape[1], w_value.shape[1]
@@ -559,7 +563,18 @@ register(
                   "weights and the values gives the same numbers, and skips the point of the step)."}),
     _value("rounded_1", "The original's output 1, by broadcasting a vector",
            ("weighted_values_1_rounded", "output_1_rounded"), ref_rounded_1, reads=("rounded_1", "values"),
-           framework="torch", mistakes=ROUNDED_1_MISTAKES),
+           framework="torch", mistakes=ROUNDED_1_MISTAKES,
+           # values as wide as the example's: the cell's given print subtracts the answer from outputs[0], so an
+           # answer typed in at the example's width would raise there instead of showing as typed in
+           inputs=upstream_of(lambda rng=None: world(rng, d_v=3), "weighted_values_1_rounded"),
+           # "their sum", by "one more broadcast": the output summed from the weighted values, which no loop makes
+           computed_with=("weighted_values_1_rounded",), how={"loop": False},
+           hints={"not_computed_with": "Your numbers are right, but your `output_1_rounded` does not come from "
+                  "`weighted_values_1_rounded`: this step sums the weighted values you just made (a product of "
+                  "the weights and the values gives the same numbers, and skips the point of the step).",
+                  "not_as_asked": "Your numbers are right, but your cell goes through the tokens one at a time (a "
+                  "loop or a comprehension). This step is one more broadcast: one product of the weights, given a "
+                  "new axis, and the values makes the three weighted values at once."}),
     _predict_shape("predict_outputs", "Prediction: the shape of the function's result", "outputs_shape",
                    ref_outputs_shape, PREDICT_OUTPUTS_MISTAKES),
     Exercise(
