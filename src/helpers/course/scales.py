@@ -30,17 +30,23 @@ def other_scale(attend: Callable[[Mapping[str, Any], Any], Any],
     def explain(ex, trials, record=None) -> str | None:
         if ex.kind == "function" and record and (record.get("scalars_read") or record.get("globals_read")):
             return None  # a function that reads the notebook's numbers (its d_k): the check of global reads says so
+        typed = _notebook_width(ex)  # a √ of this notebook's d_k typed in gives the same numbers where a size equals it
         matched: list[list[str]] = []
         for got, inputs in trials:
             if _close(got, ex.expected(inputs), ex.answers, ex.rtol, ex.atol):
                 continue
-            here = []
+            here, ambiguous = [], False
             for what, size in sizes(inputs).items():
                 scale = np.sqrt(np.asarray(size, dtype=np.float64))
                 with np.errstate(all="ignore"):
                     out = _as_named(ex, attend(inputs, scale))
                 if _close(got, out, ex.answers, ex.rtol * LOOSER, ex.atol * LOOSER):
-                    here.append(what)
+                    if np.ndim(size) == 0 and typed is not None and int(size) == typed:
+                        ambiguous = True  # this trial cannot tell that size from the notebook's d_k typed in
+                    else:
+                        here.append(what)
+            if not here and ambiguous:
+                continue
             if not here:
                 return None
             matched.append(here)
@@ -81,3 +87,15 @@ def matches(fn: Callable[..., Any], message: str) -> Callable[..., str | None]:
         return message if wrong else None
 
     return explain
+
+
+def _notebook_width(ex: Any) -> int | None:
+    """The width of one key in the notebook's own example (its d_k), or None when the step's inputs do not say."""
+    try:
+        inputs = ex.inputs(None)
+    except Exception:  # noqa: BLE001 — an example that cannot be made: no such rule
+        return None
+    for name in ("k", "w_key", "keys"):
+        if name in inputs and np.ndim(inputs[name]) >= 1:
+            return int(np.shape(inputs[name])[-1])
+    return None
