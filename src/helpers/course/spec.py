@@ -898,7 +898,9 @@ def _dtype_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
                                             "fail or silently change precision.")
         if ex.dtype == "float64" and dtype != "float64":
             return _fail(ex, "wrong_dtype", f"{label} has dtype {dtype}; this step asks for float64, double "
-                                            "precision: leave out the cast (or convert with .astype(np.float64)).")
+                                            "precision: leave out the cast or the `dtype=` that made it (NumPy's "
+                                            "arrays are float64 unless told otherwise), or convert with "
+                                            ".astype(np.float64).")
         if ex.dtype == "int32" and dtype != "int32":
             return _fail(ex, "wrong_dtype", f"{label} has dtype {dtype}; this step keeps the integers (int32). Leave "
                                             "out the cast here: the notebook casts to float later, where a step "
