@@ -1479,6 +1479,14 @@ def _model_carried(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outco
         names = " and ".join(f"`{c}`" for c in stale)
         cause = (f"it was made from an earlier version of {names}: you ran the cell that defines "
                  f"{'it' if len(stale) == 1 else 'them'} again since. {again}.")
+    elif made is not None and (trained is None or trained < made) and \
+            (raised := history.get("train_raised")) and raised.get("run", -1) > made:
+        where = f" (in `{raised['raised_in']}`)" if raised.get("raised_in") else ""
+        steps = ", ".join(ex.depends_on) or "the steps before"
+        cause = (f"the training cell raised {raised.get('error')}{where} the last time it ran, so the model was not "
+                 f"trained. The error comes from a step it trains with ({steps}): a step can give right numbers "
+                 f"and still break training. Fix it, then {again[0].lower()}{again[1:]}.")
+        carried = tuple(ex.depends_on)
     elif made is not None and (trained is None or trained < made):
         cause = "it has not been trained since it was made. Run the training cell."
     elif defined is not None and trained is not None and defined > trained and (step := history.get("step")):
