@@ -32,6 +32,7 @@ def other_scale(attend: Callable[[Mapping[str, Any], Any], Any],
             return None  # a function that reads the notebook's numbers (its d_k): the check of global reads says so
         typed = _notebook_width(ex)  # a √ of this notebook's d_k typed in gives the same numbers where a size equals it
         matched: list[list[str]] = []
+        values: list[dict[str, Any]] = []  # the size each matched trial names, by what
         for got, inputs in trials:
             if _close(got, ex.expected(inputs), ex.answers, ex.rtol, ex.atol):
                 continue
@@ -50,8 +51,13 @@ def other_scale(attend: Callable[[Mapping[str, Any], Any], Any],
             if not here:
                 return None
             matched.append(here)
+            values.append(sizes(inputs))
         if not matched:
             return None
+        if len(matched) < len(trials) and \
+                _one_number(ex, trials, attend, [v[w] for v, w in zip(values, (m[0] for m in matched))]):
+            return None  # the same number on every trial, right where it is d_k (a typed-in √4), that a size only
+            # happened to equal where it is wrong
         right = f"The scores are dot products of a query and a key, {d_k} numbers each: divide by √{d_k}, {width}."
         common = [w for w in matched[0] if all(w in m for m in matched)]
         if common:
@@ -66,6 +72,23 @@ def other_scale(attend: Callable[[Mapping[str, Any], Any], Any],
 
     explain.attend, explain.sizes = attend, sizes  # for the tests: the answers of each size
     return explain
+
+
+def _one_number(ex, trials, attend, named: list[Any]) -> bool:
+    """The scores divided by one and the same number on every trial, the right ones (where d_k is that number)
+    included: a number typed in (or read from the notebook), which the size named on the wrong trials only happened
+    to equal there."""
+    from .spec import _as_named, _close
+
+    if not named or np.ndim(named[0]) or any(np.ndim(v) or v != named[0] for v in named):
+        return False
+    scale = np.sqrt(float(named[0]))
+    for got, inputs in trials:
+        with np.errstate(all="ignore"):
+            out = _as_named(ex, attend(inputs, scale))
+        if not _close(got, out, ex.answers, ex.rtol * LOOSER, ex.atol * LOOSER):
+            return False
+    return True
 
 
 def matches(fn: Callable[..., Any], message: str) -> Callable[..., str | None]:

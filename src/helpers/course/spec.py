@@ -898,7 +898,9 @@ def _dtype_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
                                             "fail or silently change precision.")
         if ex.dtype == "float64" and dtype != "float64":
             return _fail(ex, "wrong_dtype", f"{label} has dtype {dtype}; this step asks for float64, double "
-                                            "precision: leave out the cast (or convert with .astype(np.float64)).")
+                                            "precision: leave out the cast or the `dtype=` that made it (NumPy's "
+                                            "arrays are float64 unless told otherwise), or convert with "
+                                            ".astype(np.float64).")
         if ex.dtype == "int32" and dtype != "int32":
             return _fail(ex, "wrong_dtype", f"{label} has dtype {dtype}; this step keeps the integers (int32). Leave "
                                             "out the cast here: the notebook casts to float later, where a step "
@@ -1470,6 +1472,14 @@ def _model_carried(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outco
         names = " and ".join(f"`{c}`" for c in stale)
         cause = (f"it was made from an earlier version of {names}: you ran the cell that defines "
                  f"{'it' if len(stale) == 1 else 'them'} again since. {again}.")
+    elif made is not None and (trained is None or trained < made) and \
+            (raised := history.get("train_raised")) and raised.get("run", -1) > made:
+        where = f" (in `{raised['raised_in']}`)" if raised.get("raised_in") else ""
+        steps = ", ".join(ex.depends_on) or "the steps before"
+        cause = (f"the training cell raised {raised.get('error')}{where} the last time it ran, so the model was not "
+                 f"trained. The error comes from a step it trains with ({steps}): a step can give right numbers "
+                 f"and still break training. Fix it, then {again[0].lower()}{again[1:]}.")
+        carried = tuple(ex.depends_on)
     elif made is not None and (trained is None or trained < made):
         cause = "it has not been trained since it was made. Run the training cell."
     elif defined is not None and trained is not None and defined > trained and (step := history.get("step")):

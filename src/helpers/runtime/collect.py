@@ -1290,8 +1290,12 @@ def _training_history(history: History | None, namespace: Mapping[str, Any], mod
     stale = sorted({type(m).__name__ for m in getattr(module, "modules", lambda: [])()
                     if isinstance(namespace.get(type(m).__name__), type)
                     and namespace[type(m).__name__] is not type(m)})
+    # the last run of the training cell that raised before binding ``bound`` (h11: said instead of "not trained")
+    raised = next(({"run": i, "error": run.error, "raised_in": run.raised_in}
+                   for i in range(len(history.runs) - 1, -1, -1) if (run := history.runs[i]).error
+                   and bound in run.unbound), None) if history is not None else None
     return {"made": last(name), "trained": last(bound), "step": step, "step_defined": last(step),
-            "stale_classes": stale}
+            "stale_classes": stale, "train_raised": raised}
 
 
 def _call(fn: Callable[..., Any], name: str, args: list[Any], which: str, shapes: str) -> Any:

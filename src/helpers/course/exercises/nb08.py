@@ -474,13 +474,14 @@ def _exercises() -> list[Exercise]:
         Exercise(
             "08.attention_with_positions", title="Attention with the positions added",
             answers=("attention_with_positions",), inputs=positional_inputs, reference=ref_positional,
-            mistakes=POSITIONAL_MISTAKES, hints=POSITIONAL_HINTS, atol=1e-5,
+            mistakes=POSITIONAL_MISTAKES, hints=POSITIONAL_HINTS, atol=1e-5, dtype="float32",
             # the token vectors and the weights are trained through it; the fixed encoding pe is not
             keeps_grad=("x", "w_query", "w_key", "w_value"), **fn,
         ),
         Exercise(
             "08.learned_positions", title="Learned position vectors", answers=("add_learned_positions",),
             inputs=learned_inputs, reference=ref_learned, mistakes=LEARNED_MISTAKES, hints=LEARNED_HINTS,
+            dtype="float32",
             keeps_grad=True,  # the table is trained: its gradient must reach it (no .detach())
             **fn,
         ),

@@ -649,7 +649,8 @@ def _exercises() -> list[Exercise]:
                                 mask_width_hint),)}
     # "write …" (the TO-DOs say it in so many words): the library's fused attention is not the step; the
     # results feed a model that is trained, so they keep their gradient
-    own = {"how": {"library_attention": False}, "keeps_grad": True}
+    # float32 in, float32 out (the model's tensors): a float64 result (a .double(), a cast) is a mistake, as in 06
+    own = {"how": {"library_attention": False}, "keeps_grad": True, "dtype": "float32"}
     return [
         Exercise("09.cross_attention", title="Cross-attention", answers=("cross_attention",), inputs=cross_inputs,
                  reference=ref_cross, mistakes=CROSS_MISTAKES, hints=CROSS_HINTS,
@@ -684,7 +685,7 @@ def _exercises() -> list[Exercise]:
                  edge=large_cache, signs={"integer_overflow": _wrapped, "cache_in_kibibytes": _in_kibibytes}, **common),
         Exercise("09.tf_padded_cross_attention", title="Cross-attention over a padded batch in TensorFlow",
                  answers=("tf_padded_cross_attention",), hints=TF_PADDED_HINTS, **padded, **common,
-                 framework="tensorflow", how={"library_attention": False},
+                 framework="tensorflow", how={"library_attention": False}, dtype="float32",
                  keeps_grad=True,  # "with TensorFlow operations": q, k and v reach the result (tf.GradientTape)
                  # the PyTorch function above, run and wrapped in a TensorFlow tensor, is not the TensorFlow version
                  not_with=("torch", "F", "padded_cross_attention", "cross_attention")),
