@@ -115,8 +115,10 @@ def _heads_shape(rng) -> tuple[int, int, int, int]:
     """(batch, sequence, heads, head width) of a fresh draw; the head width is never the example's, so a
     d_head typed in (or read from the notebook) shows on every draw. Never 2 either: with d_head = 2, d_model // 2
     is the number of heads, so two heads typed into d_head (√(d_model // 2)) would look like a scale by √num_heads;
-    and at most 5 tokens, below d_model // 2 of three heads (6 or 7), which would look like a scale by √n."""
-    widths = [w for w in (3, 4, 5) if w != D_MODEL // NUM_HEADS]
+    and at most 5 tokens, below d_model // 2 of three heads (6 or 9), which would look like a scale by √n. Even
+    widths only: with three heads of an odd width, two heads typed in make the reshape raise (d_model = 15 is not
+    2 × 7) instead of giving the numbers that name them."""
+    widths = [w for w in (4, 6) if w != D_MODEL // NUM_HEADS]
     return (int(rng.integers(1, 3)), int(rng.integers(3, 6)), int(rng.integers(2, 4)),
             int(widths[int(rng.integers(len(widths)))]))
 
