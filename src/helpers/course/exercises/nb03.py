@@ -59,6 +59,11 @@ def _sized_base(rng: np.random.Generator) -> dict:
     x = rng.integers(0, 2, size=(n, d_model)).astype(np.float64)
     wq, wk = (rng.integers(0, 2, size=(d_model, d_k)).astype(np.float64) for _ in range(2))
     wv = rng.integers(0, 4, size=(d_model, d_v)).astype(np.float64)
+    return _base_of(x, wq, wk, wv)
+
+
+def _base_of(x: np.ndarray, wq: np.ndarray, wk: np.ndarray, wv: np.ndarray) -> dict:
+    """Notebook 01's names computed from integer inputs and weights (as float64 arrays, and as the given lists)."""
     queries, keys, values = x @ wq, x @ wk, x @ wv
     scores = queries @ keys.T
     return {
@@ -83,15 +88,7 @@ def _replayed_base(rng: np.random.Generator, d_v: int | None = None) -> dict:
     x = rng.integers(0, 2, size=(n, 4)).astype(np.float64)
     wq, wk = (rng.integers(0, 2, size=(4, 3)).astype(np.float64) for _ in range(2))
     wv = rng.integers(0, 4, size=(4, d_v)).astype(np.float64)
-    queries, keys, values = x @ wq, x @ wk, x @ wv
-    scores = queries @ keys.T
-    return {
-        "x_list": x.astype(int).tolist(), "w_query_list": wq.astype(int).tolist(),
-        "w_key_list": wk.astype(int).tolist(), "w_value_list": wv.astype(int).tolist(),
-        "x": x, "w_query": wq, "w_key": wk, "w_value": wv,
-        "queries": queries, "keys": keys, "values": values,
-        "attn_scores": scores, "attn_weights": softmax(scores),
-    }
+    return _base_of(x, wq, wk, wv)
 
 
 def world(rng: np.random.Generator | None = None, *, sized: bool = False, d_v: int | None = None) -> dict:
