@@ -221,6 +221,9 @@ def judge_result(res: Result) -> list[str]:
     return problems
 
 
+_RESET = "import sys as _sys\nif 'torch' in _sys.modules:\n    _sys.modules['torch'].set_grad_enabled(True)\n"
+
+
 def run_notebook(notebook: str, attempts: list[Attempt], timeout: int = 300) -> Iterator[Result]:
     """Play every attempt at ``notebook`` in one kernel (see the module's docstring)."""
     path = SOLUTIONS / f"{notebook}.ipynb"
@@ -273,4 +276,6 @@ def run_notebook(notebook: str, attempts: list[Attempt], timeout: int = 300) -> 
                 if "mutates_input" in str(a.diagnosis):  # changed in place: whatever it names
                     stray |= mentioned_names(source)
                 restore({n for n in stray if not n.startswith("_")}, i)
+                # global state an attempt may leave behind (gradients switched off for the session)
+                client.execute_cell(new_code_cell(_RESET), scratch, store_history=False)
             run(cell.source)

@@ -75,6 +75,17 @@ _ROWS = [
     ("mask_wrong_triangle", "the wrong triangle masked",
      "You hid the past instead of the future. A causal mask hides positions j > i (above the "
      "diagonal): torch.triu(..., diagonal=1)."),
+    ("grad_left_off", "gradients switched off for the whole session",
+     "torch.set_grad_enabled(False) ran and was never undone: every later cell runs without gradients. Use "
+     "`with torch.no_grad():` around the lines that need no gradient."),
+    ("mask_by_value", "the mask applied by the scores' values",
+     "You hid the scores that are 0 (after zeroing the future with tril, `scores == 0`), not the future positions: "
+     "a real score of exactly 0 is hidden as well, and a query whose only visible score is 0 sees nothing (NaN). "
+     "Build the mask from the positions (key j after query i), not from the scores."),
+    ("max_over_hidden_keys", "a softmax maximum taken over the hidden keys too",
+     "You subtracted each row's maximum over every key, the hidden future ones too, and masked after the exp. When a "
+     "hidden score is far above the visible ones, every visible exp underflows to 0 and the row is 0/0 (NaN). Hide the "
+     "future first (−∞ in the scores), then take the softmax: its maximum is then over the visible keys."),
     ("mask_with_zero", "masked with 0 instead of −∞",
      "A score of 0 still gets weight after the softmax (exp(0) = 1). Fill masked scores with −∞ "
      "(float('-inf') or a very large negative number)."),

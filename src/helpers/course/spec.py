@@ -990,6 +990,18 @@ def _float32_precision_problem(ex: Exercise, trials: Sequence[tuple[Arrays, Mapp
     return None
 
 
+def _grad_off_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
+    """A PyTorch step whose cell switched gradients off for the whole session (``torch.set_grad_enabled(False)``
+    left on): every later cell, training included, would run without them."""
+    if ex.framework != "torch" or not record.get("grad_off"):
+        return None
+    return _fail(ex, "grad_left_off", "Your cell switched gradients off for the whole session: "
+                                      "`torch.set_grad_enabled(False)` stays in force after the cell, so every cell "
+                                      "after it computes without them and training can no longer learn. Turn them "
+                                      "back on (`torch.set_grad_enabled(True)`) and switch them off only around the "
+                                      "lines that need it: `with torch.no_grad():`.")
+
+
 def _module_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     if not ex.module:
         return None
@@ -1333,6 +1345,14 @@ def _module_grad_problem(ex: Exercise, entry: Any) -> Outcome | None:
     if not isinstance(entry, Mapping) or "keeps_grad" not in entry:
         return None
     cut = list(entry.get("cut") or [])
+    if entry["keeps_grad"] and not cut and (partial := list(entry.get("partial") or [])):
+        names = ", ".join(f"`{n}`" for n in partial)
+        return _fail(ex, "gradient_cut", f"The gradient of {names} misses part of the way the output of `{ex.module}` "
+                                         f"depends on {'it' if len(partial) == 1 else 'them'}: a `.detach()` (or "
+                                         "`torch.no_grad()`) on one of the paths inside forward, such as the input of "
+                                         "a layer detached while the residual around it is not. Every parameter "
+                                         "still gets a gradient, but not the right one, so training follows a wrong "
+                                         "slope. Detach nothing inside forward.")
     if entry["keeps_grad"] and not cut:
         return None
     whom = "its weights" if not entry["keeps_grad"] else ", ".join(f"`{n}`" for n in cut)
@@ -1693,6 +1713,39 @@ def _rounded_answer(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, An
     return None
 
 
+def _rounded_within_tolerance(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> Outcome | None:
+    """The right numbers rounded to k ≤ 4 decimals where that rounding stays inside the step's tolerance (values of
+    about 0.5 or more at 4 decimals, float32's rtol): every entry of every trial sits on the 10^-k grid to the
+    precision of its dtype, while the reference's entries mostly do not — a right answer computed from inputs with
+    few decimals is on the grid as its reference is, and is not taken for a rounding."""
+    if not trials:
+        return None
+    try:
+        pairs = [(np.asarray(got[n], float), np.asarray(ex.expected(inputs)[n], float))
+                 for got, inputs in trials for n in ex.answers]
+    except Exception:  # noqa: BLE001 — answers that are not numbers, a reference that cannot say
+        return None
+    if not pairs or any(g.shape != w.shape or g.size == 0 or not np.all(np.isfinite(g)) or not np.all(np.isfinite(w))
+                        for g, w in pairs):
+        return None
+    total = sum(w.size for _, w in pairs)
+    for k in range(1, 5):
+        step = 10.0 ** -k
+        off_grid = 0
+        for got, want in pairs:
+            slack = 4.0 * 2.0 ** -24 * np.abs(got) + 1e-12  # half an ulp of float32, with room
+            if np.any(np.abs(got - np.round(got / step) * step) > slack) or \
+                    np.any(np.abs(got - want) > 0.5 * step + 2 * slack):
+                break
+            off_grid += int(np.sum(np.abs(want - np.round(want / step) * step) > 16 * slack + 1e-3 * step))
+        else:
+            if off_grid >= max(3, total // 4):
+                return _fail(ex, "rounded_answer",
+                             f"Your numbers are the right ones rounded to {k} decimal{'s' if k > 1 else ''}. "
+                             "Keep them at full precision: round only what you print.")
+    return None
+
+
 def _rounded_to(got: np.ndarray, want: np.ndarray, step: float, grid: float = 1e-6) -> bool:
     if got.shape != want.shape or got.size == 0 or not np.all(np.isfinite(got)) or not np.all(np.isfinite(want)):
         return False
@@ -1848,9 +1901,10 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
         right_trials = [(got0, world0)] + [(got, plan.inputs[i]) for i, got in enumerate(replays, start=1)
                                            if i < len(plan.inputs)]
         for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
-                      _float32_precision_problem(ex, right_trials), _items_problem(ex, record.get("facts") or {}),
+                      _float32_precision_problem(ex, right_trials), _rounded_within_tolerance(ex, right_trials),
+                      _items_problem(ex, record.get("facts") or {}),
                       _mutation_problem(ex, record), _rebound_problem(ex, record), _reassigned_problem(ex, record),
-                      _module_problem(ex, record),
+                      _module_problem(ex, record), _grad_off_problem(ex, record),
                       _parameters_problem(ex, record), _grad_problem(ex, record), _budget_problem(ex, plan, record),
                       _module_probe_problem(ex, plan, record), _step_probe_problem(ex, record, right=True)):
             if check is not None:
@@ -1998,6 +2052,7 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
     if fail is None:
         for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
                       _float32_precision_problem(ex, list(zip(answers, plan.inputs))),
+                      _rounded_within_tolerance(ex, list(zip(answers, plan.inputs))),
                       _mutation_problem(ex, record), _probe_problem(ex, plan, record), _grad_problem(ex, record)):
             if check is not None:
                 return check

@@ -1145,15 +1145,55 @@ def _module_grad(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
                 return {"keeps_grad": True, "cut": [], "inplace_error": _first_line(exc)[:300]}
             ignores = _ignores_input(module, args, result)
             trained = _backward_in_training(module, args, named)
+            partial = _partial_gradients(module, args) if not any(g is None for g in grads) else []
     except Exception as exc:  # noqa: BLE001 — the student's module: anything can happen
         return {"error": f"{type(exc).__name__}: {_first_line(exc)}"}
     finally:
         module.train(was_training)
         torch.set_rng_state(state)  # a module that draws in evaluation mode must not move the notebook's generator
-    out = {"keeps_grad": True, "cut": [n for (n, _), g in zip(named, grads) if g is None], "ignores_input": ignores}
+    out = {"keeps_grad": True, "cut": [n for (n, _), g in zip(named, grads) if g is None], "ignores_input": ignores,
+           "partial": partial}
     if trained:
         out["inplace_error"] = trained
     return out
+
+
+def _partial_gradients(module: Any, args: list[Any]) -> list[str]:
+    """The trainable parameters whose gradient misses part of the way they change the output: a `.detach()` on one
+    path of several (``h + attn(h.detach())``), which leaves every parameter some gradient. For each parameter, the
+    gradient of the output's sum along a random direction is compared with the change of that sum when the parameter
+    moves a little that way (a central difference), on a float64 copy of the module in evaluation mode. A module that
+    cannot be copied or run in float64 says nothing (an empty list)."""
+    import torch
+
+    try:
+        twin = copy.deepcopy(module).double().eval()
+        wide = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+        named = [(n, p) for n, p in twin.named_parameters() if p.requires_grad]
+        if not named or sum(p.numel() for _, p in named) > 200_000:
+            return []
+        result = twin(*wide)
+        if not isinstance(result, torch.Tensor) or not result.requires_grad or result.dtype != torch.float64:
+            return []
+        grads = torch.autograd.grad(result.sum(), [p for _, p in named], allow_unused=True)
+        generator = torch.Generator().manual_seed(0)
+        partial, eps = [], 1e-6
+        with torch.no_grad():
+            for (name, p), g in zip(named, grads):
+                if g is None:
+                    continue
+                direction = torch.randn(p.shape, generator=generator, dtype=torch.float64)
+                p.add_(eps * direction)
+                plus = twin(*wide).sum()
+                p.sub_(2 * eps * direction)
+                minus = twin(*wide).sum()
+                p.add_(eps * direction)
+                numeric, analytic = float((plus - minus) / (2 * eps)), float((g * direction).sum())
+                if abs(numeric - analytic) > 1e-4 * max(1.0, abs(numeric)):
+                    partial.append(name)
+        return partial
+    except Exception:  # noqa: BLE001 — the student's module: anything can happen
+        return []
 
 
 def _backward_in_training(module: Any, args: list[Any], named: list[tuple[str, Any]]) -> str | None:
@@ -1551,12 +1591,20 @@ def collect(plan: Mapping[str, Any], namespace: Mapping[str, Any], history: Hist
     if _replaying:
         return _error("replaying", "checked while replaying a cell")
     run = history.defining(plan["answers"]) if history is not None else None
+    torch = sys.modules.get("torch")
+    grad_on = torch.enable_grad() if torch is not None and hasattr(torch, "enable_grad") else contextlib.nullcontext()
     try:
-        if plan["kind"] == "value":
-            record = _value_record(plan, namespace, history, run, cell, shell)
-        else:
-            record = _function_record(plan, namespace, history, run)
+        with grad_on:  # judged as it runs in a fresh session, whatever a cell left torch.set_grad_enabled at
+            if plan["kind"] == "value":
+                record = _value_record(plan, namespace, history, run, cell, shell)
+            else:
+                record = _function_record(plan, namespace, history, run)
     except AnswerError as err:  # e.g. a framework missing
         record = _error(err.kind, err.message)
     record["id"] = plan["id"]
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "is_grad_enabled") and not torch.is_grad_enabled() \
+            and run is not None and "set_grad_enabled" in run.source:
+        # this step's cell switched gradients off and left them off: every later cell runs without them
+        record["grad_off"] = True
     return record

@@ -89,6 +89,28 @@ def causal_inputs(rng=None) -> dict:
     return _qkv(rng, (int(rng.integers(1, 3)),))  # with a batch axis: (batch, seq, d)
 
 
+def causal_edge(inputs: dict) -> dict:
+    """A draw moved to the edges a causal mask must survive. The first key scores exactly 0 with every query (a mask
+    applied by value, ``scores == 0``, hides it, and the first query sees nothing else); the last key scores 800 with
+    the first query, which must not see it (a maximum taken over the hidden keys as well makes the first query's
+    only weight exp(−800) = 0, and 0/0); the last query, a copy of the first, sees that key itself (a softmax without
+    its maximum overflows). The queries between are made orthogonal to the first, so that the last key scores 0 with
+    them and every other row stays an ordinary one."""
+    out = dict(inputs)
+    q, k = np.array(inputs["q"], dtype=float), np.array(inputs["k"], dtype=float)
+    first = q[..., :1, :]
+    norm2 = np.sum(first ** 2, axis=-1, keepdims=True)
+    q[..., 1:-1, :] -= (q[..., 1:-1, :] * first).sum(-1, keepdims=True) / norm2 * first
+    q[..., -1, :] = q[..., 0, :]
+    k[..., 0, :] = 0.0
+    k[..., -1, :] = (EDGE_SCORE * np.sqrt(q.shape[-1]) * first / norm2)[..., 0, :]
+    out["q"], out["k"] = q, k
+    return out
+
+
+EDGE_SCORE = 800.0  # above exp's limit in float64 (709) as in float32 (88)
+
+
 def padded_inputs(rng=None) -> dict:
     if rng is None:
         return padded_example()
@@ -208,6 +230,52 @@ CAUSAL_MISTAKES = {
     # the allowed triangle handed to masked_fill: the past and the token itself hidden, the future shown
     "causal_mask_inverted": lambda q, k, v: _causal(q, k, v, allowed=~_lower(q.shape[-2])),
 }
+
+
+def _rows_nan_rest_right(got, want, nan_rows) -> bool:
+    """Rows ``nan_rows`` of every batch entirely NaN in ``got``, every other row close to ``want``."""
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    if got.shape != want.shape:
+        return False
+    nan = np.zeros(got.shape[-2], bool)
+    nan[list(nan_rows)] = True
+    return bool(np.isnan(got[..., nan, :]).all() and np.allclose(got[..., ~nan, :], want[..., ~nan, :],
+                                                                   rtol=1e-4, atol=1e-5))
+
+
+def _masked_by_value(answer, inputs) -> bool:
+    """The mask applied by value (``tril()`` and then ``scores == 0`` hidden): the first key, which scores exactly 0,
+    is hidden from every query, so the first query sees nothing (NaN) and the others lose it."""
+    q, k, v = (np.asarray(inputs[n], dtype=np.float64) for n in ("q", "k", "v"))
+    if not np.all(k[..., 0, :] == 0):
+        return False
+    allowed = _lower(q.shape[-2]).copy()
+    allowed[:, 0] = False
+    allowed[0, 0] = True  # row 0 is compared as NaN, not computed
+    return _rows_nan_rest_right(_only(answer), _attend(causal_scores(q, k), allowed, v), [0])
+
+
+def _max_over_hidden(answer, inputs) -> bool:
+    """A maximum taken over every key, the hidden future ones too: the first query's one visible weight is
+    exp(0 − 800) = 0, and 0/0; every other row is right."""
+    q, k, v = (np.asarray(inputs[n], dtype=np.float64) for n in ("q", "k", "v"))
+    return bool(np.all(k[..., 0, :] == 0)) and _rows_nan_rest_right(_only(answer), ref_causal(q, k, v), [0])
+
+
+def _unshifted(answer, inputs) -> bool:
+    """A softmax written out without its maximum: exp(800) overflows in the last row (inf/inf); the rest is right."""
+    q, k, v = (np.asarray(inputs[n], dtype=np.float64) for n in ("q", "k", "v"))
+    return bool(np.all(k[..., 0, :] == 0)) and _rows_nan_rest_right(_only(answer), ref_causal(q, k, v),
+                                                                     [q.shape[-2] - 1])
+
+
+def _only(answer):
+    (value,) = answer.values()
+    return value
+
+
+CAUSAL_SIGNS = {"mask_by_value": _masked_by_value, "max_over_hidden_keys": _max_over_hidden,
+                "unstable_softmax": _unshifted}
 
 
 def _causal_scaled(inputs, scale):
@@ -728,7 +796,8 @@ def _exercises() -> list[Exercise]:
     tf_ = {**common, "framework": "tensorflow",
            # the PyTorch functions above, run and wrapped in a TensorFlow tensor, are not the TensorFlow version
            "not_with": ("torch", "F", "causal_attention", "multi_head_attention", "split_heads", "merge_heads")}
-    causal = {"inputs": causal_inputs, "reference": ref_causal, "mistakes": CAUSAL_MISTAKES,
+    causal = {"inputs": causal_inputs, "reference": ref_causal, "mistakes": CAUSAL_MISTAKES, "edge": causal_edge,
+              "signs": CAUSAL_SIGNS,
               "explains": {"scale_by_other_size": CAUSAL_OTHER_SCALE}}
     mha = {"inputs": mha_inputs, "reference": ref_mha, "mistakes": MHA_MISTAKES, "atol": 1e-5,
            "hints": {"missing_scale": MHA_SCALE_HINT, "scale_by_d_model": MHA_D_MODEL_HINT,
