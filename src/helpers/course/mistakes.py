@@ -75,9 +75,6 @@ _ROWS = [
     ("mask_wrong_triangle", "the wrong triangle masked",
      "You hid the past instead of the future. A causal mask hides positions j > i (above the "
      "diagonal): torch.triu(..., diagonal=1)."),
-    ("grad_left_off", "gradients switched off for the whole session",
-     "torch.set_grad_enabled(False) ran and was never undone: every later cell runs without gradients. Use "
-     "`with torch.no_grad():` around the lines that need no gradient."),
     ("mask_by_value", "the mask applied by the scores' values",
      "You hid the scores that are 0 (after zeroing the future with tril, `scores == 0`), not the future positions: "
      "a real score of exactly 0 is hidden as well, and a query whose only visible score is 0 sees nothing (NaN). "
@@ -678,6 +675,9 @@ _ROWS = [
 ]
 
 _PROPERTY_ROWS = [
+    ("grad_left_off", "gradients switched off for the whole session",
+     "torch.set_grad_enabled(False) ran and was never undone: every later cell runs without gradients. Use "
+     "`with torch.no_grad():` around the lines that need no gradient."),
     ("wrong_dtype", "not the dtype the step asks for",
      "Your answer has another dtype than the step asks for: make it float32."),
     ("wrong_framework", "a tensor of another framework",

@@ -160,6 +160,11 @@ class Exercise:
     # where the variants need not differ; it catches code right only while every axis is longer than 1 (a
     # final squeeze), or moved to an edge of its values (scores near float64's lowest, a size above 2**32)
     edge: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # value steps whose line starts from a name the same cell computes, not one it is handed (01's TensorFlow half:
+    # the outputs from the weights of the line above): those names, and the step's reference from them; a replay
+    # whose answer is right from what the replay itself computed there is the step's line right on a wrong input
+    cell_reads: tuple[str, ...] = ()
+    cell_reference: Callable[..., Any] | None = None
     # function steps whose TO-DO promises any d_k and d_v: the arguments whose last axes are the keys' width and the
     # values' (("k", "v"), ("w_key", "w_value")); some trial has the values wider than the keys, and some narrower,
     # so that an output cut to (or padded to) d_k columns shows
@@ -361,13 +366,13 @@ def _allclose(a: np.ndarray, b: np.ndarray, rtol: float, atol: Any) -> bool:
 
 def separates(ex: Exercise, inputs: Mapping[str, Any]) -> bool:
     """Do the reference and every wrong variant differ from each other on these inputs (well beyond
-    the tolerance)? For a value step, the reference must also differ from the notebook's own answer,
-    so that a hard-coded answer cannot pass a replay."""
+    the tolerance)? For a value step (not an axis), the reference must also differ from the notebook's own
+    answer, so that a hard-coded answer cannot pass a replay."""
     rtol, atol = ex.rtol * SEPARATION, ex.atol * SEPARATION
     errors = (ArithmeticError, ValueError, IndexError, KeyError, TypeError)
     try:
         outs = [ex.expected(inputs)]
-        if ex.kind == "value":
+        if ex.kind == "value" and ex.predicts != "axis":  # an axis is the same for every size: typed in is right
             outs.append(ex.expected(ex.inputs(None)))
             if _close(outs[0], outs[1], ex.answers, rtol, atol):
                 return False
@@ -454,7 +459,7 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
         "answers": list(ex.answers),
         "framework": ex.framework,
         "trials": fresh if ex.kind == "value" else [notebook, *fresh],
-        "reads": list(ex.reads),
+        "reads": list(ex.reads) + [n for n in ex.cell_reads if n not in ex.reads],
         "computed_with": list(ex.computed_with),
         "not_with": list(ex.not_with),
         "how": dict(ex.how),
@@ -1860,6 +1865,43 @@ def _predicted_axis(ex: Exercise, name: str, value: Any) -> Any:
     return _as_axis(owner, {name: value})[name] if owner is not None and owner.predicts == "axis" else value
 
 
+def _cell_carried(ex: Exercise, plan: Plan, record: Mapping[str, Any], fail0: str | None) -> Outcome | None:
+    """🟡 for a step whose line starts from a name the same cell computes (:attr:`Exercise.cell_reads`, 01's
+    TensorFlow half: the outputs from the weights of the line above): right, on the notebook's numbers and on every
+    replay, from what the cell itself computed there, while that input is not right."""
+    if not ex.cell_reads or ex.cell_reference is None:
+        return None
+    answers = record.get("answers") or []
+    own = record.get("replay_upstream") or []
+    replay = record.get("replay") or {}
+    replays = answers[1:]
+    if not answers or not replay.get("available") or replay.get("error") or len(replays) != ex.replays \
+            or len(own) < len(replays) or len(plan.inputs) <= len(replays):
+        return None
+    notebook = {n: v for n, v in (record.get("upstream") or {}).items() if n in ex.cell_reads}
+    trials = [(answers[0], {**plan.inputs[0], **notebook})] + \
+             [(got, {**plan.inputs[i], **own[i - 1]}) for i, got in enumerate(replays, start=1)]
+    if any(not set(ex.cell_reads) <= set(inputs) for _, inputs in trials):
+        return None
+    for got, inputs in trials:
+        try:
+            with np.errstate(all="ignore"):
+                want = _as_named(ex, ex.cell_reference(**inputs))
+        except Exception:  # noqa: BLE001 — a reference that cannot take those inputs
+            return None
+        if _compare(ex, got, want, inputs=inputs) is not None:
+            return None
+    owners = [f"`{n}`" + (f" ({o.id})" if (o := producer(ex, n)) else "") for n in ex.cell_reads]
+    where = "" if fail0 is not None else " (on this notebook's numbers the difference hides, not on others)"
+    return Outcome(
+        ex.id, "carried", ex.points, ex.points,
+        f"Your line for this step is right: from the {', '.join(owners)} your cell computes above it, it gives exactly "
+        f"what it should. But {'that is' if len(owners) == 1 else 'those are'} not right yet{where}, so the result is "
+        "not either: fix that line, then run the cell again.",
+        carried_from=tuple(o.id for n in ex.cell_reads if (o := producer(ex, n))),
+    )
+
+
 def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
     answers = record.get("answers") or []
     if ex.predicts == "axis":
@@ -1885,6 +1927,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                       inputs=plan.inputs[i])
              for i, got in enumerate(replays, start=1) if i < len(plan.inputs)]
     replay_error = replay.get("error")
+    if (fail0 is not None or any(fails)) and not replay_error and (carried := _cell_carried(ex, plan, record, fail0)):
+        return carried
     if fail0 is None and not any(fails) and not replay_error:
         if ex.replays and len(replays) < ex.replays:
             names = ", ".join(f"`{n}`" for n in ex.answers)
@@ -1956,6 +2000,10 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
         return drawn
     if low := _low_precision_problem(ex, record, trials) or _float32_precision_problem(ex, trials):
         return low
+    if ex.predicts == "shape" and fail0 is None and (record.get("how") or {}).get("shape_read") \
+            and ex.hints.get("not_as_asked:shape_read"):
+        # a size read off a tensor of the notebook (len(x_list), outputs.shape): the example's, whatever the sizes
+        return _fail(ex, "not_as_asked", ex.hints["not_as_asked:shape_read"], note)
     if inlined := _inlined(ex, plan, replays):
         return _fail(ex, "hard_coded", _inlined_message(ex, inlined), note)
     if replays and all(_same(got[n], got0[n], ex) for got in replays for n in ex.answers) and \
@@ -2019,10 +2067,17 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
     if fail0 is not None:
         return Outcome(ex.id, "fail", 0, ex.points, fail0 + note)
     first = next(f for f in fails if f)
+    if ex.predicts == "axis":
+        return Outcome(ex.id, "fail", 0, ex.points,
+                       "Right for this notebook's sizes, but your axis changes when the sizes do (it is computed from a "
+                       "size such as n, right only while that size is 3): which axis a step runs along does not "
+                       "depend on how many tokens or features there are. Write the axis itself, as a number." + note)
     if ex.predicts == "shape":
         return Outcome(ex.id, "fail", 0, ex.points,
                        f"Right for this notebook's sizes (there your prediction gives {_tuple(got0[ex.answers[0]])}, "
-                       "as it should), but not for others: " + first[0].lower() + first[1:] + note)
+                       "as it should), but not for others: " + first[0].lower() + first[1:] +
+                       " Write every size with its size name (n, d_model, d_k, d_v): a size read off a tensor of the "
+                       "notebook or typed in digits stays the example's when the sizes change." + note)
     return Outcome(ex.id, "fail", 0, ex.points,
                    "Right on this notebook's numbers (they happen to hide the difference), but not in general: "
                    + first + note)

@@ -185,6 +185,11 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         record["keeps_grad"] = raw["keeps_grad"]
     if raw.get("upstream") is not None:
         record["upstream"] = _arrays(raw["upstream"], set(ex.reads), "the upstream values")
+    own_up = raw.get("replay_upstream")
+    if isinstance(own_up, list) and len(own_up) < len(plan.inputs):
+        record["replay_upstream"] = [_arrays(a, set(ex.reads) | set(ex.cell_reads), "the inputs the cell computes")
+                                     for a in own_up]
+    record["grad_off"] = raw.get("grad_off") is True
     replay = raw.get("replay")
     if isinstance(replay, dict):
         err = replay.get("error")
@@ -259,6 +264,9 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
             if probe.kind == "module_grad":
                 record["probes"][probe.kind] = {} if type(entry.get("keeps_grad")) is not bool else {
                     "keeps_grad": entry["keeps_grad"], "ignores_input": entry.get("ignores_input") is True,
+                    "partial": _names(entry.get("partial") or [], {p[0] for p in (record.get("module") or {})
+                                                                   .get("params", [])} or {""},
+                                      "the parameters whose gradient misses a path"),
                     **({"inplace_error": _text(entry["inplace_error"], 300)} if entry.get("inplace_error") else {}),
                     # only the module's own parameters can be named
                     "cut": _names(entry.get("cut") or [], {p[0] for p in (record.get("module") or {}).get("params", [])}

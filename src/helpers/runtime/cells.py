@@ -240,6 +240,20 @@ def _indexes_a_result(tree: ast.AST) -> bool:
 _BUILTINS = set(dir(builtins))
 
 
+def _reads_a_shape(tree: ast.AST) -> bool:
+    """Does the cell read a size off any object (``.shape``, ``.size()``, ``.ndim``, ``len(…)``, ``np.shape(…)``),
+    where a step asks for a shape written with the size names?"""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ("shape", "ndim") and isinstance(node.ctx, ast.Load):
+            return True
+        if isinstance(node, ast.Call):
+            fn = node.func
+            name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+            if name in ("len", "size", "shape", "numel", "dim"):
+                return True
+    return False
+
+
 def _shape_of_result(tree: ast.AST) -> bool:
     """Does the cell read the shape (``.shape``, ``.size()``, ``.ndim``, ``len(…)``, ``np.shape(…)``) of something
     it computes: an expression with an operator or a call (``(q @ k.T).shape``, ``torch.matmul(q, k.T).size()``),
@@ -487,8 +501,8 @@ def code_features(source: str) -> dict[str, bool] | None:
     attention called: ``scaled_dot_product_attention``, a multi-head attention layer), ``no_grad``
     (gradient tracking switched off), ``seeds_in_class`` (a class that seeds a random generator itself),
     ``low_precision`` (a half-precision float type named), ``max_of_lengths`` (the largest of some lengths
-    taken: ``lengths.max()``), ``sequence_mask_without_maxlen`` and ``shape_of_result`` (the shape read off a
-    result the cell computes, where a step asks to predict it). ``None`` if it does not parse."""
+    taken: ``lengths.max()``), ``sequence_mask_without_maxlen``, ``shape_of_result`` (the shape read off a
+    result the cell computes, where a step asks to predict it) and ``shape_read`` (a size read off anything). ``None`` if it does not parse."""
     tree = _parse(source)
     if tree is None:
         return None
@@ -511,6 +525,7 @@ def code_features(source: str) -> dict[str, bool] | None:
             "library_attention": bool(_call_names(tree) & _LIBRARY_ATTENTION), "no_grad": _without_grad(tree),
             "seeds_in_class": _seeds_in_class(tree), "low_precision": _low_precision(tree),
             "max_of_lengths": _max_of_lengths(tree), "shape_of_result": _shape_of_result(tree),
+            "shape_read": _reads_a_shape(tree),
             "sequence_mask_without_maxlen": _sequence_mask_without_maxlen(tree)}
 
 

@@ -887,6 +887,16 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
             if record["replay"]["error"]:
                 break
             record["answers"].append(got)
+            # the inputs of the step that the cell computes itself (01's TensorFlow half: the weights and the outputs
+            # in one cell), as this replay made them: the step is also judged from those
+            own_up = {}
+            for name in plan.get("reads") or ():
+                if name in ns and ns[name] is not overlay.get(name, namespace.get(name)):
+                    try:
+                        own_up[name] = to_array(ns[name], name, finite=False)
+                    except AnswerError:
+                        continue
+            record.setdefault("replay_upstream", []).append(own_up)
             if plan.get("count_rows"):
                 record.setdefault("rows", []).append(rows)
     if run is not None and run.error:

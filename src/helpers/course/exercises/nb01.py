@@ -371,7 +371,9 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
     own = dict(not_with=("torch",)) if tf else {}
     if tf:
         outputs_step = dict(reference=_from_scores(ref_outputs), reads=("attn_scores", "values"),
-                            drop=("attn_weights",), mistakes=TF_OUTPUT_MISTAKES)
+                            drop=("attn_weights",), mistakes=TF_OUTPUT_MISTAKES,
+                            # its line starts from the weights of the line above it, in the same cell
+                            cell_reads=("attn_weights",), cell_reference=ref_outputs)
         rounded_step = dict(drop=("attn_weights", "outputs"), mistakes=TF_ROUNDED_MISTAKES)
     else:
         outputs_step = dict(reference=ref_outputs, reads=("attn_weights", "values"), mistakes=OUTPUT_MISTAKES)

@@ -507,20 +507,37 @@ _COMPUTED_SHAPE = ("Your cell computes the result and reads its shape off it: th
                    "with the size names, like (n, d_model).")
 
 
+_SIZE_NAMES = ("Your prediction is right for this notebook's sizes, but it reads sizes off the notebook's tensors or "
+               "lists (`.shape`, `len(…)`), which keep this example's sizes when the sizes change. Write every size "
+               "with its size name (n, d_model, d_k, d_v): that is what makes it a prediction for any sizes.")
+
+
+def _sizes_only(inputs):
+    """A fresh world's sizes only (the notebook's own world whole): the other names keep the notebook's values."""
+    def sizes(rng: np.random.Generator | None = None) -> dict:
+        drawn = inputs(rng)
+        return drawn if rng is None else {k: v for k, v in drawn.items() if k in SIZES}
+
+    return sizes
+
+
 def _predict_shape(name, title, answer, reference, mistakes):
     # Replayed on fresh sizes: (n, n) is right for every size, a typed-in (3, 3) or (n, d_k) is not. A shape read
     # off the computed result is right for every size too, and is not a prediction.
-    return _value(name, title, (answer,), reference, inputs=upstream_of(sized_world, answer), reads=SIZES,
-                  mistakes=mistakes, predicts="shape", how={"shape_of_result": False},
-                  hints={"not_as_asked:shape_of_result": _COMPUTED_SHAPE})
+    # Only the sizes are fresh: a shape read off a tensor of the notebook (`tuple(outputs.shape)`, `len(x_list)`)
+    # stays the example's, as it would if the sizes changed and the tensors were not made yet.
+    return _value(name, title, (answer,), reference, inputs=_sizes_only(upstream_of(sized_world, answer)), reads=SIZES,
+                  mistakes=mistakes, predicts="shape", how={"shape_of_result": False, "shape_read": False},
+                  hints={"not_as_asked:shape_of_result": _COMPUTED_SHAPE, "not_as_asked:shape_read": _SIZE_NAMES})
 
 
 def _predict_axis(name, title, answer, mistakes, ndim):
-    # An axis does not depend on the sizes or the numbers: nothing to replay, and every wrong axis
-    # already differs from the right one on the notebook's own answer. A negative axis counts from the
+    # An axis does not depend on the sizes or the numbers, and every wrong axis already differs from the right one
+    # on the notebook's own answer. A negative axis counts from the
     # right of the tensor's ndim axes (-1 is axis 1 of the (n, n) scores).
-    return _value(name, title, (answer,), _axis(answer, 1), replays=0, mistakes=mistakes, predicts="axis",
-                  ndim=ndim)
+    # Replayed on fresh sizes all the same: an axis computed from a size (`n - 2`, right while n is 3) is not one.
+    return _value(name, title, (answer,), _axis(answer, 1), inputs=_sizes_only(upstream_of(sized_world, answer)),
+                  reads=SIZES, mistakes=mistakes, predicts="axis", ndim=ndim)
 
 
 register(
