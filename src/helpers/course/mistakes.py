@@ -574,10 +574,11 @@ _ROWS = [
      "You subtracted each row's minimum. Any number per row cancels in the softmax, but only the maximum keeps "
      "exp() safe: after subtracting the minimum, a row whose scores span more than about 709 still overflows to "
      "inf (and inf / inf = NaN). Subtract each row's maximum; then the largest exponential is exp(0) = 1."),
-    ("shifted_by_mean", "each row's mean subtracted instead of its maximum",
-     "You subtracted each row's mean. Any number per row cancels in the softmax, but only the maximum keeps exp() "
-     "safe: a score far above the rest of its row (more than about 709 above the mean) still overflows to inf, "
-     "and inf / inf = NaN. Subtract each row's maximum; then the largest exponential is exp(0) = 1."),
+    ("shifted_by_mean", "each row shifted by less than its maximum (its mean, say)",
+     "You subtracted a number per row that is below the row's maximum (its mean, or another of its scores). Any "
+     "number per row cancels in the softmax, but only the maximum keeps exp() safe: a score far above what you "
+     "subtracted (more than about 709) still overflows to inf, and inf / inf = NaN. Subtract each row's maximum; "
+     "then the largest exponential is exp(0) = 1."),
     ("keepdims_nowhere", "row maxima and row sums both without keepdims",
      "Your row maxima and your row sums both lost their axis: (n,) vectors, which NumPy lines up with the "
      "columns, so entry (i, j) was shifted and divided by the numbers of row j. Keep the axis in both: "

@@ -1263,7 +1263,18 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
         drops = measured.get(probe.kind)
         if probe.kind == "module_drops" and isinstance(drops, Mapping) and drops.get("differ") is False \
                 and drops.get("layer_differs") is not False:  # a layer that never draws: its own step says so
-            return _fail(ex, probe.code, ex.hints.get(probe.code))
+            return _fail(ex, probe.code, ex.hints.get(probe.code) or
+                         f"`{ex.module}`, made with a dropout above 0 and run twice in training mode, gives the same "
+                         "output both times: its attention layer never drops there (a layer made without the model's "
+                         "dropout, or a forward that sets the layer's mode itself, `self.attn.eval()`). Hand the "
+                         "dropout on to the layer, and leave the modes to `model.train()` and `model.eval()`, which "
+                         "pass them on to every layer.")
+        if probe.kind == "module_drops" and isinstance(drops, Mapping) and drops.get("eval_differ") is True:
+            return _fail(ex, "dropout_in_eval",
+                         f"`{ex.module}`, made with a dropout above 0, gives another output each time it runs in "
+                         "evaluation mode: its attention layer still drops there (a forward that sets the layer's "
+                         "mode itself, `self.attn.train()`, does that). Leave the modes to `model.train()` and "
+                         "`model.eval()`, which pass them on to every layer.")
         if probe.kind != "module_dropout":
             continue
         entry = measured.get(probe.kind)
@@ -2069,9 +2080,10 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
     first = next(f for f in fails if f)
     if ex.predicts == "axis":
         return Outcome(ex.id, "fail", 0, ex.points,
-                       "Right for this notebook's sizes, but your axis changes when the sizes do (it is computed from a "
-                       "size such as n, right only while that size is 3): which axis a step runs along does not "
-                       "depend on how many tokens or features there are. Write the axis itself, as a number." + note)
+                       "Right for this notebook's sizes, but your axis changes when the sizes do (it is computed "
+                       "from a size such as n, right only while that size is 3): which axis a step runs along does "
+                       "not depend on how many tokens or features there are. Write the axis itself, as a number."
+                       + note)
     if ex.predicts == "shape":
         return Outcome(ex.id, "fail", 0, ex.points,
                        f"Right for this notebook's sizes (there your prediction gives {_tuple(got0[ex.answers[0]])}, "

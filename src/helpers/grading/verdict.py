@@ -305,6 +305,10 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                               if isinstance(v, (int, float)) and not isinstance(v, bool)}
                     if isinstance(entry.get("means"), dict) else {}}
                 continue
+            if probe.kind == "module_drops":
+                record["probes"][probe.kind] = {k: entry[k] for k in ("differ", "layer_differs", "eval_differ")
+                                                if type(entry.get(k)) is bool}
+                continue
             peak, reads = entry.get("peak_bytes"), entry.get("reads", 1)
             record["probes"][probe.kind] = {
                 "peak_bytes": float(peak) if isinstance(peak, (int, float)) and not isinstance(peak, bool) else 1e30,

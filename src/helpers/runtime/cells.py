@@ -309,6 +309,14 @@ _LIBRARY_ATTENTION = {"scaled_dot_product_attention", "dot_product_attention", "
 _NO_GRAD = {"no_grad", "inference_mode"}
 
 
+def _library_attention(calls: set[str]) -> bool:
+    """A library's attention among the calls: one of :data:`_LIBRARY_ATTENTION`, or a kernel of it by another name
+    (`torch.ops.aten._scaled_dot_product_attention_math`, `_scaled_dot_product_flash_attention`)."""
+    return bool(calls & _LIBRARY_ATTENTION) or any(
+        "scaled_dot_product" in c or "multi_head_attention" in c.lower() or "multiheadattention" in c.lower()
+        for c in calls)
+
+
 def _call_names(tree: ast.AST) -> set[str]:
     """The names of everything the cell calls (``F.softmax(…)`` → ``softmax``)."""
     out = set()
@@ -502,7 +510,8 @@ def code_features(source: str) -> dict[str, bool] | None:
     (gradient tracking switched off), ``seeds_in_class`` (a class that seeds a random generator itself),
     ``low_precision`` (a half-precision float type named), ``max_of_lengths`` (the largest of some lengths
     taken: ``lengths.max()``), ``sequence_mask_without_maxlen``, ``shape_of_result`` (the shape read off a
-    result the cell computes, where a step asks to predict it) and ``shape_read`` (a size read off anything). ``None`` if it does not parse."""
+    result the cell computes, where a step asks to predict it) and ``shape_read`` (a size read off
+    anything). ``None`` if it does not parse."""
     tree = _parse(source)
     if tree is None:
         return None
@@ -522,7 +531,7 @@ def code_features(source: str) -> dict[str, bool] | None:
             implicit = implicit or _implicit_axis(node, imported)
     return {"loop": loop, "nested_loop": _loop_depth(tree) >= 2, "matmul": matmul, "implicit_softmax_dim": implicit,
             "indexed_result": _indexes_a_result(tree), "typed_numbers": _types_numbers(tree),
-            "library_attention": bool(_call_names(tree) & _LIBRARY_ATTENTION), "no_grad": _without_grad(tree),
+            "library_attention": _library_attention(_call_names(tree)), "no_grad": _without_grad(tree),
             "seeds_in_class": _seeds_in_class(tree), "low_precision": _low_precision(tree),
             "max_of_lengths": _max_of_lengths(tree), "shape_of_result": _shape_of_result(tree),
             "shape_read": _reads_a_shape(tree),

@@ -800,6 +800,10 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
         if name not in namespace:
             return _error("not_done", f"`{name}` is not defined yet. Fill in the TO-DO cell above and run it.")
         values[name] = namespace[name]
+    if history is not None and cell is None and history.rebound_since(answers, run, namespace):
+        # the values were made later by a cell that binds them without naming them (a globals() loop): the cell
+        # that names them is not what made them, and there is nothing else to replay
+        run = None
     record: dict[str, Any] = {"facts": _facts(values)}
     try:
         record["answers"] = [{n: to_array(v, n, finite=False) for n, v in values.items()}]
@@ -974,7 +978,8 @@ def _module_init(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
 def _module_drops(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
     """A new module of the same class, made with ``probe["inputs"]["make"]`` as keyword arguments (a dropout above
     0), called twice in training mode on ``probe["inputs"]["on"]`` without gradients: ``differ``, whether the two
-    outputs differ (its dropout draws show); ``layer_differs``, the same for its first submodule with a
+    outputs differ (its dropout draws show); ``eval_differ``, the same in evaluation mode (it must not draw there);
+    ``layer_differs``, the same for its first submodule with a
     ``num_heads`` (its attention layer) called on random vectors of width ``make["d_model"]`` (False: the layer
     itself never draws, a matter for its own step). torch's random generator is left as it was."""
     import torch
@@ -990,10 +995,13 @@ def _module_drops(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
             fresh.train()
             tokens = to_framework(np.asarray(probe["inputs"]["on"]), "torch")
             out["differ"] = not bool(torch.equal(fresh(tokens), fresh(tokens)))
+            fresh.eval()  # and in evaluation mode it must not draw (a forward that sets its layer's mode itself)
+            out["eval_differ"] = not bool(torch.equal(fresh(tokens), fresh(tokens)))
             layer = next((m for m in fresh.modules() if m is not fresh and isinstance(getattr(m, "num_heads", None),
                                                                                        int)), None)
             if layer is not None and "d_model" in make:
                 x = torch.randn(*tokens.shape, int(make["d_model"]))
+                layer.train()
                 out["layer_differs"] = not bool(torch.equal(layer(x), layer(x)))
     except Exception as exc:  # noqa: BLE001 — the student's module: anything can happen
         out["error"] = f"{type(exc).__name__}: {_first_line(exc)}"

@@ -23,6 +23,8 @@ _MISSING = object()
 PLACEHOLDER_ERROR = "NotImplementedError: TO-DO"  # what the builder's placeholder line raises
 MAX_RUNS = 2000
 _ATTR = "_attention_course_history"
+# what lets a cell bind a name without an assignment that names it
+_DYNAMIC = re.compile(r"\b(globals|vars|locals)\s*\(|\bexec\s*\(|\bsetattr\s*\(")
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,12 @@ class Run:
     mentions: frozenset[str] = field(default_factory=frozenset)  # every name the source reads or binds
     raised_in: str | None = None  # the function, defined in another cell, where the error was raised
     unfinished: frozenset[str] = field(default_factory=frozenset)  # filled piece by piece when it raised
+    # id() of the object each name it binds held just after it ran: a later cell that binds one of them anew in a
+    # way no source can show (through globals(), exec) leaves another object there
+    ids: tuple[tuple[str, int], ...] = ()
+    # names it bound without naming them in an assignment (`globals()[f"query_{i}"] = …`, exec): a cell that writes
+    # through globals() is the one that made them, and replaying it binds them again
+    dynamic: frozenset[str] = field(default_factory=frozenset)
 
     @property
     def placeholder(self) -> bool:
@@ -108,12 +116,16 @@ class History:
         self.runs: list[Run] = []
         self._running: tuple[str, frozenset[str]] | None = None
         self._before: dict[str, Any] = {}
+        self._ids: dict[str, int] | None = None
 
     # -- the two IPython events ------------------------------------------------------
     def pre(self, source: str, namespace: Mapping[str, Any]) -> None:
         names = frozenset(assigned_names(source))
         self._running = (source, names)
         self._before = {n: namespace.get(n, _MISSING) for n in names}  # references, compared with `is`
+        # a cell that can bind names no assignment shows: the id of every public name before it runs
+        self._ids = {k: id(v) for k, v in namespace.items() if not k.startswith("_")} \
+            if _DYNAMIC.search(source) else None
 
     def post(self, source: str, namespace: Mapping[str, Any], error: BaseException | None) -> None:
         if self._running is not None and self._running[0] == source:
@@ -121,6 +133,11 @@ class History:
         else:  # installed while this cell ran: no `pre` for it
             names = frozenset(assigned_names(source))
             self._before = {}
+        dynamic: frozenset[str] = frozenset()
+        if getattr(self, "_ids", None) is not None and self._running is not None and self._running[0] == source:
+            dynamic = frozenset(k for k, v in namespace.items() if not k.startswith("_") and k not in names
+                                and self._ids.get(k) != id(v))
+        self._ids = None
         unbound: frozenset[str] = frozenset()
         if error is not None:
             unbound = frozenset(n for n in names if n in self._before and namespace.get(n, _MISSING) is self._before[n])
@@ -129,7 +146,9 @@ class History:
                   mentions=frozenset(mentioned_names(source)) if error is not None else frozenset(),
                   raised_in=_raised_in(error) if error is not None else None,
                   unfinished=frozenset(filled_at(source, _cell_line(error)) & names) if error is not None
-                  else frozenset())
+                  else frozenset(),
+                  ids=tuple(sorted((n, id(namespace[n])) for n in names | dynamic if n in namespace)),
+                  dynamic=dynamic)
         self.runs.append(run)
         if len(self.runs) > MAX_RUNS:
             del self.runs[: len(self.runs) - MAX_RUNS]
@@ -143,9 +162,19 @@ class History:
         if self._running is not None and self._running[1] & wanted:
             return Run(self._running[0], self._running[1], running=True)
         for run in reversed(self.runs):
-            if run.names & wanted:
+            if (run.names | run.dynamic) & wanted:
                 return run
         return None
+
+    @staticmethod
+    def rebound_since(names: Iterable[str], run: Run | None, namespace: Mapping[str, Any]) -> list[str]:
+        """The names among ``names`` that ``run`` bound and that now hold another object than the one it left: a
+        later cell bound them anew without naming them (a `globals()[f"query_{i}"] = …` loop, exec), so ``run`` is
+        not what made their values."""
+        if run is None or run.running or run.error:
+            return []
+        made = dict(run.ids)
+        return sorted(n for n in names if n in made and n in namespace and id(namespace[n]) != made[n])
 
     def refilled(self, names: Iterable[str], run: Run | None) -> tuple[str, Run] | None:
         """A run later than ``run`` (the latest one that binds one of ``names``) that fills one of them piece by

@@ -861,9 +861,10 @@ NUMPY_HINTS = {
     "shifted_by_min": "You subtracted each row's minimum. Any number per row cancels in the softmax, but only "
     "the maximum keeps np.exp safe: in a row whose scores span more than about 709, exp(s − min) overflows to "
     "inf, and inf / inf is nan. Subtract each row's maximum, as the step asks.",
-    "shifted_by_mean": "You subtracted each row's mean. Any number per row cancels in the softmax, but only the "
-    "maximum keeps np.exp safe: a score more than about 709 above its row's mean overflows to inf, and inf / inf "
-    "is nan. Subtract each row's maximum, as the step asks.",
+    "shifted_by_mean": "You subtracted a number per row below the row's maximum (its mean, or another of its "
+    "scores). Any number per row cancels in the softmax, but only the maximum keeps np.exp safe: a score more than "
+    "about 709 above what you subtracted overflows to inf, and inf / inf is nan. Subtract each row's maximum, as "
+    "the step asks.",
 }
 FN_HINTS = {
     "missing_scale": "Your function does not divide the scores by √d_k. d_k is the size of the last axis of "
