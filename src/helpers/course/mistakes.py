@@ -79,10 +79,6 @@ _ROWS = [
      "You hid the scores that are 0 (after zeroing the future with tril, `scores == 0`), not the future positions: "
      "a real score of exactly 0 is hidden as well, and a query whose only visible score is 0 sees nothing (NaN). "
      "Build the mask from the positions (key j after query i), not from the scores."),
-    ("max_over_hidden_keys", "a softmax maximum taken over the hidden keys too",
-     "You subtracted each row's maximum over every key, the hidden future ones too, and masked after the exp. When a "
-     "hidden score is far above the visible ones, every visible exp underflows to 0 and the row is 0/0 (NaN). Hide the "
-     "future first (−∞ in the scores), then take the softmax: its maximum is then over the visible keys."),
     ("mask_with_zero", "masked with 0 instead of −∞",
      "A score of 0 still gets weight after the softmax (exp(0) = 1). Fill masked scores with −∞ "
      "(float('-inf') or a very large negative number)."),
@@ -864,9 +860,10 @@ _PROCESS_ROWS = [
      "Your steps are smaller than the learning rate says: the gradient is divided by the batch size (the loss "
      "divided by it before backward(), say). answer_loss is already a mean: call backward() on it as it is."),
     ("accuracy_rounded_down", "the accuracy rounded down to 0",
-     "Your accuracy is 0 although some guesses are right: the fraction rounded down to a whole number (an integer "
-     "division, `//`, does that), or a comparison that is never true. Count the right guesses and divide as "
-     "floats: right.float().mean(), or right.sum() / right.numel()."),
+     "Your accuracy is 0 although some guesses are right: either the comparison is never true (the largest logits "
+     "themselves, `.max(-1).values`, compared with tokens: a guess is the position of the largest logit, "
+     "`.argmax(-1)`), or the fraction was rounded down to a whole number (an integer division, `//`). Compare "
+     "the argmax with the tokens, then divide as floats: right.float().mean()."),
 ]
 
 _ALL = [r[0] for r in (*_ROWS, *_PROPERTY_ROWS, *_PROCESS_ROWS)]

@@ -324,6 +324,15 @@ def learned_inputs(rng=None) -> dict:
     return {"x": rng.normal(size=(*lead, n, d_model)), "table": rng.normal(size=(max_len, d_model))}
 
 
+def long_sentence(inputs: dict) -> dict:
+    """The edge trial: a sentence of 12 tokens and a table of 16 positions (the notebook's max_len), longer than any
+    random draw, so that positions wrapped around at some length (`arange(n) % 8`) show."""
+    x, table = np.asarray(inputs["x"], dtype=float), np.asarray(inputs["table"], dtype=float)
+    rows = np.concatenate([x, -0.5 * x + 0.25, 1.5 * x - 0.75, x[::-1]], axis=-2)[..., :12, :]
+    more = np.concatenate([table, 0.5 - table, 1.25 * table + 0.1, -table], axis=0)[:16]
+    return {**inputs, "x": rows, "table": more}
+
+
 def ref_learned(x, table):
     return x + table[: x.shape[-2]]
 
@@ -481,7 +490,7 @@ def _exercises() -> list[Exercise]:
         Exercise(
             "08.learned_positions", title="Learned position vectors", answers=("add_learned_positions",),
             inputs=learned_inputs, reference=ref_learned, mistakes=LEARNED_MISTAKES, hints=LEARNED_HINTS,
-            dtype="float32",
+            dtype="float32", edge=long_sentence,
             keeps_grad=True,  # the table is trained: its gradient must reach it (no .detach())
             **fn,
         ),

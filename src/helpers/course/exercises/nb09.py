@@ -315,8 +315,9 @@ def cached_inputs(rng=None) -> dict:
 
 
 def _one_query(inputs: dict) -> dict:
-    """The draw with only its newest query (m = 1): the step decoding makes at every token."""
-    return {**inputs, "q": np.asarray(inputs["q"])[..., -1:, :]}
+    """The draw with only its newest query (m = 1): the step decoding makes at every token; and a batch of one
+    sentence, so that a function that squeezes an axis of length 1 away shows."""
+    return {**inputs, **{n: np.asarray(inputs[n])[:1] for n in ("k", "v")}, "q": np.asarray(inputs["q"])[:1, -1:, :]}
 
 
 # --- part 3: the decoding loop (a value step) ---------------------------------------------
