@@ -204,9 +204,10 @@ ATTENTION_HINTS = {
     "missing_keepdim": "Your row sums lost their axis: a (n,) tensor, which lines up with the columns, so entry "
     "(i, j) was divided by the sum of row j. Keep the axis: `.sum(dim=-1, keepdim=True)` (or use torch.softmax "
     "with dim=-1).",
-    "max_without_keepdim": "Your row maxima lost their axis: `s.max(dim=-1).values` is an (n,) tensor, which lines "
-    "up with the columns, so entry (i, j) was shifted by the maximum of row j, which the softmax does not cancel. "
-    "Keep the axis: `s.max(dim=-1, keepdim=True).values` (or use torch.softmax with dim=-1).",
+    "max_without_keepdim": "The maxima you subtracted line up with the columns: entry (i, j) was shifted by the "
+    "maximum of row j, which the softmax does not cancel. A `s.max(dim=-1).values` without keepdim is an (n,) tensor "
+    "that does this (and so do the maxima of the columns, `dim=0`, on these symmetric scores). Subtract each row's "
+    "own maximum: `s.max(dim=-1, keepdim=True).values` (or use torch.softmax with dim=-1).",
     "global_softmax": "You divided by one sum over the whole matrix, so no row sums to 1. Each query's row is "
     "normalised on its own: sum along dim=-1 with keepdim=True (or use torch.softmax with dim=-1).",
     "sum_without_axis": "Your row maxima are right, but you divided by one sum over the whole matrix (a `.sum()` "
@@ -387,7 +388,9 @@ PART_1 = [
            }),
     _value("02.scores_loop", "All scores, by a double loop", ("attn_scores_loop",),
            _one("attn_scores_loop", lambda x, **_: x @ x.T), reads=("x",), how={"loop": True, "nested_loop": True},
-           dtype="float32"),  # the next cell compares it with a float32 product, which torch refuses across dtypes
+           # the next cell compares it with a float32 product, which torch refuses across dtypes; no other number of
+           # words: the TO-DO names "the (6, 6) matrix", and a buffer of that size is what it asks for
+           dtype="float32"),
     _value("02.scores", "All scores, by one matrix product", ("attn_scores",),
            _one("attn_scores", lambda x, **_: x @ x.T), reads=("x",), independent=("attn_scores_loop",),
            how={"matmul": True, "loop": False},  # "by one matrix product"
