@@ -494,6 +494,8 @@ MHA_MISTAKES = {
     "projections_transposed": lambda **i: _mha(**i, project="all_transposed"),
     "unasked_causal_mask": lambda **i: _mha(**i, causal=True),
     "softmax_wrong_axis": lambda **i: _mha(**i, axis=-2),  # over the queries: dim=-2
+    # the division by √d_head after the softmax (the weights, or the heads' outputs: the same numbers, projected)
+    "scale_after_softmax": lambda **i: _mha(**i, scale="none") / np.sqrt(i["x"].shape[-1] // int(i["num_heads"])),
 }
 # TensorFlow's version is one function: heads dealt in turn when splitting only, then merged back the usual way
 # (perm [0, 2, 1, 3]); and tf.transpose without perm, which reverses every axis, when merging
@@ -792,7 +794,9 @@ def _exercises() -> list[Exercise]:
     mha = {"inputs": mha_inputs, "reference": ref_mha, "mistakes": MHA_MISTAKES, "atol": 1e-5,
            "hints": {"missing_scale": MHA_SCALE_HINT, "scale_by_d_model": MHA_D_MODEL_HINT,
                      "missing_output_projection": OUTPUT_PROJECTION_HINT,
-                     "heads_merged_without_transpose": MERGE_ONLY_HINT, "scale_by_d": MHA_TWICE_HINT},
+                     "heads_merged_without_transpose": MERGE_ONLY_HINT, "scale_by_d": MHA_TWICE_HINT,
+                     "scale_after_softmax": "You divided by √d_head after the softmax, so each head's weights no "
+                     "longer sum to 1. The division belongs inside: softmax(scores / √d_head)."},
            "explains": {"scale_by_other_size": MHA_OTHER_SCALE}}
     return [
         Exercise("06.causal_attention", title="Causal attention", answers=("causal_attention",),
