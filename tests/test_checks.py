@@ -929,3 +929,56 @@ def test_a_result_computed_and_thrown_away_is_found(source, found):
     from helpers.runtime.cells import discarded_results
 
     assert discarded_results(source) == found
+
+
+def test_a_line_right_from_a_wrong_line_above_it_is_carried_in_the_check_and_in_the_grader():
+    """01's TensorFlow half makes the weights and the outputs in one cell: outputs right from the cell's own wrong
+    weights are 🟡, from what each replay computed (`replay_upstream`), the same through the grader's protocol."""
+    tf = pytest.importorskip("tensorflow")
+    from helpers.runtime.collect import collect
+
+    ex = spec.get("01.tf_outputs")
+    plan = spec.make_plan(ex, np.random.default_rng(0))
+
+    def cell(attn_scores, values, **_):
+        weights = tf.nn.softmax(tf.transpose(tf.cast(attn_scores, tf.float32)))  # the wrong line
+        return {"attn_weights": weights, "outputs": tf.matmul(weights, tf.cast(values, tf.float32))}
+
+    ns = answer_namespace(ex, None, "tensorflow")
+    ns.update(cell(ns["attn_scores"], ns["values"]))
+    record = collect(plan.data, ns, cell=cell)
+    assert record["replay_upstream"] and all("attn_weights" in up for up in record["replay_upstream"])
+    here, there = spec.evaluate(ex, plan, record), _round_trip(ex, plan, record)
+    assert here.status == "carried" and "attn_weights" in here.message, here.message
+    assert (there.status, there.diagnosis, there.message) == (here.status, here.diagnosis, here.message)
+
+
+def test_the_grader_reads_the_gradient_agreement_the_mode_probe_and_gradients_left_off():
+    """A record with a parameter whose gradient misses a path, a model that drops in evaluation mode, and a cell
+    that left gradients off: each named, and named the same once sent through the sandbox's protocol."""
+    ex = spec.get("10.model")
+    plan = spec.make_plan(ex, np.random.default_rng(0))
+    right = answer_namespace(ex, None, "torch")
+    base = {"answers": [{"logits_demo": to_array(right["logits_demo"], "logits_demo")}] +
+            [ex.expected(inputs) for inputs in plan.inputs[1:]],
+            "facts": {"framework": {"logits_demo": "torch"}, "dtype": {"logits_demo": "float32"}},
+            "replay": {"available": True, "error": None},
+            "module": {"params": [[n, [], True] for n in ("token_emb", "pos_emb", "w_readout", "attn.w_query",
+                                                          "attn.w_key", "attn.w_value", "attn.w_out")],
+                       "plain_tensors": [], "globals_read": [], "globals_in": None, "training": False}}
+    grad = {"keeps_grad": True, "cut": [], "ignores_input": False}
+    cases = {
+        "gradient_cut": {"probes": {"module_grad": {**grad, "partial": ["token_emb"]}}},
+        "dropout_in_eval": {"probes": {"module_grad": grad, "module_drops": {"differ": True, "eval_differ": True,
+                                                                             "layer_differs": True}}},
+        "dropout_never_drawn": {"probes": {"module_grad": grad, "module_drops": {"differ": False,
+                                                                                 "layer_differs": True}}},
+    }
+    for code, extra in cases.items():
+        record = {**base, **extra}
+        here, there = spec.evaluate(ex, plan, record), _round_trip(ex, plan, record)
+        assert here.diagnosis == code, (code, here.message)
+        assert (there.status, there.diagnosis, there.message) == (here.status, here.diagnosis, here.message)
+    off = spec.get("10.trained")
+    record = {"answers": [{"fresh_predictions": np.zeros(3)}], "grad_off": True}
+    assert _round_trip(off, spec.make_plan(off, np.random.default_rng(0)), record).status == "fail"

@@ -913,6 +913,13 @@ def _dtype_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
     return None
 
 
+def _integer_where_float(ex: Exercise, facts: Mapping[str, Any]) -> bool:
+    """An answer of an integer dtype where the step asks for floats."""
+    return bool(ex.dtype and ex.dtype.startswith("float")) and any(
+        dt is not None and dt != "float" and not _is_float(str(dt)) and str(dt) != "bool"
+        for dt in (facts.get("dtype") or {}).values())
+
+
 def _dtype_wrong(asked: str, dtype: str) -> bool:
     return not _is_float(dtype) if asked == "float" else dtype != asked
 
@@ -1966,6 +1973,10 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                 return check
         return Outcome(ex.id, "pass", ex.points, ex.points, f"{ex.title}: correct.")
 
+    if fail0 is None and _integer_where_float(ex, record.get("facts") or {}) and \
+            (integer := _dtype_problem(ex, record.get("facts") or {})):
+        # right here, wrong (or raising) on other inputs because integers cut the fractions away: the dtype says why
+        return integer
     upstream = {n: _predicted_axis(ex, n, a) for n, a in (record.get("upstream") or {}).items() if n in world0}
     wrong_up = [n for n in ex.reads if n in upstream and not _same(upstream[n], np.asarray(world0[n], float), ex)]
     # an input that is wrong because this very cell changed it (in place, or bound anew): that is what to fix

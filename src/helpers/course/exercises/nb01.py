@@ -36,28 +36,33 @@ def _rounded_rows(rng: np.random.Generator, n: int) -> np.ndarray:
     return tenths / 10.0
 
 
+def fresh_numbers(rng: np.random.Generator, shape: tuple[int, ...], top: float = 1.0) -> np.ndarray:
+    """Multiples of 0.5 from -1 to ``top``, of both signs and not all whole: the notebook's numbers are small
+    non-negative integers, on which a `.relu()`, an `.abs()`, a `.round()` or a cast to integers changes nothing;
+    on these it does."""
+    return rng.integers(-2, int(2 * top) + 1, size=shape) / 2.0
+
+
 def world(rng: np.random.Generator | None = None) -> dict:
     """Every name of the notebook, in order: the given lists, then each step's result.
 
-    ``rng=None`` gives the notebook's own numbers; otherwise small random integers of the same
-    shapes (0/1 inputs and key/query weights, values up to 3), so the scores stay moderate and
-    the softmax does not turn one-hot.
+    ``rng=None`` gives the notebook's own numbers; otherwise small random halves of both signs, of the
+    same shapes (see :func:`fresh_numbers`), so the scores stay moderate and the softmax does not turn
+    one-hot.
     """
     if rng is None:
         x, wq, wk, wv, rounded = X, W_QUERY, W_KEY, W_VALUE, ROUNDED_WEIGHTS
     else:
-        x = rng.integers(0, 2, size=(3, 4)).astype(np.float64)
-        wq, wk = (rng.integers(0, 2, size=(4, 3)).astype(np.float64) for _ in range(2))
-        wv = rng.integers(0, 4, size=(4, 3)).astype(np.float64)
+        x = fresh_numbers(rng, (3, 4))
+        wq, wk = (fresh_numbers(rng, (4, 3)) for _ in range(2))
+        wv = fresh_numbers(rng, (4, 3), top=2.0)
         rounded = _rounded_rows(rng, 3)
     queries, keys, values = x @ wq, x @ wk, x @ wv
     scores = queries @ keys.T
     weights = softmax(scores)
     return {
-        "x_list": x.astype(int).tolist(),
-        "w_query_list": wq.astype(int).tolist(),
-        "w_key_list": wk.astype(int).tolist(),
-        "w_value_list": wv.astype(int).tolist(),
+        # the notebook's lists hold integers; fresh ones hold halves as floats (whole ones as integers)
+        "x_list": _as_list(x), "w_query_list": _as_list(wq), "w_key_list": _as_list(wk), "w_value_list": _as_list(wv),
         "x": x, "w_query": wq, "w_key": wk, "w_value": wv,
         "queries": queries, "keys": keys, "values": values,
         "attn_scores": scores,
@@ -66,6 +71,10 @@ def world(rng: np.random.Generator | None = None) -> dict:
         "outputs": weights @ values,
         "outputs_rounded": rounded @ values,
     }
+
+
+def _as_list(a: np.ndarray) -> list:
+    return [[int(v) if float(v).is_integer() else float(v) for v in row] for row in a]
 
 
 def _f(a) -> np.ndarray:

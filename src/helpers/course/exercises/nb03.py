@@ -63,12 +63,12 @@ def _sized_base(rng: np.random.Generator) -> dict:
 
 
 def _base_of(x: np.ndarray, wq: np.ndarray, wk: np.ndarray, wv: np.ndarray) -> dict:
-    """Notebook 01's names computed from integer inputs and weights (as float64 arrays, and as the given lists)."""
+    """Notebook 01's names computed from small inputs and weights (as float64 arrays, and as the given lists)."""
     queries, keys, values = x @ wq, x @ wk, x @ wv
     scores = queries @ keys.T
     return {
-        "x_list": x.astype(int).tolist(), "w_query_list": wq.astype(int).tolist(),
-        "w_key_list": wk.astype(int).tolist(), "w_value_list": wv.astype(int).tolist(),
+        "x_list": nb01._as_list(x), "w_query_list": nb01._as_list(wq),
+        "w_key_list": nb01._as_list(wk), "w_value_list": nb01._as_list(wv),
         "x": x, "w_query": wq, "w_key": wk, "w_value": wv,
         "queries": queries, "keys": keys, "values": values,
         "attn_scores": scores, "attn_weights": softmax(scores),
@@ -85,9 +85,9 @@ def _replayed_base(rng: np.random.Generator, d_v: int | None = None) -> dict:
     weighted_values[:, 2]``) does not pass a replay, nor one that cuts the values to d_k columns."""
     n = int(rng.choice(REPLAYED_N))
     d_v = d_v or int(rng.choice(REPLAYED_D_V))
-    x = rng.integers(0, 2, size=(n, 4)).astype(np.float64)
-    wq, wk = (rng.integers(0, 2, size=(4, 3)).astype(np.float64) for _ in range(2))
-    wv = rng.integers(0, 4, size=(4, d_v)).astype(np.float64)
+    x = nb01.fresh_numbers(rng, (n, 4))  # halves of both signs: a .relu(), .abs(), .round() or int cast shows
+    wq, wk = (nb01.fresh_numbers(rng, (4, 3)) for _ in range(2))
+    wv = nb01.fresh_numbers(rng, (4, d_v), top=2.0)
     return _base_of(x, wq, wk, wv)
 
 
