@@ -159,7 +159,9 @@ class Exercise:
     # one more trial (a value step: one more replay), a fresh draw cut to edge sizes (one query, a width of 1),
     # where the variants need not differ; it catches code right only while every axis is longer than 1 (a
     # final squeeze), or moved to an edge of its values (scores near float64's lowest, a size above 2**32)
-    edge: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # (a function step may have several: a tuple of them, one trial each)
+    edge: Callable[[dict[str, Any]], dict[str, Any]] | tuple[Callable[[dict[str, Any]], dict[str, Any]], ...] | None \
+        = None
     # value steps whose line starts from a name the same cell computes, not one it is handed (01's TensorFlow half:
     # the outputs from the weights of the line above): those names, and the step's reference from them; a replay
     # whose answer is right from what the replay itself computed there is the step's line right on a wrong input
@@ -449,8 +451,9 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
     notebook = ex.inputs(None)
     if fresh:
         fresh = _varied_trials(ex, fresh, rngs, notebook)
-    if ex.edge is not None and rngs:  # a function's extra trial, a value step's extra replay
-        fresh.append(ex.edge(ex.inputs(rngs[0])))
+    if ex.edge is not None and rngs:  # a function's extra trials, a value step's extra replay
+        for edge in ex.edge if isinstance(ex.edge, tuple) else (ex.edge,):
+            fresh.append(edge(ex.inputs(rngs[0])))
     probe_rng = rngs[0] if rngs else np.random.default_rng(0)
     probe_inputs = [p.inputs(probe_rng) for p in ex.probes]
     data = {
@@ -792,8 +795,10 @@ def _framework_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None
     if not ex.framework:
         return None
     for name, fw in (facts.get("framework") or {}).items():
-        if fw == "python" and (ex.framework == "numpy" or ex.plain_number):  # floats, tuples are NumPy-friendly
-            continue
+        container = (facts.get("container") or {}).get(name)
+        if fw == "python" and (ex.framework == "numpy" or ex.plain_number) and not (
+                ex.framework == "numpy" and not ex.plain_number and container and str(container[0]) == "list"):
+            continue  # floats and tuples are NumPy-friendly; a list where the step asks for an array is not
         if fw != ex.framework:
             label = f"`{name}`" if ex.kind == "value" else f"`{name}(...)` returns"
             verb = "is" if ex.kind == "value" else ""

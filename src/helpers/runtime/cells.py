@@ -240,6 +240,15 @@ def _indexes_a_result(tree: ast.AST) -> bool:
 _BUILTINS = set(dir(builtins))
 
 
+def _calls_forward(tree: ast.AST) -> bool:
+    """Does the cell call a module's ``.forward(…)`` itself (``self.attn.forward(h)``), bypassing its hooks?
+    ``super().forward(…)`` does not count."""
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "forward"
+               and not (isinstance(node.func.value, ast.Call) and isinstance(node.func.value.func, ast.Name)
+                        and node.func.value.func.id == "super")
+               for node in ast.walk(tree))
+
+
 def _reads_a_shape(tree: ast.AST) -> bool:
     """Does the cell read a size off any object (``.shape``, ``.size()``, ``.ndim``, ``len(…)``, ``np.shape(…)``),
     where a step asks for a shape written with the size names?"""
@@ -510,8 +519,8 @@ def code_features(source: str) -> dict[str, bool] | None:
     (gradient tracking switched off), ``seeds_in_class`` (a class that seeds a random generator itself),
     ``low_precision`` (a half-precision float type named), ``max_of_lengths`` (the largest of some lengths
     taken: ``lengths.max()``), ``sequence_mask_without_maxlen``, ``shape_of_result`` (the shape read off a
-    result the cell computes, where a step asks to predict it) and ``shape_read`` (a size read off
-    anything). ``None`` if it does not parse."""
+    result the cell computes, where a step asks to predict it), ``shape_read`` (a size read off
+    anything) and ``forward_called`` (a module's forward called directly). ``None`` if it does not parse."""
     tree = _parse(source)
     if tree is None:
         return None
@@ -534,7 +543,7 @@ def code_features(source: str) -> dict[str, bool] | None:
             "library_attention": _library_attention(_call_names(tree)), "no_grad": _without_grad(tree),
             "seeds_in_class": _seeds_in_class(tree), "low_precision": _low_precision(tree),
             "max_of_lengths": _max_of_lengths(tree), "shape_of_result": _shape_of_result(tree),
-            "shape_read": _reads_a_shape(tree),
+            "shape_read": _reads_a_shape(tree), "forward_called": _calls_forward(tree),
             "sequence_mask_without_maxlen": _sequence_mask_without_maxlen(tree)}
 
 

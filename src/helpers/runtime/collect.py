@@ -909,10 +909,12 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
     record["rebound"] = sorted(rebound)
     # an earlier step's answer the cell binds anew: what it holds now (the verdict asks that step whether it is still
     # right)
-    # (and one the cell assigns at all, when a replay raised first: it may have raised on what the cell's own run
-    # left there, a `key_1` cast to float32, so the replays cannot say)
+    # (and any the cell assigns at all: a replay may have raised on, or been handed, what the cell's own run left
+    # there, a `key_1` cast to float32, so the replays cannot say)
     source = run.source if run is not None else cell if isinstance(cell, str) else None
-    if record["replay"]["error"] and source is not None:
+    if source is not None:
+        # (whatever the replays found: a replay hands the cell what the notebook holds now, which the cell's own run
+        # may already have changed, a `attn_scores_1` cast to float32 and cast again)
         reassigned |= assigned_names(source) & earlier
     record["reassigned"] = _snapshot({n: namespace[n] for n in sorted(reassigned - rebound) if n in namespace})
     record["reassigned_dtypes"] = {n: dtype_name(namespace[n]) for n in record["reassigned"]}

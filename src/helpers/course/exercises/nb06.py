@@ -122,6 +122,17 @@ def padded_inputs(rng=None) -> dict:
     return inp
 
 
+def one_hot_row(inputs: dict) -> dict:
+    """The edge trial: the first row of weights all on its first key, and that weight kept, as the first query of
+    causal attention has it: kept and rescaled, it is above 1 (a result clamped to 1, "weights are probabilities",
+    shows)."""
+    weights, keep = np.array(inputs["weights"], dtype=float), np.array(inputs["keep"], dtype=float)
+    weights[0] = 0.0
+    weights[0, 0] = 1.0
+    keep[0, 0] = 1.0
+    return {**inputs, "weights": weights, "keep": keep}
+
+
 def dropout_inputs(rng=None) -> dict:
     if rng is None:
         return dropout_example()
@@ -828,6 +839,7 @@ def _exercises() -> list[Exercise]:
             mistakes=DROPOUT_MISTAKES,
             signs={"given_draw_ignored": _own_draw},
             hints=DROPOUT_HINTS,
+            edge=one_hot_row,
             **torch_,
         ),
         Exercise(

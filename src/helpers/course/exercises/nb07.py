@@ -417,6 +417,12 @@ def lowest_stream(inputs: dict) -> dict:
     return {"scores": np.asarray(inputs["scores"], dtype=np.float64) * (-1e300 / FAR_BELOW)}
 
 
+def zero_maximum(inputs: dict) -> dict:
+    """An edge trial: a short stream whose maximum is exactly 0.0, reached second, with lower scores after it: a
+    running maximum tested for "not set yet" by its truth value (`if not m`) takes 0.0 for unset and starts again."""
+    return {"scores": np.array([-1.0, 0.0, -2.0, -0.5, -3.0])}
+
+
 def _stuck_start(answer, inputs) -> bool:
     """A finite maximum above every score with a total of 0: a running maximum started at a finite number above
     the scores (every exp(score − m) underflowed)."""
@@ -582,7 +588,7 @@ register(
         reference=lambda scores: _running(scores),
         mistakes=ONLINE_MISTAKES,
         not_with=NOT_NUMPY,
-        edge=lowest_stream,
+        edge=(lowest_stream, zero_maximum),
         # total ≥ 1 is computed in float64: right code agrees to 2e-6 (a running log-sum-exp near 4·10⁹, the worst),
         # a total rounded to 4 decimals like the notebook's table does not (1.2122 is 4e-5 off)
         rtol=4e-6,

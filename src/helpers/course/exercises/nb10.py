@@ -248,6 +248,9 @@ MODEL_MISTAKES = {
 DROPPING_MODEL = {"vocab_size": 9, "d_model": 6, "num_heads": 2, "max_len": 8, "dropout": 0.5}
 
 MODEL_HINTS = {
+    "not_as_asked:forward_called": "Your numbers are right, but your model calls its layer's `.forward(...)` "
+    "directly. Call the layer itself, `self.attn(h)`: calling a module runs its hooks around forward, and the "
+    "notebook reads the layer's input through one to draw its attention weights (they would never be seen).",
     "positions_not_added": "Your model's input vectors carry no position: each token's row of `token_emb` needs the "
     "row of `pos_emb` of its position added. Without it, equal tokens at different places look the same to "
     "attention.",
@@ -413,6 +416,16 @@ def loss_inputs(rng=None) -> dict:
     batch, length, digits = _sizes(rng)
     tokens = make_sequences(rng, batch, length, digits)
     return {"logits": 2.0 * rng.normal(size=(*tokens.shape, digits + 1)), "tokens": tokens}
+
+
+def answers_off_rule(inputs: dict) -> dict:
+    """The edge trial: the answer tokens of every sequence moved one place (rolled), so they no longer follow the
+    task's rule. The loss and the accuracy compare the guesses with the tokens as they are: a version that rebuilds
+    the answers from the rule (the prompt reversed) shows."""
+    tokens = np.array(inputs["tokens"])
+    length = (tokens.shape[1] - 1) // 2
+    tokens[:, length + 1:] = np.roll(tokens[:, length + 1:], 1, axis=1)
+    return {**inputs, "tokens": tokens}
 
 
 def accuracy_inputs(rng=None) -> dict:
@@ -741,6 +754,9 @@ def _exercises() -> list[Exercise]:
             reference=ref_model,
             reads=MODEL_READS,
             mistakes=MODEL_MISTAKES,
+            # the layer called as a module, self.attn(h): its forward hooks run (the notebook reads the layer's
+            # input through one, to draw its weights); self.attn.forward(h) skips them
+            how={"forward_called": False},
             hints=MODEL_HINTS,
             framework="torch",
             module="demo_model",
@@ -768,6 +784,7 @@ def _exercises() -> list[Exercise]:
             answers=("answer_loss",),
             kind="function",
             inputs=loss_inputs,
+            edge=answers_off_rule,
             reference=ref_loss,
             mistakes=LOSS_MISTAKES,
             hints={"hard_coded": TYPED_LENGTH_HINT},
@@ -809,6 +826,7 @@ def _exercises() -> list[Exercise]:
             answers=("answer_accuracy",),
             kind="function",
             inputs=accuracy_inputs,
+            edge=answers_off_rule,
             reference=ref_accuracy,
             mistakes=ACCURACY_MISTAKES,
             signs=ACCURACY_SIGNS,
