@@ -748,9 +748,9 @@ _PROCESS_ROWS = [
      "with the same keep give different outputs. Use the draw it is given, on the attention weights; make one "
      "of your own only when keep is None."),
     ("dropout_draw_shared", "one dropout draw shared by the whole batch (or by the heads, or the queries)",
-     "Your own dropout draw (keep=None) is the same for every sequence of the batch: one draw of shape (1, …) "
-     "broadcast over the batch axis. Each attention weight of each sequence needs its own draw: draw the "
-     "keep-mask with the full shape of the weights (torch.rand_like(attn_weights))."),
+     "Your own dropout draw (keep=None) is the same for every sequence of the batch: a draw of shape (1, …) "
+     "broadcast over the batch axis, or one number for everything. Each attention weight of each sequence needs "
+     "its own draw: draw the keep-mask with the full shape of the weights (torch.rand_like(attn_weights))."),
     ("reseeded_each_call", "the random generator seeded at every call",
      "Your code sets the random seed (torch.manual_seed, or a generator seeded on the spot) every time it runs, "
      "so every call draws the same random numbers. Seed once, at the top of the notebook, never inside a "

@@ -1574,8 +1574,8 @@ def _inlined_message(ex: Exercise, name: str) -> str:
                 f"gives (a number typed in, or the value rebuilt another way), so it is wrong for a module made or "
                 f"called with another `{name}`. Use {ex.given_as[name]}.")
     return (f"Your cell does not use the variable `{name}` itself: its answer is what this notebook's `{name}` gives "
-            f"(its numbers typed in, or the result rebuilt another way), so it is wrong for any other `{name}`. "
-            f"Compute it from `{name}`.")
+            f"(its numbers typed in, another variable the notebook computed from it, or the result rebuilt another "
+            f"way), so it is wrong for any other `{name}`. Compute it from `{name}`.")
 
 
 def _blamed_scalars(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> dict[str, float]:

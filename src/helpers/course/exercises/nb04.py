@@ -682,8 +682,9 @@ WEIGHTS_1_HINTS = {
     "the softmax. (If you took d_k from tf.shape(key_1)[0]: that is 1, the number of rows of key_1; d_k is its "
     "last axis.) The weights look almost the same, but the small ones are off by orders of magnitude.",
     "scale_by_d": "You divided the scores by d_k = 4. Divide by its square root, tf.math.sqrt(d_k) = 2.",
-    "fixed_scale": "You divided by a fixed 2, whatever the length of the keys: √4 typed in (or the square root of "
-    "the number of scores, 4 here too). Take d_k from key_1, the size of its last axis (tf.shape(key_1)[-1]), "
+    "fixed_scale": "You divided by a fixed 2, whatever the length of the keys: √4 typed in, the square root of "
+    "the number of scores (4 here too), or of another number of this example that happens to be 4. Take d_k from "
+    "key_1, the size of its last axis (tf.shape(key_1)[-1]), "
     "so that the code works for keys of any length.",
     "scale_by_d_model": "You divided by √d_model, the width of a word. The scores are dot products of a query "
     "with the keys, so divide by √d_k, the width of a key: the last axis of key_1. Here both are 4; in general "
