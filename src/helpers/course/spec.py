@@ -1732,47 +1732,61 @@ def _rounded_answer(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, An
     grid = 1e-9 if ex.dtype == "float64" else 1e-6  # float32 cannot hold 6 decimals exactly
     for k in range(1, 7):  # not 0: whole numbers are more often an integer dtype than a rounding
         step = 10.0 ** -k
+        rounded: set[str] = set()
         try:
-            if all(_rounded_to(np.asarray(got[n], float), np.asarray(want[n], float), step, grid)
-                   for got, want in wrong for n in ex.answers):
-                return _fail(ex, "rounded_answer",
-                             f"Your numbers are the right ones rounded to {k} decimal{'s' if k > 1 else ''}. "
-                             "Keep them at full precision: round only what you print.")
+            for got, want in wrong:  # every answer either right or the right numbers rounded, one of them rounded
+                for n in ex.answers:
+                    g, w = np.asarray(got[n], float), np.asarray(want[n], float)
+                    if g.shape == w.shape and _allclose(g, w, rtol, atol):
+                        continue
+                    if not _rounded_to(g, w, step, grid):
+                        raise ValueError
+                    rounded.add(n)
         except (KeyError, TypeError, ValueError):
-            return None
+            continue
+        if rounded:
+            which = "Your numbers are" if len(ex.answers) == 1 else \
+                f"Your {', '.join(f'`{n}`' for n in sorted(rounded))} {'holds' if len(rounded) == 1 else 'hold'}"
+            return _fail(ex, "rounded_answer",
+                         f"{which} the right {'ones' if len(ex.answers) == 1 else 'numbers'} rounded to {k} "
+                         f"decimal{'s' if k > 1 else ''}. Keep them at full precision: round only what you print.")
     return None
 
 
 def _rounded_within_tolerance(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> Outcome | None:
-    """The right numbers rounded to k ≤ 4 decimals where that rounding stays inside the step's tolerance (values of
-    about 0.5 or more at 4 decimals, float32's rtol): every entry of every trial sits on the 10^-k grid to the
-    precision of its dtype, while the reference's entries mostly do not — a right answer computed from inputs with
-    few decimals is on the grid as its reference is, and is not taken for a rounding."""
+    """An answer that is the right numbers rounded to k ≤ 4 decimals where that rounding stays inside the step's
+    tolerance (values of about 0.5 or more at 4 decimals, float32's rtol): every entry of that answer, on every
+    trial, sits on the 10^-k grid to the precision of its dtype, while the reference's entries mostly do not — a
+    right answer computed from inputs with few decimals is on the grid as its reference is, and is not taken for a
+    rounding."""
     if not trials:
         return None
-    try:
-        pairs = [(np.asarray(got[n], float), np.asarray(ex.expected(inputs)[n], float))
-                 for got, inputs in trials for n in ex.answers]
-    except Exception:  # noqa: BLE001 — answers that are not numbers, a reference that cannot say
-        return None
-    if not pairs or any(g.shape != w.shape or g.size == 0 or not np.all(np.isfinite(g)) or not np.all(np.isfinite(w))
-                        for g, w in pairs):
-        return None
-    total = sum(w.size for _, w in pairs)
-    for k in range(1, 5):
-        step = 10.0 ** -k
-        off_grid = 0
-        for got, want in pairs:
-            slack = 4.0 * 2.0 ** -24 * np.abs(got) + 1e-12  # half an ulp of float32, with room
-            if np.any(np.abs(got - np.round(got / step) * step) > slack) or \
-                    np.any(np.abs(got - want) > 0.5 * step + 2 * slack):
-                break
-            off_grid += int(np.sum(np.abs(want - np.round(want / step) * step) > 16 * slack + 1e-3 * step))
-        else:
-            if off_grid >= max(3, total // 4):
-                return _fail(ex, "rounded_answer",
-                             f"Your numbers are the right ones rounded to {k} decimal{'s' if k > 1 else ''}. "
-                             "Keep them at full precision: round only what you print.")
+    for name in ex.answers:
+        try:
+            pairs = [(np.asarray(got[name], float), np.asarray(ex.expected(inputs)[name], float))
+                     for got, inputs in trials]
+        except Exception:  # noqa: BLE001 — answers that are not numbers, a reference that cannot say
+            return None
+        if any(g.shape != w.shape or g.size == 0 or not np.all(np.isfinite(g)) or not np.all(np.isfinite(w))
+               for g, w in pairs):
+            continue
+        total = sum(w.size for _, w in pairs)
+        for k in range(1, 5):
+            step = 10.0 ** -k
+            off_grid = 0
+            for got, want in pairs:
+                slack = 4.0 * 2.0 ** -24 * np.abs(got) + 1e-12  # half an ulp of float32, with room
+                if np.any(np.abs(got - np.round(got / step) * step) > slack) or \
+                        np.any(np.abs(got - want) > 0.5 * step + 2 * slack):
+                    break
+                off_grid += int(np.sum(np.abs(want - np.round(want / step) * step) > 16 * slack + 1e-3 * step))
+            else:
+                if off_grid >= max(3, total // 4):
+                    which = "Your numbers are the right ones" if len(ex.answers) == 1 else \
+                        f"Your `{name}` holds the right numbers"
+                    return _fail(ex, "rounded_answer",
+                                 f"{which} rounded to {k} decimal{'s' if k > 1 else ''}. "
+                                 "Keep them at full precision: round only what you print.")
     return None
 
 
