@@ -606,8 +606,9 @@ PART_2 = [
                "equals d_k only in this notebook (both 2). The scores are dot products of a query and the keys: "
                "divide by √d_k, the width of a key (keys.shape[-1], or the d_k the notebook set).",
                "fixed_scale": "You divided by √2 whatever the width of the keys: the number typed in (2 ** 0.5, "
-               "1.4142). Divide by √d_k with d_k taken from the keys (keys.shape[-1]) or the notebook's d_k, so that "
-               "the same line works for keys of any width.",
+               "1.4142), or another size of this example that happens to be 2 (d_model − 1, say). Divide by √d_k "
+               "with d_k taken from the keys (keys.shape[-1]) or the notebook's d_k, so that the same line works "
+               "for keys of any width.",
            }),
     _value("02.context_2", "The journey's context vector, with trainable weights", ("context_vec_2",),
            _one("context_vec_2", lambda attn_weights_2_qk, values, **_: attn_weights_2_qk @ values),
@@ -685,7 +686,8 @@ PART_2 = [
                **ATTENTION_HINTS,
                "transposed_scores": "Your output is what keys @ queries.T gives. Either forward computes "
                "keys @ queries.T (use queries @ keys.T), or __init__ draws w_key before w_query, which swaps "
-               "their numbers: create w_query, w_key, w_value in that order.",
+               "their numbers: create w_query, w_key, w_value in that order (or forward hands the weights on in "
+               "another order than query, key, value).",
                "swapped_projections": "Your keys and values use each other's weights: either forward mixes up "
                "self.w_key and self.w_value, or __init__ draws w_value before w_key. Create w_query, w_key, "
                "w_value in that order, and take keys from self.w_key, values from self.w_value.",
