@@ -796,9 +796,11 @@ def _framework_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None
         return None
     for name, fw in (facts.get("framework") or {}).items():
         container = (facts.get("container") or {}).get(name)
+        rows = container and str(container[0]) == "list" and (facts.get("items") or {}).get(name) in (
+            "numpy", "torch", "tensorflow")
         if fw == "python" and (ex.framework == "numpy" or ex.plain_number) and not (
-                ex.framework == "numpy" and not ex.plain_number and container and str(container[0]) == "list"):
-            continue  # floats and tuples are NumPy-friendly; a list where the step asks for an array is not
+                ex.framework == "numpy" and not ex.plain_number and rows):
+            continue  # floats, lists of numbers and tuples are NumPy-friendly; a list of arrays (rows) is not
         if fw != ex.framework:
             label = f"`{name}`" if ex.kind == "value" else f"`{name}(...)` returns"
             verb = "is" if ex.kind == "value" else ""
@@ -2005,6 +2007,9 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
         return _mutation_problem(ex, {"mutated": own}) or _fail(ex, "mutates_input")
     if own := [n for n in wrong_up if n in (record.get("rebound") or [])]:
         return _rebound_problem(ex, record, own) or _fail(ex, "overwrites_variable")
+    if set(record.get("reassigned") or {}) & set(ex.reads) and (undone := _reassigned_problem(ex, record)):
+        # the cell changed an input it starts from (cast after use): the replays were handed that changed input
+        return undone
     student_world = {**world0, **upstream} if wrong_up else world0
     code_right = bool(replay.get("available")) and not replay_error and len(replays) == ex.replays \
         and not any(fails)

@@ -558,9 +558,11 @@ def _facts(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 def _items_framework(value: Any) -> str | None:
     """For a list or tuple: the framework of its entries when they are all tensors of one framework
-    (e.g. a list of losses left as 0-d tensors), else None."""
+    (e.g. a list of losses left as 0-d tensors) or all NumPy arrays of at least one axis (rows), else None."""
     if not isinstance(value, (list, tuple)) or not value:
         return None
+    if all(isinstance(v, np.ndarray) and v.ndim >= 1 for v in value):  # rows of an array (not NumPy scalars)
+        return "numpy"
     kinds = {framework_of(v) for v in value}
     return kinds.pop() if len(kinds) == 1 and kinds <= {"torch", "tensorflow"} else None
 

@@ -867,13 +867,6 @@ NUMPY_HINTS = {
     "about 709 above what you subtracted overflows to inf, and inf / inf is nan. Subtract each row's maximum, as "
     "the step asks.",
 }
-def large_scores(inputs: dict) -> dict:
-    """An edge trial: the queries scaled so that the largest scaled score is 200."""
-    q, k = np.asarray(inputs["q"], dtype=float), np.asarray(inputs["k"], dtype=float)
-    top = np.max(np.abs(q @ np.swapaxes(k, -1, -2))) / np.sqrt(k.shape[-1])
-    return {**inputs, "q": q * (200.0 / top if top > 0 else 1.0)}
-
-
 FN_HINTS = {
     "missing_scale": "Your function does not divide the scores by √d_k. d_k is the size of the last axis of "
     "`k`: tf.shape(k)[-1], cast to float before the square root.",
@@ -1039,9 +1032,7 @@ def _exercises() -> list[Exercise]:
             notebook=NOTEBOOK,
             framework="tensorflow",
             dtype="float32",
-            # one query, values of width 1: the answer is (1, 1), not squeezed; and scores up to 200 (the notebook's
-            # reach 85): a softmax written without its maximum overflows float32's exp above about 88
-            edge=(one_row("q", "v"), large_scores),
+            edge=one_row("q", "v"),  # one query, values of width 1: the answer is (1, 1), not squeezed
             widths=("k", "v"),  # "any n, d_k and d_v": values wider than the keys in some trial, narrower in another
             points=2,
         ),
