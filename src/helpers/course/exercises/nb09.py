@@ -176,9 +176,11 @@ CROSS_MISTAKES = {
 
 
 def _two_lengths(rng) -> tuple[int, int]:
-    """n_q and n_k, never equal: a decoder prefix and a source sentence of another length."""
+    """n_q and n_k, never equal: a decoder prefix and a source sentence of another length; n_k never the example's
+    N_ENC, so that a scale by √n_k differs on every fresh trial from one by the example's n_k typed in (with every
+    trial's n_k equal to the example's, and d_k equal to it on one trial, the two could not be told apart)."""
     n_q = int(rng.integers(2, 5))
-    n_k = int(rng.choice([n for n in range(3, 7) if n != n_q]))
+    n_k = int(rng.choice([n for n in range(3, 7) if n not in (n_q, N_ENC)]))
     return n_q, n_k
 
 
@@ -187,7 +189,8 @@ def cross_inputs(rng=None) -> dict:
         return cross_example()
     batch = (int(rng.integers(2, 4)),)  # the notebook's example has no batch axis; these always have one
     n_q, n_k = _two_lengths(rng)
-    d_model, d_k, d_v = (int(rng.integers(2, 7)) for _ in range(3))
+    d_model, d_k = (int(rng.integers(2, 7)) for _ in range(2))
+    d_v = int(rng.choice([w for w in range(2, 7) if w != n_k]))  # a scale by √n_k never looks like one by √d_v
     return {"x_dec": rng.normal(size=(*batch, n_q, d_model)), "x_enc": rng.normal(size=(*batch, n_k, d_model)),
             "w_query": rng.normal(size=(d_model, d_k)) / np.sqrt(d_model),
             "w_key": rng.normal(size=(d_model, d_k)) / np.sqrt(d_model),
