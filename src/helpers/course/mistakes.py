@@ -861,8 +861,9 @@ _PROCESS_ROWS = [
      "divided by it before backward(), say). answer_loss is already a mean: call backward() on it as it is."),
     ("accuracy_rounded_down", "the accuracy rounded down to 0",
      "Your accuracy is 0 although some guesses are right: either the comparison is never true (the largest logits "
-     "themselves, `.max(-1).values`, compared with tokens: a guess is the position of the largest logit, "
-     "`.argmax(-1)`), or the fraction was rounded down to a whole number (an integer division, `//`). Compare "
+     "themselves, `.max(-1).values`, compared with tokens, or an `.argmax()` without its dim, one index for the "
+     "whole tensor: a guess is the position of the largest logit along the last axis, `.argmax(-1)`), or the "
+     "fraction was rounded down to a whole number (an integer division, `//`). Compare "
      "the argmax with the tokens, then divide as floats: right.float().mean()."),
 ]
 

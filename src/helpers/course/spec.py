@@ -1732,7 +1732,8 @@ def _rounded_answer(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, An
     if not wrong:
         return None
     grid = 1e-9 if ex.dtype == "float64" else 1e-6  # float32 cannot hold 6 decimals exactly
-    for k in range(1, 7):  # not 0: whole numbers are more often an integer dtype than a rounding
+    # not 0: whole numbers are more often an integer dtype than a rounding; up to 10 decimals in float64, 6 in float32
+    for k in range(1, 11 if ex.dtype == "float64" else 7):
         step = 10.0 ** -k
         rounded: set[str] = set()
         try:

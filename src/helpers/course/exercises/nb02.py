@@ -488,6 +488,7 @@ PART_2 = [
            lambda x_2, w_query, w_key, w_value, **_: {
                "query_2": x_2 @ w_query, "key_2": x_2 @ w_key, "value_2": x_2 @ w_value},
            reads=("x_2", "w_query", "w_key", "w_value"),
+           dtype="float32",  # the next step multiplies query_2 with key_2 and keys, float32 tensors
            mistakes={
                "swapped_projections": lambda x_2, w_query, w_key, w_value, **_: {
                    "query_2": x_2 @ w_key, "key_2": x_2 @ w_query, "value_2": x_2 @ w_value},

@@ -513,10 +513,11 @@ _SIZE_NAMES = ("Your prediction is right for this notebook's sizes, but it reads
 
 
 def _sizes_only(inputs):
-    """A fresh world's sizes only (the notebook's own world whole): the other names keep the notebook's values."""
+    """A fresh world's sizes and earlier predictions only (the notebook's own world whole): the other names keep the
+    notebook's values. A prediction built on an earlier one (`(weighted_shape[0], d_v)`) follows the sizes too."""
     def sizes(rng: np.random.Generator | None = None) -> dict:
         drawn = inputs(rng)
-        return drawn if rng is None else {k: v for k, v in drawn.items() if k in SIZES}
+        return drawn if rng is None else {k: v for k, v in drawn.items() if k in SIZES or k.endswith("_shape")}
 
     return sizes
 

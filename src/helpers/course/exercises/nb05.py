@@ -276,6 +276,15 @@ def _sums_of_columns(scores):
     return e / e.sum(axis=0, keepdims=True)
 
 
+def wide_rows(inputs: dict) -> dict:
+    """An edge trial: the fresh scores with every row spread over 1000 (one score 0, the others 1000 apart or
+    more): only the row's own maximum keeps every exponent ≤ 0 and one of them exactly 0."""
+    scores = np.array(inputs["scores"], dtype=float)
+    spread = scores - scores.min(axis=-1, keepdims=True)
+    top = spread.max(axis=-1, keepdims=True)
+    return {**inputs, "scores": 1000.0 * spread / np.where(top > 0, top, 1.0)}
+
+
 def _overflow_hidden(answer, inputs) -> bool:
     """A finite answer, right on every row whose exp() stays a normal float64 and wrong on some row where it does
     not (it overflows to inf, or underflows to subnormal numbers or 0): an overflow hidden (scores clipped, inf and
@@ -509,7 +518,9 @@ register(
         reference=ref_softmax,
         mistakes=SOFTMAX_MISTAKES,
         signs={"unstable_softmax:hidden": _overflow_hidden},
-        edge=one_row("scores"),  # one row of scores: the answer is (1, n), not squeezed
+        # one row of scores: the answer is (1, n), not squeezed; and rows whose scores span 1000 (shifted by
+        # anything but the maximum, some exponent underflows or overflows)
+        edge=(one_row("scores"), wide_rows),
         points=2,
         hints={
             "softmax_wrong_axis": "Your softmax normalised each column. Each row must sum to 1: take the "

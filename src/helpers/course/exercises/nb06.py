@@ -392,9 +392,9 @@ def _own_draw(answer, inputs) -> bool:
 
 
 DROPOUT_HINTS = {
-    "given_draw_ignored": "Your zeros fall in other places than keep's: your function makes a random draw of its "
-    "own (F.dropout, or torch.rand) instead of using the keep-mask it is given. Use `keep`: multiply the weights by "
-    "it, then divide by (1 − p).",
+    "given_draw_ignored": "Your zeros fall in other places than keep's: your function does not drop where the "
+    "keep-mask it is given says (a random draw of its own, F.dropout or torch.rand, or keep sliced or broadcast "
+    "another way). Use `keep` as it is: multiply the weights by it, then divide by (1 − p).",
 }
 
 
@@ -797,6 +797,7 @@ def _exercises() -> list[Exercise]:
     # and a result that keeps its gradient: these are the pieces of a module that is trained (part 5, notebook 10)
     torch_ = {**common, "framework": "torch", "dtype": "float32", "keeps_grad": True}
     tf_ = {**common, "framework": "tensorflow",
+           "keeps_grad": True,  # the twins of the pieces above: q, k, v (and the weights) reach the result
            # the PyTorch functions above, run and wrapped in a TensorFlow tensor, are not the TensorFlow version
            "not_with": ("torch", "F", "causal_attention", "multi_head_attention", "split_heads", "merge_heads")}
     causal = {"inputs": causal_inputs, "reference": ref_causal, "mistakes": CAUSAL_MISTAKES, "edge": causal_edge,

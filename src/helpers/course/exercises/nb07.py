@@ -484,6 +484,15 @@ def one_block(inputs: dict) -> dict:
     return {**inputs, "block_size": int(np.shape(inputs["k"])[0]) + 2}
 
 
+def huge_future(inputs: dict) -> dict:
+    """An edge trial of causal blockwise attention: the last key scores far above every other with the first query,
+    which must not see it. A mask applied after the exponentials (the future still counted in the running maximum)
+    makes the first query's visible weights exp(−1000) = 0, and 0/0."""
+    q, k = np.array(inputs["q"], dtype=float), np.array(inputs["k"], dtype=float)
+    k[-1] = 1000.0 * np.sqrt(q.shape[-1]) * q[0] / max(float(q[0] @ q[0]), 1e-12)
+    return {**inputs, "q": q, "k": k}
+
+
 def long_flash(rng):
     """n = 1536 keys in blocks of 16, narrow queries and values: one n × n matrix of booleans (n² bytes,
     2.25 MiB) is already well above what a few n × block arrays of float64 take, so a mask of the whole
@@ -687,7 +696,7 @@ register(
             # "one tile of block_size queries at a time": not one query at a time
             Probe("tile_blocks", causal_probe_inputs, lambda inputs: 0, "keys_not_in_blocks"),
         ),
-        edge=one_block,
+        edge=(one_block, huge_future),
         raises={r"\bScoresAboveTheDiagonal\b": "future_blocks_computed", **BLOCKS_RAISED,
                 r"\bQueriesNotInTiles\b": "queries_not_in_tiles"},
         how={"library_attention": False},

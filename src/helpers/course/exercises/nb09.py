@@ -317,6 +317,12 @@ def cached_inputs(rng=None) -> dict:
             "v": rng.normal(size=(*batch, t + m, d_v))}
 
 
+def _batch_of_one(inputs: dict) -> dict:
+    """The edge trial of cross-attention: a batch of one sentence pair, (1, n, d_model): the answer keeps that axis
+    (a squeeze shows)."""
+    return {**inputs, "x_dec": np.asarray(inputs["x_dec"])[:1], "x_enc": np.asarray(inputs["x_enc"])[:1]}
+
+
 def _one_query(inputs: dict) -> dict:
     """The draw with only its newest query (m = 1): the step decoding makes at every token; and a batch of one
     sentence, so that a function that squeezes an axis of length 1 away shows."""
@@ -659,7 +665,7 @@ def _exercises() -> list[Exercise]:
     return [
         Exercise("09.cross_attention", title="Cross-attention", answers=("cross_attention",), inputs=cross_inputs,
                  reference=ref_cross, mistakes=CROSS_MISTAKES, hints=CROSS_HINTS,
-                 explains={"scale_by_other_size": CROSS_OTHER_SCALE}, **own, **torch_),
+                 edge=_batch_of_one, explains={"scale_by_other_size": CROSS_OTHER_SCALE}, **own, **torch_),
         Exercise("09.padded_cross_attention", title="Cross-attention over a padded batch of sources",
                  answers=("padded_cross_attention",), hints=PADDED_HINTS, **own, **padded, **torch_),
         Exercise("09.cached_attention", title="Attention of the newest queries over a cache",
