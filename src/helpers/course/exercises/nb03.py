@@ -76,24 +76,27 @@ def _base_of(x: np.ndarray, wq: np.ndarray, wk: np.ndarray, wv: np.ndarray) -> d
 
 
 REPLAYED_N = (2, 3, 4, 5)  # the token counts of the computing steps' replays
-REPLAYED_D_V = (2, 4, 5)  # their values' widths: never the keys' 3 (d_k), so values cut to d_k show
+REPLAYED_D_MODEL = (5, 6)  # their inputs' widths: above the example's 4, so inputs cut to 4 features show
+REPLAYED_D_K = (4, 5)  # their keys' widths: above the example's 3 (and above most n), so keys cut to 3 show
 
 
 def _replayed_base(rng: np.random.Generator, d_v: int | None = None) -> dict:
-    """Notebook 01's world of fresh numbers, with a token count of its own and values of another width than the
-    keys (d_model and d_k stay the example's): a cell that writes out three tokens (``weighted_values[:, 0] + … +
-    weighted_values[:, 2]``) does not pass a replay, nor one that cuts the values to d_k columns."""
+    """Notebook 01's world of fresh numbers, with a token count, an input width and a key width of its own and values
+    of another width than the keys: a cell that writes out three tokens (``weighted_values[:, 0] + … +
+    weighted_values[:, 2]``) does not pass a replay, nor one that cuts the values to d_k columns, the keys to 3 or
+    the inputs to 4."""
     n = int(rng.choice(REPLAYED_N))
-    d_v = d_v or int(rng.choice(REPLAYED_D_V))
-    x = nb01.fresh_numbers(rng, (n, 4))  # halves of both signs: a .relu(), .abs(), .round() or int cast shows
-    wq, wk = (nb01.fresh_numbers(rng, (4, 3)) for _ in range(2))
-    wv = nb01.fresh_numbers(rng, (4, d_v), top=2.0)
+    d_model, d_k = int(rng.choice(REPLAYED_D_MODEL)), int(rng.choice(REPLAYED_D_K))
+    d_v = d_v or d_k + int(rng.integers(1, 3))  # wider than the keys: values cut to d_k columns show
+    x = nb01.fresh_numbers(rng, (n, d_model))  # halves of both signs: a .relu(), .abs(), .round() or int cast shows
+    wq, wk = (nb01.fresh_numbers(rng, (d_model, d_k)) for _ in range(2))
+    wv = nb01.fresh_numbers(rng, (d_model, d_v), top=2.0)
     return _base_of(x, wq, wk, wv)
 
 
 def world(rng: np.random.Generator | None = None, *, sized: bool = False, d_v: int | None = None) -> dict:
     """Every name of the notebook, in notebook order (see the module's docstring); ``d_v``: the replayed values'
-    width, else one of :data:`REPLAYED_D_V`."""
+    width, else one or two wider than the replayed keys."""
     base = nb01.world(None) if rng is None else _sized_base(rng) if sized else _replayed_base(rng, d_v)
     x, w_key, w_value = base["x"], base["w_key"], base["w_value"]
     n, d_model = x.shape
