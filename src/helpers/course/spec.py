@@ -2080,6 +2080,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                                        "from them. Compute the answer from the variables the step starts from "
                                        "(the numbers are there to check against, not to type in).", note)
     if replay_error:
+        if fail0 is None and (typed := _typed_in_problem(ex, plan, record, note)):
+            return typed  # numbers typed in from the printout: the replays' other sizes raised on them
         if fail0 is None and (undone := _reassigned_problem(ex, record)):
             # an earlier answer the cell changed: what the replays then raised on may be that change itself
             return undone
@@ -2342,13 +2344,19 @@ def _typed_in_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any], note:
     """A function right on the notebook's example whose own code types in that example's numbers (the numbers
     of one of its arguments, such as the lengths [5, 2]) instead of using the argument."""
     answers = record.get("answers") or []
-    if ex.kind != "function" or not answers or _compare(ex, answers[0], ex.expected(plan.inputs[0])) is not None:
+    if not answers or _compare(ex, answers[0], ex.expected(plan.inputs[0])) is not None:
         return None
     for values in record.get("typed_in") or []:
         for name, arr in plan.inputs[0].items():
+            if ex.kind == "value" and name not in ex.reads:
+                continue
             if isinstance(arr, np.ndarray) and arr.size == len(values) and arr.size >= 2 and \
                     np.allclose(arr.ravel().astype(float), values):
                 shown = "[" + ", ".join(f"{v:g}" for v in values) + "]"
+                if ex.kind == "value":
+                    return _fail(ex, "hard_coded", f"Your cell types in the numbers of the notebook's `{name}` "
+                                                   f"({shown}) instead of using the variable `{name}`: right for "
+                                                   "this notebook's numbers only." + note)
                 return _fail(ex, "hard_coded", f"`{ex.answers[0]}` types in the numbers of the notebook's "
                                                f"`{name}` ({shown}) instead of using its argument `{name}`: right "
                                                "for the notebook's example only." + note)

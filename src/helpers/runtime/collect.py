@@ -829,6 +829,7 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
     if source is not None:
         record["how"] = code_features(_without_given(source, plan.get("given") or ()))
         record["discarded"] = discarded_results(_without_given(source, plan.get("given") or ()))
+        record["typed_in"] = typed_lists(_without_given(source, plan.get("given") or ()))
         # other steps' answers the cell reads besides the ones it starts from (a predicted axis as `dim=`); a name
         # the cell only assigns (the TensorFlow half computing `outputs` again) is not used
         read = free_names(source)

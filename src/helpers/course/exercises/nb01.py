@@ -46,28 +46,31 @@ def fresh_numbers(rng: np.random.Generator, shape: tuple[int, ...], top: float =
 def world(rng: np.random.Generator | None = None) -> dict:
     """Every name of the notebook, in order: the given lists, then each step's result.
 
-    ``rng=None`` gives the notebook's own numbers; otherwise small random halves of both signs, of the
-    same shapes (see :func:`fresh_numbers`), so the scores stay moderate and the softmax does not turn
-    one-hot.
+    ``rng=None`` gives the notebook's own numbers; otherwise small random halves of both signs (see
+    :func:`fresh_numbers`), so the scores stay moderate and the softmax does not turn one-hot, for 2, 4 or 5
+    tokens and values 4 or 5 wide.
     """
     if rng is None:
         x, wq, wk, wv, rounded = X, W_QUERY, W_KEY, W_VALUE, ROUNDED_WEIGHTS
-    else:
-        x = fresh_numbers(rng, (3, 4))
+    else:  # other numbers of tokens and a wider value: a loop over range(3) or values[:, :3] shows
+        n, d_v = int(rng.choice([2, 4, 5])), int(rng.choice([4, 5]))
+        x = fresh_numbers(rng, (n, 4))
         wq, wk = (fresh_numbers(rng, (4, 3)) for _ in range(2))
-        wv = fresh_numbers(rng, (4, 3), top=2.0)
-        rounded = _rounded_rows(rng, 3)
+        wv = fresh_numbers(rng, (4, d_v), top=2.0)
+        rounded = _rounded_rows(rng, n)
     queries, keys, values = x @ wq, x @ wk, x @ wv
     scores = queries @ keys.T
     weights = softmax(scores)
     return {
         # the notebook's lists hold integers; fresh ones hold halves as floats (whole ones as integers)
         "x_list": _as_list(x), "w_query_list": _as_list(wq), "w_key_list": _as_list(wk), "w_value_list": _as_list(wv),
+        # the original's rounded weights are given before any step: every step's replay is handed them (the
+        # TensorFlow half's one cell multiplies them with its values too)
+        "rounded_weights": rounded,
         "x": x, "w_query": wq, "w_key": wk, "w_value": wv,
         "queries": queries, "keys": keys, "values": values,
         "attn_scores": scores,
         "attn_weights": weights,
-        "rounded_weights": rounded,
         "outputs": weights @ values,
         "outputs_rounded": rounded @ values,
     }
