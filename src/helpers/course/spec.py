@@ -1731,9 +1731,9 @@ def _rounded_answer(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, An
             wrong.append((got, want))
     if not wrong:
         return None
-    grid = 1e-9 if ex.dtype == "float64" else 1e-6  # float32 cannot hold 6 decimals exactly
-    # not 0: whole numbers are more often an integer dtype than a rounding; up to 10 decimals in float64, 6 in float32
-    for k in range(1, 11 if ex.dtype == "float64" else 7):
+    grid = 1e-12 if ex.dtype == "float64" else 1e-6  # float32 cannot hold 6 decimals exactly
+    # not 0: whole numbers are more often an integer dtype than a rounding; up to 8 decimals in float64, 6 in float32
+    for k in range(1, 9 if ex.dtype == "float64" else 7):
         step = 10.0 ** -k
         rounded: set[str] = set()
         try:

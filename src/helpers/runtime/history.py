@@ -161,10 +161,18 @@ class History:
         wanted = set(names)
         if self._running is not None and self._running[1] & wanted:
             return Run(self._running[0], self._running[1], running=True)
+        # the latest cell that bound them, by name or through globals(); but a cell that names them and raised
+        # before binding them stays the answer's cell (its step is not done), whatever a later cell writes into them
+        # through globals()
+        written = None
         for run in reversed(self.runs):
-            if (run.names | run.dynamic) & wanted:
+            if run.names & wanted:
+                if written is not None and not run.stale(wanted):
+                    return written
                 return run
-        return None
+            if written is None and run.dynamic & wanted:
+                written = run
+        return written
 
     @staticmethod
     def rebound_since(names: Iterable[str], run: Run | None, namespace: Mapping[str, Any]) -> list[str]:

@@ -485,12 +485,12 @@ def one_block(inputs: dict) -> dict:
 
 
 def huge_future(inputs: dict) -> dict:
-    """An edge trial of causal blockwise attention: the last key scores far above every other with the first query,
-    which must not see it. A mask applied after the exponentials (the future still counted in the running maximum)
-    makes the first query's visible weights exp(−1000) = 0, and 0/0."""
+    """An edge trial of causal blockwise attention: the second key, in the first query's own (diagonal) block, scores
+    far above every other with the first query, which must not see it. A mask applied after the exponentials (the
+    future still counted in the running maximum) makes the first query's visible weight exp(−1000) = 0, and 0/0."""
     q, k = np.array(inputs["q"], dtype=float), np.array(inputs["k"], dtype=float)
-    k[-1] = 1000.0 * np.sqrt(q.shape[-1]) * q[0] / max(float(q[0] @ q[0]), 1e-12)
-    return {**inputs, "q": q, "k": k}
+    k[1] = 1000.0 * np.sqrt(q.shape[-1]) * q[0] / max(float(q[0] @ q[0]), 1e-12)
+    return {**inputs, "q": q, "k": k, "block_size": max(int(inputs["block_size"]), 2)}
 
 
 def long_flash(rng):
