@@ -1759,9 +1759,9 @@ def _rounded_answer(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, An
 def _rounded_within_tolerance(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> Outcome | None:
     """An answer that is the right numbers rounded to k ≤ 4 decimals where that rounding stays inside the step's
     tolerance (values of about 0.5 or more at 4 decimals, float32's rtol): every entry of that answer, on every
-    trial, sits on the 10^-k grid to the precision of its dtype, while the reference's entries mostly do not — a
-    right answer computed from inputs with few decimals is on the grid as its reference is, and is not taken for a
-    rounding."""
+    trial, sits on the 10^-k grid (to float32's precision, :func:`_rounded_to`), while the reference's entries
+    mostly do not — a right answer computed from inputs with few decimals is on the grid as its reference is, and
+    is not taken for a rounding."""
     if not trials:
         return None
     for name in ex.answers:
@@ -1770,19 +1770,14 @@ def _rounded_within_tolerance(ex: Exercise, trials: Sequence[tuple[Arrays, Mappi
                      for got, inputs in trials]
         except Exception:  # noqa: BLE001 — answers that are not numbers, a reference that cannot say
             return None
-        if any(g.shape != w.shape or g.size == 0 or not np.all(np.isfinite(g)) or not np.all(np.isfinite(w))
-               for g, w in pairs):
-            continue
         total = sum(w.size for _, w in pairs)
         for k in range(1, 5):
             step = 10.0 ** -k
             off_grid = 0
             for got, want in pairs:
-                slack = 4.0 * 2.0 ** -24 * np.abs(got) + 1e-12  # half an ulp of float32, with room
-                if np.any(np.abs(got - np.round(got / step) * step) > slack) or \
-                        np.any(np.abs(got - want) > 0.5 * step + 2 * slack):
+                if not _rounded_to(got, want, step):
                     break
-                off_grid += int(np.sum(np.abs(want - np.round(want / step) * step) > 16 * slack + 1e-3 * step))
+                off_grid += int(np.sum(np.abs(want / step - np.round(want / step)) > 0.01))
             else:
                 if off_grid >= max(3, total // 4):
                     which = "Your numbers are the right ones" if len(ex.answers) == 1 else \

@@ -171,7 +171,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     if not isinstance(answers, list) or not answers or len(answers) > len(plan.inputs):
         raise ProtocolError("the recorded answers do not match the trials")
     record: dict[str, Any] = {"answers": [_arrays(a, answers_names, "an answer") for a in answers]}
-    reads = set(ex.reads) | set(ex.cell_reads)  # what the step starts from, in the notebook or in its own cell
+    starts_from = set(ex.reads) | set(ex.cell_reads)  # what the step starts from, in the notebook or its own cell
     facts = raw.get("facts") or {}
     if not isinstance(facts, dict):
         raise ProtocolError("the facts are not an object")
@@ -180,15 +180,15 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                        "items": _text_map(facts.get("items"), answers_names, "the entries' frameworks"),
                        "grad": _bool_map(facts.get("grad"), answers_names, "the answers' gradients"),
                        "container": _containers(facts.get("container"), answers_names),
-                       "inputs": _text_map(facts.get("inputs"), reads, "the inputs' frameworks"),
-                       "input_dtypes": _text_map(facts.get("input_dtypes"), reads, "the inputs' dtypes")}
+                       "inputs": _text_map(facts.get("inputs"), starts_from, "the inputs' frameworks"),
+                       "input_dtypes": _text_map(facts.get("input_dtypes"), starts_from, "the inputs' dtypes")}
     if ex.keeps_grad and isinstance(raw.get("keeps_grad"), bool):
         record["keeps_grad"] = raw["keeps_grad"]
     if raw.get("upstream") is not None:
-        record["upstream"] = _arrays(raw["upstream"], reads, "the upstream values")
+        record["upstream"] = _arrays(raw["upstream"], starts_from, "the upstream values")
     own_up = raw.get("replay_upstream")
     if isinstance(own_up, list) and len(own_up) < len(plan.inputs):
-        record["replay_upstream"] = [_arrays(a, reads, "the inputs the cell computes") for a in own_up]
+        record["replay_upstream"] = [_arrays(a, starts_from, "the inputs the cell computes") for a in own_up]
     record["grad_off"] = raw.get("grad_off") is True
     replay = raw.get("replay")
     if isinstance(replay, dict):

@@ -97,11 +97,13 @@ def causal_edge(inputs: dict) -> dict:
     renormalised after the future is zeroed, stays exact, as the notebook shows)."""
     out = dict(inputs)
     q, k = np.array(inputs["q"], dtype=float), np.array(inputs["k"], dtype=float)
-    last = q[..., -1:, :]
-    norm2 = np.sum(last ** 2, axis=-1, keepdims=True)
-    q[..., :-1, :] -= (q[..., :-1, :] * last).sum(-1, keepdims=True) / norm2 * last
+    # the last query of unit length: the last key then has entries of at most 800·√d, and a query orthogonal to it
+    # scores about 0 in float32 as well (a short last query would make that key huge, and those scores noise)
+    last = q[..., -1:, :] / np.sqrt(np.sum(q[..., -1:, :] ** 2, axis=-1, keepdims=True))
+    q[..., -1:, :] = last
+    q[..., :-1, :] -= (q[..., :-1, :] * last).sum(-1, keepdims=True) * last
     k[..., 0, :] = 0.0
-    k[..., -1, :] = (EDGE_SCORE * np.sqrt(q.shape[-1]) * last / norm2)[..., 0, :]
+    k[..., -1, :] = (EDGE_SCORE * np.sqrt(q.shape[-1]) * last)[..., 0, :]
     out["q"], out["k"] = q, k
     return out
 
