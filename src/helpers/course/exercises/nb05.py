@@ -276,13 +276,47 @@ def _sums_of_columns(scores):
     return e / e.sum(axis=0, keepdims=True)
 
 
-def wide_rows(inputs: dict) -> dict:
-    """An edge trial: the fresh scores with every row spread over 1000 (one score 0, the others 1000 apart or
-    more): only the row's own maximum keeps every exponent ≤ 0 and one of them exactly 0."""
-    scores = np.array(inputs["scores"], dtype=float)
-    spread = scores - scores.min(axis=-1, keepdims=True)
-    top = spread.max(axis=-1, keepdims=True)
-    return {**inputs, "scores": 1000.0 * spread / np.where(top > 0, top, 1.0)}
+def _bounded_rows(scores) -> np.ndarray:
+    """The scores squeezed into ±30 around each row's median, distinct and in the same order."""
+    s = np.array(scores, dtype=float)
+    return 30.0 * np.tanh((s - np.median(s, axis=-1, keepdims=True)) / 10.0)
+
+
+def far_above(inputs: dict) -> dict:
+    """An edge trial: in every row, the largest score lifted 1 500 above the others (which lie within ±30).
+    Subtracting any number of the row well below its maximum (its mean, median, second-largest or smallest
+    score) leaves an exponent above 709: exp() overflows, and inf / inf = NaN."""
+    s = _bounded_rows(inputs["scores"])
+    rows = np.arange(s.shape[0])
+    s[rows, s.argmax(axis=-1)] += 1500.0
+    return {**inputs, "scores": s}
+
+
+def far_below(inputs: dict) -> dict:
+    """An edge trial: in every row, the smallest score dropped 1 000 below the others (which lie within ±30).
+    Subtracting more than the maximum (the median plus the range, say) pushes every exponent below -745:
+    exp() underflows to 0 everywhere, and 0 / 0 = NaN. Below the maximum, only the smallest score is that far."""
+    s = _bounded_rows(inputs["scores"])
+    rows = np.arange(s.shape[0])
+    s[rows, s.argmin(axis=-1)] -= 1000.0
+    return {**inputs, "scores": s}
+
+
+def _shifted_below_max(answer, inputs) -> bool:
+    """Right on every row it gives finite numbers for, NaN or inf on some row whose mean, median or second-largest
+    score lies more than 709 below its maximum, and nowhere else: each row shifted by a number of its own below its maximum
+    (its mean, its median, its second-largest score), which cancels in the softmax until it overflows. A row
+    near -742 stays right, so a softmax with no shift at all (subnormal, wrong digits there) is not this."""
+    s, got = np.asarray(inputs["scores"], dtype=np.float64), np.asarray(answer["softmax"], dtype=np.float64)
+    if got.shape != s.shape or s.ndim != 2:
+        return False
+    bad = ~np.all(np.isfinite(got), axis=-1)
+    top = s.max(axis=-1)
+    second = np.sort(s, axis=-1)[:, -2] if s.shape[-1] > 1 else top
+    below = np.maximum.reduce([top - s.mean(axis=-1), top - np.median(s, axis=-1), top - second])
+    wide = below > 709.0  # a usual number below the maximum is far enough below it to overflow exp()
+    right = np.all(np.isclose(got, ref_softmax(s), rtol=1e-4, atol=1e-6), axis=-1)
+    return bool(bad.any() and not (bad & ~wide).any() and np.all(right | bad))
 
 
 def _overflow_hidden(answer, inputs) -> bool:
@@ -517,10 +551,11 @@ register(
         inputs=softmax_inputs,
         reference=ref_softmax,
         mistakes=SOFTMAX_MISTAKES,
-        signs={"unstable_softmax:hidden": _overflow_hidden},
-        # one row of scores: the answer is (1, n), not squeezed; and rows whose scores span 1000 (shifted by
-        # anything but the maximum, some exponent underflows or overflows)
-        edge=(one_row("scores"), wide_rows),
+        signs={"unstable_softmax:hidden": _overflow_hidden, "shifted_by_mean": _shifted_below_max},
+        # one row of scores: the answer is (1, n), not squeezed; rows whose top score is far above the rest, and
+        # rows whose bottom one is far below (shifted by a number well below or above the maximum, exp() overflows
+        # or underflows on every row)
+        edge=(one_row("scores"), far_above, far_below),
         points=2,
         hints={
             "softmax_wrong_axis": "Your softmax normalised each column. Each row must sum to 1: take the "
