@@ -13,6 +13,8 @@ the right weights: it is named as ``softmax_wrong_axis`` all the same.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..reference import (
@@ -71,7 +73,8 @@ D_K = 2  # the notebook's d_k: a code that divides by √2 whatever the keys is 
 N, D_MODEL = 6, 3
 
 
-def world(rng: np.random.Generator | None = None, widths: bool = False, rows: bool = False) -> dict:
+def world(rng: np.random.Generator | None = None, widths: bool = False, rows: bool = False,
+          one_width: bool = False) -> dict:
     """Every array the notebook defines, in order (``rng=None``: the notebook's own numbers).
 
     Fresh worlds draw six embeddings of both signs and weight matrices like ``torch.rand``; the
@@ -79,11 +82,12 @@ def world(rng: np.random.Generator | None = None, widths: bool = False, rows: bo
     another width d_v, different from each other, from the notebook's 2 and from n and d_model (the
     given ``d_k`` follows the keys), so that √d_v, √n, √d_model or a typed-in √2 cannot stand in for √d_k.
     ``rows``: another number of words than six, so that a loop over a typed-in range (or a buffer of six) shows.
+    ``one_width``: with ``widths``, values as wide as the keys (SelfAttentionV1 draws all three matrices d_k wide).
     """
     d_k = d_v = D_K
     if rng is not None and widths:
         d_k = int(rng.choice([4, 5, 7]))
-        d_v = int(rng.choice([w for w in (4, 5, 7, 8) if w != d_k]))
+        d_v = d_k if one_width else int(rng.choice([w for w in (4, 5, 7, 8) if w != d_k]))
     if rng is None:
         x, wq, wk, wv = X, W_QUERY, W_KEY, W_VALUE
     else:
@@ -109,7 +113,7 @@ def world(rng: np.random.Generator | None = None, widths: bool = False, rows: bo
         "attn_scores_2_qk": s2_qk,
         "attn_weights_2_qk": w2_qk,
         "context_vec_2": w2_qk @ values,
-        "outputs_v1": attention(x, W_QUERY, W_KEY, W_VALUE),
+        "outputs_v1": _v1(x, d_k),
     }
 
 
@@ -237,9 +241,20 @@ def _one_width_inputs(rng: np.random.Generator | None) -> dict:
     return _function_inputs(rng, one_width=True)
 
 
-def _v1(x, scale=None, transpose=False, axis=-1, swap_kv=False, **_):
-    """SelfAttentionV1 seeded with 123 draws step 5's matrices, whatever the inputs."""
-    return attention(x, W_QUERY, W_KEY, W_VALUE, scale=scale, transpose=transpose, axis=axis, swap_kv=swap_kv)
+@functools.lru_cache(maxsize=16)
+def _seeded(d_k: int, randn: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """w_query, w_key, w_value as SelfAttentionV1(3, d_k) draws them after torch.manual_seed(123): torch.rand
+    (or torch.randn) of (3, d_k), three times in that order. For d_k = 2, step 5's matrices."""
+    import torch
+
+    generator = torch.Generator().manual_seed(123)
+    draw = torch.randn if randn else torch.rand
+    return tuple(draw(D_MODEL, d_k, generator=generator).double().numpy() for _ in range(3))
+
+
+def _v1(x, d_k=D_K, scale=None, transpose=False, axis=-1, swap_kv=False, **_):
+    """SelfAttentionV1(3, d_k) seeded with 123 (for d_k = 2, step 5's matrices), whatever the inputs."""
+    return attention(x, *_seeded(int(d_k)), scale=scale, transpose=transpose, axis=axis, swap_kv=swap_kv)
 
 
 def _trainable_inputs(rng: np.random.Generator | None = None) -> dict:
@@ -291,8 +306,8 @@ QKV_2_MIX_UPS = mix_ups(_qkv_2_made_with, {r: (f"{r}_2", f"{r}_2 = x_2 @ w_{r}")
                         skip=("projection_reused:key_with_query", "swapped_projections:query_key"))
 
 
-def _value(ex_id, title, answers, reference, independent=(), widths=False, rows=False, **kw):
-    drawn = (lambda rng=None: world(rng, widths=widths, rows=rows)) if widths or rows else world
+def _value(ex_id, title, answers, reference, independent=(), widths=False, rows=False, one_width=False, **kw):
+    drawn = (lambda rng=None: world(rng, widths=widths, rows=rows, one_width=one_width)) if widths or rows else world
     return Exercise(ex_id, notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
                     inputs=upstream_of(drawn, answers[0], independent), framework="torch", **kw)
 
@@ -659,29 +674,33 @@ PART_2 = [
         atol=1e-5,  # float32 inputs: outputs near 0 (values of both signs mixed) carry errors of ~1e-6
     ),
     _value("02.sa_v1", "SelfAttentionV1 seeded with torch.manual_seed(123)", ("outputs_v1",),
-           _one("outputs_v1", _v1), reads=("x",), module="sa_v1", trainable=3, keeps_grad=True,
+           _one("outputs_v1", _v1), reads=("x", "d_k"), module="sa_v1",
+           trainable=3, keeps_grad=True,
+           widths=True, one_width=True,  # built with d_k of 4, 5 or 7 too: a √2 typed in, or weights 2 wide, show
            parameters=("w_query", "w_key", "w_value"),
            how={"seeds_in_class": False},  # "drawn like the matrices of step 5": from the generator the cell seeds
            # the module is trained (the next step): its output must reach every weight, not be a new leaf made to
            # require a gradient (`.detach().requires_grad_()`, `torch.tensor(out.tolist(), requires_grad=True)`)
            probes=(Probe("module_grad", lambda rng: {"x": X}, lambda inputs: 0, "gradient_cut"),),
            mistakes={
-               "missing_scale": _one("outputs_v1", lambda x, **_: _v1(x, scale=1.0)),
-               "scale_by_d": _one("outputs_v1", lambda x, **_: _v1(x, scale=2.0)),
-               "scale_by_d_model": _one("outputs_v1", lambda x, **_: _v1(x, scale=float(np.sqrt(3.0)))),
-               "power_precedence": _one("outputs_v1", lambda x, **_: _v1(x, scale=4.0)),
-               "scale_by_n": _one("outputs_v1", lambda x, **_: _v1(x, scale=float(np.sqrt(x.shape[0])))),
-               "transposed_scores": _one("outputs_v1", lambda x, **_: _v1(x, transpose=True)),
-               "softmax_wrong_axis": _one("outputs_v1", lambda x, **_: _v1(x, axis=0)),
-               "swapped_projections": _one("outputs_v1", lambda x, **_: _v1(x, swap_kv=True)),
+               "missing_scale": _one("outputs_v1", lambda x, d_k, **_: _v1(x, d_k, scale=1.0)),
+               "scale_by_d": _one("outputs_v1", lambda x, d_k, **_: _v1(x, d_k, scale=float(d_k))),
+               "scale_by_d_model": _one("outputs_v1", lambda x, d_k, **_: _v1(x, d_k, scale=float(np.sqrt(3.0)))),
+               "power_precedence": _one("outputs_v1", lambda x, d_k, **_: _v1(x, d_k, scale=2.0 * d_k)),
+               "scale_by_n": _one("outputs_v1", lambda x, d_k, **_: _v1(x, d_k, scale=float(np.sqrt(x.shape[0])))),
+               # √2 typed in: the notebook's d_k (caught on the other widths)
+               "fixed_scale": _one("outputs_v1", lambda x, d_k, **_: _v1(x, d_k, scale=float(np.sqrt(2.0)))),
+               "transposed_scores": _one("outputs_v1", lambda x, d_k, **_: _v1(x, d_k, transpose=True)),
+               "softmax_wrong_axis": _one("outputs_v1", lambda x, d_k, **_: _v1(x, d_k, axis=0)),
+               "swapped_projections": _one("outputs_v1", lambda x, d_k, **_: _v1(x, d_k, swap_kv=True)),
                "reads_globals": _one("outputs_v1", lambda x, w_query, w_key, w_value, **_:
                                      attention(x, w_query, w_key, w_value)),
-               "weights_returned": _one("outputs_v1", lambda x, **_: self_attention(x, W_QUERY, W_KEY, W_VALUE)[0]),
-               "randn_for_rand": _one("outputs_v1", lambda x, **_: attention(x, W_QUERY_N, W_KEY_N, W_VALUE_N)),
+               "weights_returned": _one("outputs_v1", lambda x, d_k, **_: self_attention(x, *_seeded(int(d_k)))[0]),
+               "randn_for_rand": _one("outputs_v1", lambda x, d_k, **_: attention(x, *_seeded(int(d_k), randn=True))),
                # one nn.Parameter given to all three attributes (or the generator seeded again before each draw):
                # the first draw serves every role
                "projection_reused:one_matrix": _one("outputs_v1",
-                                                    lambda x, **_: attention(x, W_QUERY, W_QUERY, W_QUERY)),
+                                                    lambda x, d_k, **_: attention(x, *[_seeded(int(d_k))[0]] * 3)),
            },
            hints={
                **ATTENTION_HINTS,

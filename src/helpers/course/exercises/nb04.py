@@ -14,8 +14,8 @@ weights cast to int32 become zeros (``weights_cast_to_int``).
 The notebook's scores reach 85 / √4 = 42.5, so its softmax is almost one-hot: weights as small
 as 1e-11 next to 0.9999995. At the default tolerances several wrong variants (e.g. the unscaled
 softmax of word 1) agree with the reference to 1e-6, so the weight exercises compare with a
-tight relative tolerance that float32 answers still meet. Fresh worlds use smaller integers (0–2
-inputs, 0/1 weights), drawn again until no row of the softmax is almost one-hot, so that every
+tight relative tolerance that float32 answers still meet. Fresh worlds use smaller integers (inputs
+from -2 to 2, 0/1 weights), drawn again until no row of the softmax is almost one-hot, so that every
 mistake shows.
 
 In the notebook n = d_model = d_k = d_v = 4. The steps that divide by √d_k (word 1's weights, the
@@ -92,12 +92,12 @@ def _extreme(s, wide) -> bool:
 
 
 def world(rng: np.random.Generator | None = None, widths: bool = False, levels: bool = False,
-          d_v: int | None = None) -> dict:
+          d_v: int | None = None, signed: bool = True) -> dict:
     """Every name of the notebook, in its order (``rng=None``: the notebook's own numbers).
 
     ``widths``: d_model, d_k and d_v drawn different from each other and from n = 4 (d_model of 3 or more
     with ``levels``); ``levels``: rows of scores at very different levels and spreads (see :func:`_levels`);
-    ``d_v``: the values' width, else 4."""
+    ``d_v``: the values' width, else 4; ``signed``: words from -2 to 2 (else from 0 to 2, as in the notebook)."""
     if rng is None:
         words, wq, wk, wv = WORDS, W_QUERY, W_KEY, W_VALUE
     else:
@@ -107,7 +107,9 @@ def world(rng: np.random.Generator | None = None, widths: bool = False, levels: 
             d_model = int(rng.choice([d for d in ((3, 5, 6) if levels else (2, 3, 5, 6)) if d != d_k]))
             d_v = int(rng.choice([d for d in (2, 3, 5, 6, 7) if d not in (d_k, d_model)]))  # √d_v shows too
         while True:  # weights that blend: no row of the softmax (almost) one-hot
-            words = rng.integers(0, 3, size=(4, d_model))
+            # words of both signs (except in the NumPy step's worlds, built on large positive levels): an abs(),
+            # a ReLU or a clip at 0 slipped into a step changes its numbers
+            words = rng.integers(-2 if signed and not levels else 0, 3, size=(4, d_model))
             wq, wk = (rng.integers(0, 2, size=(d_model, d_k)) for _ in range(2))
             wv = rng.integers(0, 2, size=(d_model, d_v))
             if levels:
@@ -934,7 +936,9 @@ def _numpy_inputs(rng: np.random.Generator | None = None) -> dict:
     compares its outputs with TensorFlow's)."""
     out = upstream_of(partial(world, widths=True, levels=True), "outputs_np")(rng)
     if rng is not None:
-        other = world(rng, d_v=int(np.shape(out["w_value_np"])[-1]))
+        # non-negative, like the notebook's: float32 results copied from TensorFlow then differ from float64
+        # ones by a relative 1e-7 only (signed, some outputs cancel to near 0 and lose that)
+        other = world(rng, d_v=int(np.shape(out["w_value_np"])[-1]), signed=False)
         out.update({name: other[name] for name in NUMPY_INDEPENDENT})
     return out
 
