@@ -276,6 +276,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                 modes = entry.get("modes")
                 record["probes"][probe.kind] = {} if type(entry.get("steps")) is not int else {
                     "steps": entry["steps"], "changed": entry.get("changed") is True,
+                    "unchanged": _names(entry.get("unchanged") or [], {"table", "shift"},
+                                        "the stand-in's parameters left unchanged"),
                     "modes": [m is True for m in modes[:100]] if isinstance(modes, list) else [],
                     "training_after": entry.get("training_after") is not False,
                     "rng_reset": entry.get("rng_reset") is True}

@@ -188,7 +188,8 @@ def first_code_line(source: str, limit: int = 60) -> str:
 
 
 # Calls that multiply matrices, whatever the library (torch.matmul, tf.linalg.matmul, np.dot, einsum …).
-_PRODUCTS = {"matmul", "mm", "bmm", "einsum", "dot", "tensordot", "inner", "vdot", "matvec", "mv", "linear", "addmm"}
+_PRODUCTS = {"matmul", "mm", "bmm", "einsum", "dot", "tensordot", "inner", "vdot", "matvec", "mv", "linear", "addmm",
+             "multi_dot", "chain_matmul", "baddbmm", "addbmm", "addmv"}
 # Softmax calls. ``torch.softmax(s)`` / ``F.softmax(s)`` (a library's function: the tensor comes first) state
 # their axis as a second argument or a keyword; ``s.softmax(1)`` (a tensor's method) as its first argument;
 # ``nn.Softmax(1)`` (a module) as its first argument too.
@@ -226,13 +227,25 @@ def _implicit_axis(call: ast.Call, imported: set[str]) -> bool:
 
 def _indexes_a_result(tree: ast.AST) -> bool:
     """Does the cell index what a function of its own names returns (``f(...)[perm]``, or ``r = f(...)``
-    then ``r[perm]``)? Method calls (``x.clone()[perm]``) and builtins (``list(...)[0]``) do not count."""
+    then ``r[perm]``)? Method calls (``x.clone()[perm]``), builtins (``list(...)[0]``) and fixed indices
+    (``f(x[None])[0]``, ``f(x)[:]``) do not count."""
     def own_call(node: ast.AST) -> bool:
         return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id not in _BUILTINS
 
+    def fixed(index: ast.AST) -> bool:
+        """An index that picks the same place whatever the data: a number, a slice of numbers, None, ``...``
+        (``f(x[None])[0]``, ``f(x)[:]``): taking a batch's sentence out, not reordering rows."""
+        if isinstance(index, ast.Tuple):
+            return all(fixed(e) for e in index.elts)
+        if isinstance(index, ast.Slice):
+            return all(part is None or fixed(part) for part in (index.lower, index.upper, index.step))
+        if isinstance(index, ast.UnaryOp):
+            return fixed(index.operand)
+        return isinstance(index, ast.Constant)
+
     results = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and own_call(node.value)
                for t in node.targets if isinstance(t, ast.Name)}
-    return any(isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Store)
+    return any(isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Store) and not fixed(node.slice)
                and (own_call(node.value) or isinstance(node.value, ast.Name) and node.value.id in results)
                for node in ast.walk(tree))
 
@@ -537,6 +550,7 @@ def code_features(source: str) -> dict[str, bool] | None:
             fn = node.func
             name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
             matmul = matmul or name in _PRODUCTS
+            loop = loop or isinstance(fn, ast.Name) and fn.id in ("map", "filter")  # a loop written as a call
             implicit = implicit or _implicit_axis(node, imported)
     return {"loop": loop, "nested_loop": _loop_depth(tree) >= 2, "matmul": matmul, "implicit_softmax_dim": implicit,
             "indexed_result": _indexes_a_result(tree), "typed_numbers": _types_numbers(tree),

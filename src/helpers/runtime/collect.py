@@ -1256,8 +1256,9 @@ def _ignores_input(module: Any, args: list[Any], result: Any) -> bool:
 
 def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dict[str, Any]:
     """The student's ``train_step(model, optimizer, tokens)`` run once on a stand-in (a table of next-token
-    scores, in training mode) with an SGD optimizer that counts its calls, twice, from two states of torch's
-    generator: ``steps``, how often the optimizer stepped; ``changed``, whether the table changed; ``modes``,
+    scores and a shift added to every row, in training mode) with an SGD optimizer that counts its calls, twice,
+    from two states of torch's generator: ``steps``, how often the optimizer stepped; ``changed``, whether a
+    parameter changed; ``unchanged``, the parameters that did not (``table``, ``shift``); ``modes``,
     the model's mode at each forward; ``training_after``, its mode after the step; ``rng_reset``, whether the
     two runs left torch's generator in the same state (a seed set inside the step). Torch's generator is left
     as it was."""
@@ -1268,14 +1269,18 @@ def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dic
     tokens = torch.as_tensor(np.asarray(inputs["tokens"]).astype(np.int64))
 
     class Table(torch.nn.Module):
+        """The table of scores and a second parameter, a shift of every token's score (a step that updates only
+        some parameters, `loss.backward(inputs=[first])`, shows on it)."""
+
         def __init__(self) -> None:
             super().__init__()
             self.table = torch.nn.Parameter(table.clone())
+            self.shift = torch.nn.Parameter(torch.zeros(table.shape[-1]))
             self.modes: list[bool] = []
 
         def forward(self, t: Any) -> Any:
             self.modes.append(bool(self.training))
-            return self.table[t]
+            return self.table[t] + self.shift
 
     class CountingSGD(torch.optim.SGD):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -1299,8 +1304,10 @@ def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dic
                 step(model, optimizer, tokens.clone())
             states.append(torch.get_rng_state())
             if not out:
+                moved = {"table": not bool(torch.equal(model.table.detach(), table)),
+                         "shift": bool(model.shift.detach().abs().sum() > 0)}
                 out = {"steps": optimizer.steps, "modes": model.modes, "training_after": bool(model.training),
-                       "changed": not bool(torch.equal(model.table.detach(), table))}
+                       "changed": any(moved.values()), "unchanged": [n for n, m in moved.items() if not m]}
         out["rng_reset"] = bool(torch.equal(states[0], states[1]))
     except Exception as exc:  # noqa: BLE001 — the student's function: anything can happen
         return {"error": f"{type(exc).__name__}: {_first_line(exc)}"}

@@ -556,7 +556,14 @@ register(
                    PREDICT_SCORES_MISTAKES),
     # float32 all the way, as part 1 asks: integer scores make the softmax raise, float64 weights the next product
     _value("scores", "The attention scores", ("attn_scores",), ref_scores, reads=("queries", "keys"),
-           framework="torch", mistakes=SCORES_MISTAKES, dtype="float32"),
+           framework="torch", mistakes=SCORES_MISTAKES, dtype="float32",
+           how={"loop": False, "matmul": True},  # "all the scores at once with one matrix product"
+           hints={"not_as_asked:loop": "Your numbers are right, but your cell goes through the keys (or the "
+                  "queries) one at a time, in a loop or a comprehension. This step makes all the scores at once: one "
+                  "matrix product of the queries and the transposed keys.",
+                  "not_as_asked:matmul": "Your numbers are right, but your cell builds the dot products without a "
+                  "matrix product (a broadcast product and a sum, say). This step makes all the scores with one "
+                  "matrix product of the queries and the transposed keys."}),
     _predict_axis("predict_softmax", "Prediction: the axis of the softmax", "softmax_axis",
                   {"softmax_wrong_axis": _axis("softmax_axis", 0)}, ndim=2),
     # "Why the axis must be stated": a softmax without its axis is what this part argues against

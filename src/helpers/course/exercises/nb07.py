@@ -564,8 +564,9 @@ register(
         dtype="float32",
         keeps_grad=True,  # attention inside a model that is trained: no .detach(), no torch.no_grad()
         how={"library_attention": False},  # the cell compares it with the fused function: that one is not the step
-        # `.T` reverses all four axes: the product that follows cannot line them up, and raises
-        raises={r"RuntimeError.*\(line \d+: `[^`]*\.T\b": "transposed_all_axes"},
+        # `.T` reverses all four axes: the product that follows cannot line them up, and raises (not `.T` on an
+        # indexed slice, `k[i, j].T`, which is 2-D)
+        raises={r"RuntimeError.*\(line \d+: `[^`]*[\w)]\.T\b": "transposed_all_axes"},
         hints={
             "not_as_asked:library_attention": "Your function calls a library's attention "
             "(`scaled_dot_product_attention`). This step asks you to write the batched version yourself, from "

@@ -506,6 +506,12 @@ def large_cache(inputs: dict) -> dict:
     return dict(zip(inputs, (*GPT3[:4], 1)))
 
 
+def empty_cache(inputs: dict) -> dict:
+    """An edge trial: no token cached yet (n = 0), which takes no bytes at all: a count that never goes below one
+    token (`max(n, 1)`, or one token's bytes added to those of n − 1) shows."""
+    return {**inputs, "n": 0}
+
+
 def _wrapped(answer, inputs) -> bool:
     """A count off by a multiple of 2**32: a product in 32-bit integers that wrapped around."""
     got = float(np.asarray(answer["kv_cache_bytes"], dtype=np.float64).ravel()[0])
@@ -693,7 +699,7 @@ def _exercises() -> list[Exercise]:
         Exercise("09.kv_cache_bytes", title="The size of a KV cache", answers=("kv_cache_bytes",),
                  inputs=cache_bytes_inputs, reference=ref_cache_bytes, mistakes=CACHE_BYTES_MISTAKES,
                  rtol=1e-6, atol=0.0,  # relative: an answer in MiB is a small number
-                 edge=large_cache, signs={"integer_overflow": _wrapped, "cache_in_kibibytes": _in_kibibytes}, **common),
+                 edge=(large_cache, empty_cache), signs={"integer_overflow": _wrapped, "cache_in_kibibytes": _in_kibibytes}, **common),
         Exercise("09.tf_padded_cross_attention", title="Cross-attention over a padded batch in TensorFlow",
                  answers=("tf_padded_cross_attention",), hints=TF_PADDED_HINTS, **padded, **common,
                  framework="tensorflow", how={"library_attention": False}, dtype="float32",
