@@ -452,8 +452,11 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
     if fresh:
         fresh = _varied_trials(ex, fresh, rngs, notebook)
     if ex.edge is not None and rngs:  # a function's extra trials, a value step's extra replay
+        first = fresh[0] if fresh else None
         for edge in ex.edge if isinstance(ex.edge, tuple) else (ex.edge,):
-            fresh.append(edge(ex.inputs(rngs[0])))
+            # an edge made from the first trial itself (its sizes mirrored, say), or from a draw of its own
+            fresh.append(edge(first) if getattr(edge, "of_first_trial", False) and first is not None
+                         else edge(ex.inputs(rngs[0])))
     probe_rng = rngs[0] if rngs else np.random.default_rng(0)
     probe_inputs = [p.inputs(probe_rng) for p in ex.probes]
     data = {
@@ -1930,7 +1933,7 @@ def _cell_carried(ex: Exercise, plan: Plan, record: Mapping[str, Any], fail0: st
     own = record.get("replay_upstream") or []
     replay = record.get("replay") or {}
     replays = answers[1:]
-    if not answers or not replay.get("available") or replay.get("error") or len(replays) != ex.replays \
+    if not answers or not replay.get("available") or replay.get("error") or len(replays) < ex.replays \
             or len(own) < len(replays) or len(plan.inputs) <= len(replays):
         return None
     notebook = {n: v for n, v in (record.get("upstream") or {}).items() if n in ex.cell_reads}
@@ -2025,7 +2028,7 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
         # the cell changed an input it starts from (cast after use): the replays were handed that changed input
         return undone
     student_world = {**world0, **upstream} if wrong_up else world0
-    code_right = bool(replay.get("available")) and not replay_error and len(replays) == ex.replays \
+    code_right = bool(replay.get("available")) and not replay_error and len(replays) >= ex.replays \
         and not any(fails)
     if fail0 is not None and wrong_up and code_right:
         try:

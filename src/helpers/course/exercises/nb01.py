@@ -58,6 +58,11 @@ def world(rng: np.random.Generator | None = None) -> dict:
         wq, wk = (fresh_numbers(rng, (4, 3)) for _ in range(2))
         wv = fresh_numbers(rng, (4, d_v), top=2.0)
         rounded = _rounded_rows(rng, n)
+    return _world_of(x, wq, wk, wv, rounded)
+
+
+def _world_of(x, wq, wk, wv, rounded) -> dict:
+    """The notebook's names computed from its inputs, weights and rounded weights."""
     queries, keys, values = x @ wq, x @ wk, x @ wv
     scores = queries @ keys.T
     weights = softmax(scores)
@@ -74,6 +79,50 @@ def world(rng: np.random.Generator | None = None) -> dict:
         "outputs": weights @ values,
         "outputs_rounded": rounded @ values,
     }
+
+
+def _half_steps_up_to(limit: float) -> float:
+    """The largest multiple of 0.5 (at least 1) whose value stays below ``limit``."""
+    return max(1.0, np.floor(2.0 * limit) / 2.0)
+
+
+def _scaled_up(x, wq, wk, wv):
+    """The inputs and weights scaled by multiples of 0.5 (every product stays exact in float32): the largest score
+    between about 40 and 85 (the queries' weights change sign if that puts larger scores side by side in a row),
+    the largest value near 40."""
+    scores = (x @ wq) @ (x @ wk).T
+
+    def second(s: np.ndarray) -> float:  # the largest second-largest score of a row
+        return float(np.sort(s, axis=-1)[:, -2].max())
+
+    if second(-scores) > second(scores):
+        wq, scores = -wq, -scores
+    x = x * _half_steps_up_to(np.sqrt(85.0 / (float(np.abs(scores).max()) or 1.0)) - 1e-9)
+    wv = wv * _half_steps_up_to(40.0 / (float(np.abs(x @ wv).max()) or 1.0))
+    return x, wq, wk, wv
+
+
+def _clamp_shows(scores: np.ndarray) -> bool:
+    """A clamp of the scores at 16 from above (or to ±16) moves some weight by more than 1e-3."""
+    right = softmax(scores)
+    return all(np.abs(softmax(np.clip(scores, low, 16.0)) - right).max() > 1e-3 for low in (None, -16.0))
+
+
+def large_numbers(inputs: dict) -> dict:
+    """An edge replay with numbers far above the notebook's: 3 to 5 tokens of fresh numbers scaled up (see
+    :func:`_scaled_up`), drawn (from a generator seeded by the replay's own inputs, so the same inputs give the same
+    edge) until a clamp of the scores at the notebook's largest, 16, changes the weights. A clamp of the values at 8
+    or a clip to the notebook's range shows too; an exp() of the raw scores still fits in float32. The softmax is
+    almost one-hot in most rows there; the other replays keep it soft."""
+    rng = np.random.default_rng([int(2 * v) + 2 for row in inputs["x_list"] for v in row])
+    for _ in range(200):
+        n, d_v = int(rng.choice([3, 4, 5])), int(rng.choice([4, 5]))
+        x, wq, wk, wv = _scaled_up(fresh_numbers(rng, (n, 4)), *(fresh_numbers(rng, (4, 3)) for _ in range(2)),
+                                   fresh_numbers(rng, (4, d_v), top=2.0))
+        if _clamp_shows((x @ wq) @ (x @ wk).T):
+            break
+    full = _world_of(x, wq, wk, wv, _rounded_rows(rng, n))
+    return {name: full[name] for name in inputs}
 
 
 def _as_list(a: np.ndarray) -> list:
@@ -375,6 +424,7 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
 
     def value(name, title, answers, reference, first=None, drop=(), **kw):
         inputs = upstream_of(world, first or answers[0])
+        kw.setdefault("edge", large_numbers)  # numbers far above the notebook's: a clamp at its largest shows
         return Exercise(f"01.{p}{name}", notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
                         inputs=_without(inputs, *drop) if drop else inputs, framework=framework, **kw)
 

@@ -98,10 +98,25 @@ def world(rng: np.random.Generator | None = None, *, sized: bool = False, d_v: i
     """Every name of the notebook, in notebook order (see the module's docstring); ``d_v``: the replayed values'
     width, else one or two wider than the replayed keys."""
     base = nb01.world(None) if rng is None else _sized_base(rng) if sized else _replayed_base(rng, d_v)
+    rounded_1 = ROUNDED_1 if rng is None else nb01._rounded_rows(rng, base["x"].shape[0])[0]
+    return _world_of(base, rounded_1)
+
+
+def large_numbers(inputs: dict) -> dict:
+    """An edge replay with numbers far above the notebook's (see :func:`nb01.large_numbers`, whose tokens it takes):
+    the scores up to about 85, the values near 40. A clamp at the notebook's largest score or value shows."""
+    lists = {name: inputs[name] for name in ("x_list", "w_query_list", "w_key_list", "w_value_list")}
+    big = nb01.large_numbers({**lists, "rounded_weights": None})  # its own tokens, and rounded weights for them
+    base = _base_of(*(np.asarray(big[name], dtype=np.float64) for name in lists))
+    full = _world_of(base, np.asarray(big["rounded_weights"][0], dtype=np.float64))
+    return {name: full[name] for name in inputs}
+
+
+def _world_of(base: dict, rounded_1: np.ndarray) -> dict:
+    """Every name of the notebook from notebook 01's names (``base``) and the rounded weights of token 1."""
     x, w_key, w_value = base["x"], base["w_key"], base["w_value"]
     n, d_model = x.shape
     d_k, d_v = w_key.shape[1], w_value.shape[1]
-    rounded_1 = ROUNDED_1 if rng is None else nb01._rounded_rows(rng, n)[0]
     weights, values = base["attn_weights"], base["values"]
     wv = _weighted(weights, values)
     wv1 = rounded_1[:, None] * values
@@ -297,6 +312,17 @@ def fn_inputs(rng: np.random.Generator | None = None) -> dict:
         "w_key": rng.normal(scale=0.5, size=(d_model, d_k)),
         "w_value": rng.normal(scale=0.5, size=(d_model, d_v)),
     }
+
+
+def large_fn_inputs(inputs: dict) -> dict:
+    """An edge trial for the function: the inputs scaled so that the largest score is 60 (a clamp of the scores at
+    the notebook's 16 shows; an exp() of the raw scores still fits in float32)."""
+    x, wq = np.asarray(inputs["x"], dtype=np.float64), np.asarray(inputs["w_query"], dtype=np.float64)
+    scores = (x @ wq) @ (x @ inputs["w_key"]).T
+    if scores.max() < -scores.min():  # the largest score positive: a clamp from above shows too
+        wq = -wq
+    top = float(np.abs(scores).max()) or 1.0
+    return {**inputs, "x": x * np.sqrt(60.0 / top), "w_query": wq}
 
 
 def _fn(x, w_query, w_key, w_value, *, scores=None, normalise=softmax, sum_axis=1, reduce="sum", w_v=None):
@@ -500,6 +526,8 @@ HINTS = {
 
 
 def _value(name, title, answers, reference, inputs=None, hints=None, **kw):
+    if "predicts" not in kw:
+        kw.setdefault("edge", large_numbers)  # numbers far above the notebook's: a clamp at its largest shows
     return Exercise(f"03.{name}", notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
                     inputs=inputs or upstream_of(world, answers[0]), hints={**HINTS.get(name, {}), **(hints or {})},
                     **kw)
@@ -525,6 +553,20 @@ def _sizes_only(inputs):
     return sizes
 
 
+def mirrored_sizes(inputs: dict) -> dict:
+    """An edge replay for the shape predictions: the drawn sizes mirrored within :data:`SIZED` (2 ↔ 11, 5 ↔ 9, 7
+    stays), which reverses the order of every two of them: a prediction that takes the larger of two sizes
+    (`max(d_k, d_v)`), right on the draws where that one happened to be the right one, shows."""
+    mirror = dict(zip(SIZED, SIZED[::-1]))
+    out = {**inputs, **{k: mirror.get(int(inputs[k]), int(inputs[k])) for k in SIZES if k in inputs}}
+    n, d_v = out.get("n"), out.get("d_v")
+    shapes = {"scores_shape": (n, n), "weighted_shape": (n, n, d_v), "outputs_shape": (n, d_v)}
+    return {**out, **{k: np.array(v) for k, v in shapes.items() if k in inputs}}
+
+
+mirrored_sizes.of_first_trial = True  # the first replay's own sizes, mirrored: every pair of them changes order
+
+
 def _predict_shape(name, title, answer, reference, mistakes):
     # Replayed on fresh sizes: (n, n) is right for every size, a typed-in (3, 3) or (n, d_k) is not. A shape read
     # off the computed result is right for every size too, and is not a prediction.
@@ -532,6 +574,7 @@ def _predict_shape(name, title, answer, reference, mistakes):
     # stays the example's, as it would if the sizes changed and the tensors were not made yet.
     return _value(name, title, (answer,), reference, inputs=_sizes_only(upstream_of(sized_world, answer)), reads=SIZES,
                   mistakes=mistakes, predicts="shape", how={"shape_of_result": False, "shape_read": False},
+                  edge=mirrored_sizes,
                   hints={"not_as_asked:shape_of_result": _COMPUTED_SHAPE, "not_as_asked:shape_read": _SIZE_NAMES})
 
 
@@ -588,7 +631,8 @@ register(
                   "weights and the values gives the same numbers, and skips the point of the step)."}),
     _value("rounded_1", "The original's output 1, by broadcasting a vector",
            ("weighted_values_1_rounded", "output_1_rounded"), ref_rounded_1, reads=("rounded_1", "values"),
-           framework="torch", mistakes=ROUNDED_1_MISTAKES,
+           framework="torch", mistakes=ROUNDED_1_MISTAKES, dtype="float32",  # float32 all the way, as part 1 asks
+           edge=None,  # its replays keep the example's widths (below); the large numbers' edge has its own
            # values as wide as the example's: the cell's given print subtracts the answer from outputs[0], so an
            # answer typed in at the example's width would raise there instead of showing as typed in
            inputs=upstream_of(lambda rng=None: world(rng, d_v=3), "weighted_values_1_rounded"),
@@ -606,7 +650,7 @@ register(
         "03.attention_outputs", notebook=NOTEBOOK, title="Self-attention as one function",
         answers=("attention_outputs",), kind="function", framework="torch", inputs=fn_inputs,
         reference=ref_fn, mistakes=FN_MISTAKES, atol=1e-5, points=2, hints=HINTS["attention_outputs"],
-        how={"implicit_softmax_dim": False}, dtype="float32", edge=one_row("x", "w_value"),
+        how={"implicit_softmax_dim": False}, dtype="float32", edge=(one_row("x", "w_value"), large_fn_inputs),
         widths=("w_key", "w_value"),  # "any n, d_model, d_k and d_v": values wider than the keys, and narrower
     ),
 )
