@@ -237,6 +237,20 @@ def _function_inputs(rng: np.random.Generator | None, one_width: bool = False) -
     }
 
 
+def swapped_n_d_k(first: dict) -> dict:
+    """An edge trial from the first random trial: its number of tokens and its keys' width swapped (the other
+    sizes kept), so that whichever was the larger there is the smaller here: a d_k taken as the smaller (or the
+    larger) of the sizes of q, `min(q.shape)`, shows. New numbers, from a generator seeded by the trial's."""
+    n, d_model = np.shape(first["x"])
+    d_k, d_v = np.shape(first["w_key"])[-1], np.shape(first["w_value"])[-1]
+    rng = np.random.default_rng([n, d_model, d_k, d_v])
+    return {"x": rng.normal(size=(d_k, d_model)), "w_query": rng.normal(size=(d_model, n)),
+            "w_key": rng.normal(size=(d_model, n)), "w_value": rng.normal(size=(d_model, d_v))}
+
+
+swapped_n_d_k.of_first_trial = True
+
+
 def _one_width_inputs(rng: np.random.Generator | None) -> dict:
     return _function_inputs(rng, one_width=True)
 
@@ -658,7 +672,8 @@ PART_2 = [
         answers=("self_attention",),
         inputs=_function_inputs,
         reference=attention,
-        edge=one_row("x", "w_value"),  # one token, values of width 1: the answer is (1, 1), not squeezed
+        # one token, values of width 1: the answer is (1, 1), not squeezed; n and d_k in the other order
+        edge=(one_row("x", "w_value"), swapped_n_d_k),
         widths=("w_key", "w_value"),  # "any size": values wider than the keys in some trial, narrower in another
         mistakes={**ATTENTION_MISTAKES,
                   "scale_by_d_v": lambda **i: attention(**i, scale=float(np.sqrt(i["w_value"].shape[-1])))},

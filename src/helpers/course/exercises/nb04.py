@@ -92,18 +92,19 @@ def _extreme(s, wide) -> bool:
 
 
 def world(rng: np.random.Generator | None = None, widths: bool = False, levels: bool = False,
-          d_v: int | None = None, signed: bool = True) -> dict:
+          d_v: int | None = None, signed: bool = True, d_k: int | None = None) -> dict:
     """Every name of the notebook, in its order (``rng=None``: the notebook's own numbers).
 
     ``widths``: d_model, d_k and d_v drawn different from each other and from n = 4 (d_model of 3 or more
     with ``levels``); ``levels``: rows of scores at very different levels and spreads (see :func:`_levels`);
-    ``d_v``: the values' width, else 4; ``signed``: words from -2 to 2 (else from 0 to 2, as in the notebook)."""
+    ``d_v``: the values' width, else 4; ``d_k`` (with ``widths``): the keys' width, else drawn; ``signed``: words from -2 to 2 (else from 0 to 2, as in the notebook)."""
     if rng is None:
         words, wq, wk, wv = WORDS, W_QUERY, W_KEY, W_VALUE
     else:
+        d_k_given = d_k
         d_model, d_k, d_v = (4, 4, d_v or 4)
         if widths:
-            d_k = int(rng.choice([3, 5, 6]))  # not 2: √2 and 2 must differ from d_k itself and from √4
+            d_k = d_k_given or int(rng.choice([3, 5, 6]))  # not 2: √2 and 2 must differ from d_k and from √4
             d_model = int(rng.choice([d for d in ((3, 5, 6) if levels else (2, 3, 5, 6)) if d != d_k]))
             d_v = int(rng.choice([d for d in (2, 3, 5, 6, 7) if d not in (d_k, d_model)]))  # √d_v shows too
         while True:  # weights that blend: no row of the softmax (almost) one-hot
@@ -943,10 +944,21 @@ def _numpy_inputs(rng: np.random.Generator | None = None) -> dict:
     return out
 
 
+def narrow_keys(inputs: dict) -> dict:
+    """An edge replay of keys 3 wide, narrower than the 4 words (the other replays' keys may all be wider): a d_k
+    taken as the largest (or the first) size of the keys, max(n, d_k), shows. Drawn from a generator seeded by the
+    replay's own words, so the same inputs give the same edge."""
+    rng = np.random.default_rng([int(v) + 3 for v in np.ravel(inputs["word_1"])])
+    full = world(rng, widths=True, d_k=3)
+    return {name: full[name] for name in inputs}
+
+
 def _exercises() -> list[Exercise]:
     def value(ex_id, title, answers, reference, independent=(), widths=False, levels=False, **kw):
         kw.setdefault("framework", "tensorflow")
         drawn = partial(world, widths=widths, levels=levels)
+        if widths and not levels:
+            kw.setdefault("edge", narrow_keys)  # keys narrower than the words are many, whatever the draws
         kw.setdefault("inputs", upstream_of(drawn, answers[0], independent))
         return Exercise(ex_id, notebook=NOTEBOOK, title=title, answers=answers, reference=reference, **kw)
 
