@@ -798,6 +798,9 @@ def _framework_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None
     if not ex.framework:
         return None
     for name, fw in (facts.get("framework") or {}).items():
+        dtype = str((facts.get("dtype") or {}).get(name))
+        if ex.framework == "python" and fw == "numpy" and ("int" in dtype or dtype == "float64"):
+            continue  # a NumPy integer or float64 (np.prod's) is a number too; a float32 one is not exact
         container = (facts.get("container") or {}).get(name)
         rows = container and str(container[0]) == "list" and (facts.get("items") or {}).get(name) in (
             "numpy", "torch", "tensorflow")
@@ -819,7 +822,9 @@ def _framework_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None
                              f"`{name}` is {got}: it starts from your {which}, which {holds} {got} now. This step "
                              f"is about {_FRAMEWORK_NAMES[ex.framework]}: run again the cell that makes {which} "
                              f"{_FRAMEWORK_NAMES[ex.framework]}, then this cell.")
-            how = (f"Build it with {_OPS[ex.framework]} operations." if fw != "python" else
+            how = ("Return a plain Python number: an int (`.item()` or `int(...)` turns a tensor or a NumPy number "
+                   "into one; a float32 cannot hold every whole number above 2**24)." if ex.framework == "python" else
+                   f"Build it with {_OPS[ex.framework]} operations." if fw != "python" else
                    "Return the tensor itself: `.item()`, `float(...)` or `.tolist()` turn a tensor into plain Python "
                    "values, which no later step can differentiate or compute on as a tensor.")
             text = (f"{label} {verb} {got}; this step is about {_FRAMEWORK_NAMES[ex.framework]}. "

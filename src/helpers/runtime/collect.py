@@ -94,11 +94,12 @@ def to_framework(value: Any, framework: str | None, dtype: str | None = None) ->
         return value
     if dtype is None:
         dtype = {"b": "bool", "i": "int64", "u": "int64"}.get(value.dtype.kind,
-                                                             "float64" if framework in (None, "numpy") else "float32")
+                                                             "float64" if framework in (None, "numpy", "python")
+                                                             else "float32")
         if framework == "tensorflow" and dtype == "int64":
             dtype = "int32"
     arr = value.astype(dtype)
-    if framework in (None, "numpy"):
+    if framework in (None, "numpy", "python"):
         return arr
     if framework == "torch":
         import torch

@@ -633,6 +633,20 @@ def _model_example(rng, d_model):
             "w_readout_demo": (rng.normal(size=(d_model, vocab)) / np.sqrt(d_model)).round(2)}
 
 
+def long_sequence(first: dict) -> dict:
+    """An edge replay from the first one: its model example with sequences of 12 tokens and a table of 13
+    positions, longer than the notebook's 8 rows: positions wrapped at 8 (`% 8`) or a table cut to 8 rows show."""
+    tokens = np.asarray(first["tokens_demo"])
+    table = np.asarray(first["pos_emb_demo"])
+    vocab = np.asarray(first["token_emb_demo"]).shape[0]
+    rng = np.random.default_rng([tokens.shape[0], tokens.shape[1], table.shape[0], vocab])
+    return {**first, "tokens_demo": rng.integers(0, vocab - 1, size=(tokens.shape[0], 12)),
+            "pos_emb_demo": rng.normal(size=(13, table.shape[1])).round(2)}
+
+
+long_sequence.of_first_trial = True
+
+
 def _probe(rng):
     if rng is None:
         return {"probe_table": np.random.default_rng(5).normal(size=(VOCAB, VOCAB)).round(2),
@@ -774,6 +788,7 @@ def _exercises() -> list[Exercise]:
                            "(8 is the number of rows of pos_emb, max_len: if you indexed it with the tokens, index "
                            "it with the positions 0 … seq − 1 instead; position i takes row i.)"),),
             given_as=MODEL_GIVEN,
+            edge=long_sequence,  # longer than the notebook's table: positions wrapped or cut at 8 show
             atol=1e-5,
             points=2,
             **common,
