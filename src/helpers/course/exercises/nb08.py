@@ -228,6 +228,12 @@ def sinusoidal_inputs(rng=None) -> dict:
     return {"n": int(rng.integers(3, 13)), "d_model": int(rng.choice([4, 6, 8, 10, 12, 16]))}
 
 
+def long_table(inputs: dict) -> dict:
+    """An edge trial as large as the table the notebook draws (32 positions, 32 wide) and longer: a function that
+    changes its answer beyond the small sizes of the other trials shows."""
+    return {"n": 40, "d_model": 32}
+
+
 def ref_sinusoid(n, d_model):
     return sinusoid(n, d_model)
 
@@ -478,7 +484,7 @@ def _exercises() -> list[Exercise]:
         Exercise(
             "08.sinusoidal", title="The sinusoidal encoding", answers=("sinusoidal_encoding",),
             inputs=sinusoidal_inputs, reference=ref_sinusoid, mistakes=SINUSOID_MISTAKES, hints=SINUSOID_HINTS,
-            dtype="float32", signs={"pe_exponent_sign": _exponent_sign},
+            dtype="float32", signs={"pe_exponent_sign": _exponent_sign}, edge=long_table,
             atol=5e-5, **fn,
         ),
         Exercise(
