@@ -210,8 +210,8 @@ ATTENTION_HINTS = {
     "with dim=-1).",
     "max_without_keepdim": "The maxima you subtracted line up with the columns: entry (i, j) was shifted by the "
     "maximum of row j, which the softmax does not cancel. A `s.max(dim=-1).values` without keepdim is an (n,) tensor "
-    "that does this (and so do the maxima of the columns, `dim=0`, on these symmetric scores). Subtract each row's "
-    "own maximum: `s.max(dim=-1, keepdim=True).values` (or use torch.softmax with dim=-1).",
+    "that does this. Subtract each row's own maximum: `s.max(dim=-1, keepdim=True).values` (or use torch.softmax "
+    "with dim=-1).",
     "global_softmax": "You divided by one sum over the whole matrix, so no row sums to 1. Each query's row is "
     "normalised on its own: sum along dim=-1 with keepdim=True (or use torch.softmax with dim=-1).",
     "sum_without_axis": "Your row maxima are right, but you divided by one sum over the whole matrix (a `.sum()` "
@@ -459,7 +459,8 @@ PART_1 = [
                "row is normalised on its own: a softmax along dim=-1.",
                "no_softmax": "These are the raw scores. Turn each row into weights with a softmax along dim=-1.",
                "unexpected_scale": _PART_1_UNSCALED,
-               "max_without_keepdim": ATTENTION_HINTS["max_without_keepdim"],
+               "max_without_keepdim": ATTENTION_HINTS["max_without_keepdim"] + " The scores x @ x.T are "
+               "symmetric, so the maxima of the columns (dim=0) do the same here.",
            }),
     _value("02.context_all", "All context vectors", ("outputs",),
            _one("outputs", lambda attn_weights, x, **_: attn_weights @ x),

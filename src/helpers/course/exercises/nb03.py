@@ -450,6 +450,10 @@ HINTS = {
         "attn_scores itself, along each row.",
         "missing_keepdim": "Your row sums lost their axis, so the division lined each sum up with a column "
         "instead of its own row. Keep the axis: .sum(dim=1, keepdim=True).",
+        "max_without_keepdim": "Your row maxima lost their axis: `.max(dim).values` is an (n,) tensor, which lines "
+        "up with the columns, so entry (i, j) was shifted by the maximum of row j, which the softmax does not "
+        "cancel. Keep the axis: `.max(dim=softmax_axis, keepdim=True).values` (torch.softmax subtracts the "
+        "maximum itself, so you need not).",
         "rounded_weights": "You typed in the original's rounded weights. This step asks for the exact softmax "
         "of attn_scores.",
     },
