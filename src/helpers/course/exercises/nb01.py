@@ -125,6 +125,17 @@ def large_numbers(inputs: dict) -> dict:
     return {name: full[name] for name in inputs}
 
 
+def wide_inputs(inputs: dict) -> dict:
+    """An edge replay for the inputs' step: two tokens of 6 features (the notebook has 3 of 4), with weights of 6
+    rows to match (the TensorFlow half's cell goes on to use them): a reshape to 4 columns or a cut to 4 features
+    shows. Drawn from a generator seeded by the replay's own inputs."""
+    rng = np.random.default_rng([int(2 * v) + 2 for row in inputs["x_list"] for v in row])
+    x = fresh_numbers(rng, (2, 6))
+    wq, wk = (fresh_numbers(rng, (6, 3)) for _ in range(2))
+    full = _world_of(x, wq, wk, fresh_numbers(rng, (6, 4), top=2.0), _rounded_rows(rng, 2))
+    return {name: full[name] for name in inputs}
+
+
 def _as_list(a: np.ndarray) -> list:
     return [[int(v) if float(v).is_integer() else float(v) for v in row] for row in a]
 
@@ -442,6 +453,7 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
         rounded_step = dict(mistakes=ROUNDED_MISTAKES)
     return [
         value("x", "The inputs", ("x",), ref_x, reads=("x_list",), dtype="float32", hints=hints["x"],
+              edge=(large_numbers, wide_inputs),
               **(dict(own, computed_with=("x_list",)) if tf else {})),
         value("weights", "The three weight matrices", ("w_query", "w_key", "w_value"), ref_weights,
               reads=("w_query_list", "w_key_list", "w_value_list"), dtype="float32",

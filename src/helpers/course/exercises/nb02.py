@@ -255,15 +255,22 @@ def _one_width_inputs(rng: np.random.Generator | None) -> dict:
     return _function_inputs(rng, one_width=True)
 
 
-@functools.lru_cache(maxsize=16)
-def _seeded(d_k: int, randn: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+@functools.lru_cache(maxsize=32)
+def _seeded(d_k: int, randn: bool = False, float64: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """w_query, w_key, w_value as SelfAttentionV1(3, d_k) draws them after torch.manual_seed(123): torch.rand
-    (or torch.randn) of (3, d_k), three times in that order. For d_k = 2, step 5's matrices."""
+    (or torch.randn; in float64 with ``float64``) of (3, d_k), three times in that order. For d_k = 2, step 5's
+    matrices."""
     import torch
 
     generator = torch.Generator().manual_seed(123)
     draw = torch.randn if randn else torch.rand
-    return tuple(draw(D_MODEL, d_k, generator=generator).double().numpy() for _ in range(3))
+    dtype = torch.float64 if float64 else torch.float32
+    return tuple(draw(D_MODEL, d_k, generator=generator, dtype=dtype).double().numpy() for _ in range(3))
+
+
+def _drawn(d_k=D_K, **how) -> dict:
+    """Step 5's three matrices as the seeded draws give them for keys d_k wide (``how``: see :func:`_seeded`)."""
+    return dict(zip(("w_query", "w_key", "w_value"), _seeded(int(d_k), **how)))
 
 
 def _v1(x, d_k=D_K, scale=None, transpose=False, axis=-1, swap_kv=False, **_):
@@ -487,14 +494,19 @@ PART_1 = [
 
 PART_2 = [
     _value("02.weights_qkv", "Three weight matrices from torch.manual_seed(123)", ("w_query", "w_key", "w_value"),
-           lambda **_: {"w_query": W_QUERY, "w_key": W_KEY, "w_value": W_VALUE},
+           lambda d_k, **_: _drawn(d_k),
+           # replayed with keys 4, 5 or 7 wide and 4 to 8 words (d_model stays 3): a size taken from something else
+           # that happens to be 2 or 3 here (len(x_2) - 1, x.shape[0] // 2) shows
+           reads=("x", "x_2", "d_model", "d_k"), widths=True, rows=True, one_width=True,
            mistakes={
-               "swapped_projections": lambda **_: {"w_query": W_KEY, "w_key": W_QUERY, "w_value": W_VALUE},
-               "weight_shape_swapped": lambda **_: {  # torch.rand(2, 3) fills the same six numbers row by row
-                   "w_query": W_QUERY.reshape(2, 3), "w_key": W_KEY.reshape(2, 3), "w_value": W_VALUE.reshape(2, 3)},
-               "wrong_dtype": lambda **_: {"w_query": W_QUERY_64, "w_key": W_KEY_64, "w_value": W_VALUE_64},
-               "reseeded_each_draw": lambda **_: {"w_query": W_QUERY, "w_key": W_QUERY, "w_value": W_QUERY},
-               "randn_for_rand": lambda **_: {"w_query": W_QUERY_N, "w_key": W_KEY_N, "w_value": W_VALUE_N},
+               "swapped_projections": lambda d_k, **_: {**_drawn(d_k), "w_query": _drawn(d_k)["w_key"],
+                                                        "w_key": _drawn(d_k)["w_query"]},
+               "weight_shape_swapped": lambda d_k, **_: {  # torch.rand(d_k, 3) fills the same numbers row by row
+                   n: w.reshape(int(d_k), D_MODEL) for n, w in _drawn(d_k).items()},
+               "wrong_dtype": lambda d_k, **_: _drawn(d_k, float64=True),
+               "reseeded_each_draw": lambda d_k, **_: dict.fromkeys(("w_query", "w_key", "w_value"),
+                                                                    _drawn(d_k)["w_query"]),
+               "randn_for_rand": lambda d_k, **_: _drawn(d_k, randn=True),
            },
            hints={
                "swapped_projections": "Your w_query holds the numbers of w_key and the other way round. Right "
@@ -512,8 +524,7 @@ PART_2 = [
                "drawn at random before training. Seed with torch.manual_seed(123), then draw each matrix with "
                "torch.rand.",
            },
-           dtype="float32", how={"typed_numbers": False},
-           replays=0),  # seeded draws: the same on every run, nothing to replay; typed-in numbers are caught by `how`
+           dtype="float32", how={"typed_numbers": False}),  # numbers typed in are caught by `how`
     _value("02.qkv_2", "Query, key and value of the journey", ("query_2", "key_2", "value_2"),
            lambda x_2, w_query, w_key, w_value, **_: {
                "query_2": x_2 @ w_query, "key_2": x_2 @ w_key, "value_2": x_2 @ w_value},
