@@ -3,7 +3,7 @@
     python benchmarks/draws.py [--seeds 1-8] [--jobs 2] [NOTEBOOK_PREFIX ...]
 
 The test suite plays the corpus (`tests/corpus/*.yaml`) with one fixed seed for the checks' fresh
-inputs (`HELPERS_CHECK_SEED`, set in `tests/conftest.py`), so a run is reproducible. A student's check
+inputs (`HELPERS_CHECK_SEED`, set in `conftest.py`), so a run is reproducible. A student's check
 draws anew every time, so a verdict that depends on the draw is a bug even when the suite's seed hides
 it. This plays the whole corpus once per seed (each seed a separate run, `--jobs` of them at a time)
 and prints every attempt that did not get the verdict the corpus expects, with the seeds it failed

@@ -217,7 +217,7 @@ LATER_NAMES: dict[str, tuple[str, ...]] = {
         "w_key", "w_query", "w_value", "x",
     ),
     "05.softmax": (
-        "attn_scores", "big", "d_k", "scaled_weights", "tokens",
+        "attn_scores", "big", "keys", "scaled_weights", "tokens",
     ),
     "05.weights": (
         "tokens", "w_key", "w_query", "w_value", "x",
@@ -988,8 +988,8 @@ GIVEN_LINES: dict[str, tuple[str, ...]] = {
         '"""Softmax of each row (over the last axis), numerically stable."""',
         'print(softmax(big))',
         'print(softmax(-big))',
-        'print(softmax(attn_scores / np.sqrt(d_k)))',
-        'print("the same as scaled_weights?", np.allclose(softmax(attn_scores / np.sqrt(d_k)), scaled_weights))',
+        'print(softmax(attn_scores / np.sqrt(keys.shape[-1])))',
+        'print("the same as scaled_weights?", np.allclose(softmax(attn_scores / np.sqrt(keys.shape[-1])), scaled_weights))',
     ),
     "05.weights": (
         'print(attn_weights)',
