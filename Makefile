@@ -13,9 +13,18 @@ PINS   := $(shell grep -E '^(torch|tensorflow|jupyterlab)==' requirements.txt | 
 
 .PHONY: lab test system-deps install build check solutions lint unit notebooks-test benchmark clean
 
-lab: $(STAMP)
+# JupyterLab's defaults for this environment: no prompt about Jupyter news, no update check (a course
+# environment is pinned; its first screen is the notebook).
+LAB_DEFAULTS := $(VENV)/share/jupyter/lab/settings/overrides.json
+
+lab: $(STAMP) $(LAB_DEFAULTS)
 	@echo "Starting JupyterLab on notebooks/ (stop it with Ctrl-C, twice)."
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root) \
+		--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate $(LAB_ARGS)
+
+$(LAB_DEFAULTS): scripts/lab-overrides.json | $(STAMP)
+	mkdir -p $(dir $@)
+	cp scripts/lab-overrides.json $@
 
 test: $(STAMP) system-deps
 	$(PY) -m helpers.build --check
