@@ -1273,7 +1273,7 @@ GIVEN_LINES: dict[str, tuple[str, ...]] = {
         'cross_out = cross_attention(x_dec, x_enc, w_query_cross, w_key_cross, w_value_cross)',
         'print(cross_out)',
         'assert cross_out.shape == (3, 4), f"expected (3, 4), one row per decoder token; got {tuple(cross_out.shape)}"',
-        'print("✓ one output of width d_k = 4 for each of the", len(dec_tokens), "decoder tokens")',
+        'print("✓ one output of width d_v = 4 for each of the", len(dec_tokens), "decoder tokens")',
     ),
     "09.decode": (
         'print(decoded)',

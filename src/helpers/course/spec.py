@@ -1009,12 +1009,36 @@ def _float32_precision_problem(ex: Exercise, trials: Sequence[tuple[Arrays, Mapp
     if rounded := _rounded_answer(ex, trials, (FLOAT64_RTOL, FLOAT64_ATOL)):
         return rounded
     names = ", ".join(f"`{n}`" for n in ex.answers) if ex.kind == "value" else f"`{ex.answers[0]}(...)`'s result"
-    if all(_close(got, want, ex.answers, 4e-6, 1e-7) for (got, _), want in zip(trials, wants)):
+    if all(_close(got, want, ex.answers, 4e-6, 1e-7) for (got, _), want in zip(trials, wants)) and \
+            _largest_relative_error(trials, wants, ex.answers) > 1e-8:  # float32 leaves errors of 1e-8 or more
         return _fail(ex, "wrong_dtype", f"{names} agree with the double-precision result only to about 7 significant "
                                          "digits, float32's precision: on the way the numbers went through float32 (a "
                                          "cast there and back, or tensors of another framework). This step asks for "
                                          "float64 all the way: keep NumPy's float64 arrays from start to end.")
+    error = _largest_relative_error(trials, wants, ex.answers)
+    if error > 0:  # off by less than float32 leaves, and on no grid of decimals: say how far, not why
+        digits = max(int(-np.log10(error)), 1)
+        return Outcome(ex.id, "fail", 0, ex.points,
+                       f"{names} agree with the double-precision result only to about {digits} significant digits. "
+                       "This step asks for it right to double precision (about 15 digits): float64 all the way, "
+                       "nothing rounded or perturbed on the way.")
     return None
+
+
+def _largest_relative_error(trials, wants, names) -> float:
+    """The largest |got − want| over the answers' entries, relative to the largest |want| of its array (0 where it
+    cannot be read): about 1e-8 or more after a trip through float32, far less for numbers rounded to 10 decimals."""
+    worst = 0.0
+    for (got, _), want in zip(trials, wants):
+        for n in names:
+            try:
+                g, w = np.asarray(got[n], dtype=np.float64), np.asarray(want[n], dtype=np.float64)
+                if g.shape == w.shape and g.size:
+                    scale = max(float(np.nanmax(np.abs(w))), 1e-300)
+                    worst = max(worst, float(np.nanmax(np.abs(g - w))) / scale)
+            except (KeyError, TypeError, ValueError):
+                continue
+    return worst
 
 
 def _grad_off_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
@@ -1758,8 +1782,8 @@ def _rounded_answer(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, An
     if not wrong:
         return None
     grid = 1e-12 if ex.dtype == "float64" else 1e-6  # float32 cannot hold 6 decimals exactly
-    # not 0: whole numbers are more often an integer dtype than a rounding; up to 8 decimals in float64, 6 in float32
-    for k in range(1, 9 if ex.dtype == "float64" else 7):
+    # not 0: whole numbers are more often an integer dtype than a rounding; up to 10 decimals in float64, 6 in float32
+    for k in range(1, 11 if ex.dtype == "float64" else 7):
         step = 10.0 ** -k
         rounded: set[str] = set()
         try:
@@ -2438,6 +2462,17 @@ def outcome_for_error(ex: Exercise, err: AnswerError, context: Mapping[str, Any]
 
 
 # --------------------------------------------------------------------------- notebook worlds
+
+
+def rows_reversed(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """An edge trial made from the first random trial: the same inputs with the rows of ``name`` in reverse order
+    (the same shapes, other numbers): a function that keeps an earlier result for inputs of the same shapes (a cache
+    keyed by the shape) shows."""
+    def edge(first: dict[str, Any]) -> dict[str, Any]:
+        return {**first, name: np.ascontiguousarray(np.asarray(first[name])[::-1])}
+
+    edge.of_first_trial = True
+    return edge
 
 
 def upstream_of(world: Callable[[np.random.Generator | None], dict[str, Any]], answer: str,

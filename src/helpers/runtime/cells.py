@@ -189,7 +189,7 @@ def first_code_line(source: str, limit: int = 60) -> str:
 
 # Calls that multiply matrices, whatever the library (torch.matmul, tf.linalg.matmul, np.dot, einsum …).
 _PRODUCTS = {"matmul", "mm", "bmm", "einsum", "dot", "tensordot", "inner", "vdot", "matvec", "mv", "linear", "addmm",
-             "multi_dot", "chain_matmul", "baddbmm", "addbmm", "addmv"}
+             "multi_dot", "chain_matmul", "baddbmm", "addbmm", "addmv", "sparse_dense_matmul", "spmm"}
 # Softmax calls. ``torch.softmax(s)`` / ``F.softmax(s)`` (a library's function: the tensor comes first) state
 # their axis as a second argument or a keyword; ``s.softmax(1)`` (a tensor's method) as its first argument;
 # ``nn.Softmax(1)`` (a module) as its first argument too.

@@ -88,8 +88,8 @@ def _half_steps_up_to(limit: float) -> float:
 
 def _scaled_up(x, wq, wk, wv):
     """The inputs and weights scaled by multiples of 0.5 (every product stays exact in float32): the largest score
-    between about 40 and 85 (the queries' weights change sign if that puts larger scores side by side in a row),
-    the largest value near 40."""
+    between about 18 and 40 (the queries' weights change sign if that puts larger scores side by side in a row),
+    the largest value near 40. Scores within ±40 keep every exp(s − max) of a row a normal float32 number."""
     scores = (x @ wq) @ (x @ wk).T
 
     def second(s: np.ndarray) -> float:  # the largest second-largest score of a row
@@ -97,7 +97,7 @@ def _scaled_up(x, wq, wk, wv):
 
     if second(-scores) > second(scores):
         wq, scores = -wq, -scores
-    x = x * _half_steps_up_to(np.sqrt(85.0 / (float(np.abs(scores).max()) or 1.0)) - 1e-9)
+    x = x * _half_steps_up_to(np.sqrt(40.0 / (float(np.abs(scores).max()) or 1.0)) - 1e-9)
     wv = wv * _half_steps_up_to(40.0 / (float(np.abs(x @ wv).max()) or 1.0))
     return x, wq, wk, wv
 
@@ -112,8 +112,7 @@ def large_numbers(inputs: dict) -> dict:
     """An edge replay with numbers far above the notebook's: 3 to 5 tokens of fresh numbers scaled up (see
     :func:`_scaled_up`), drawn (from a generator seeded by the replay's own inputs, so the same inputs give the same
     edge) until a clamp of the scores at the notebook's largest, 16, changes the weights. A clamp of the values at 8
-    or a clip to the notebook's range shows too; an exp() of the raw scores still fits in float32. The softmax is
-    almost one-hot in most rows there; the other replays keep it soft."""
+    or a clip to the notebook's range shows too; an exp() of the raw scores still fits in float32."""
     rng = np.random.default_rng([int(2 * v) + 2 for row in inputs["x_list"] for v in row])
     for _ in range(200):
         n, d_v = int(rng.choice([3, 4, 5])), int(rng.choice([4, 5]))

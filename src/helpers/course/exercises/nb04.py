@@ -36,7 +36,7 @@ import numpy as np
 
 from ..reference import global_softmax, max_without_keepdim, one_sum, softmax, sums_without_keepdim
 from ..roles import ROLES, mix_ups
-from ..spec import Exercise, one_row, register, upstream_of
+from ..spec import Exercise, one_row, rows_reversed, register, upstream_of
 
 NOTEBOOK = "04_attention_from_scratch_tensorflow"
 SEED = "003_9ffdeb4a97181e8e.txt"  # every number it prints must appear in the stored outputs
@@ -718,8 +718,9 @@ OUTPUT_1_HINTS = {
     "row axis. Keep it (keepdims=True in tf.reduce_sum, or a (1, 4) @ (4, 4) matrix product): output_1 is a "
     "(1, 4) row, like the values.",
     "weights_cast_to_int": CAST_TO_INT,
-    "copied_answer": "You took value_4 itself. Here word 1's weights are almost one-hot on word 4, so output_1 "
-    "equals value_4 to six digits, but only for these words and matrices: with weights that blend, it does not. "
+    "copied_answer": "Your output_1 is value_4, word 4's value (taken itself, or from weights that are not word "
+    "1's). Here word 1's weights are almost one-hot on word 4, so output_1 equals value_4 to six digits, but only "
+    "for these words and matrices: with weights that blend, it does not. "
     "Compute the weighted sum: attn_weights_1[j] times value_j, added up over the four words.",
     "scores_as_weights": "You weighted the values by the raw scores of step 3 (numbers like 55 and 85, hence "
     "outputs in the thousands). Use attn_weights_1, the softmax of the scaled scores: positive weights that "
@@ -987,7 +988,11 @@ def _exercises() -> list[Exercise]:
                   "product_order_reversed": lambda **i: _per_word(i, product=lambda word, w: w @ word.T),
                   **{k: v for m in QKV_WORDS_MIX_UPS for k, v in m[0].items()},
               }, dtype="int32",
+              how={"matmul": True},  # "each a matrix product"
               hints={
+                  "not_as_asked": "Your numbers are right, but your cell makes them without a matrix product (a "
+                  "broadcast product and a sum, say). The step asks for each as a matrix product: the word's row "
+                  "times the matrix, word_1 @ w_query (or tf.matmul).",
                   "swapped_projections": "Your queries and keys are swapped: query_i comes from w_query, key_i "
                   "from w_key.",
                   "elementwise_product": "You multiplied element by element (`*`), which broadcasts a (1, 4) "
@@ -1064,7 +1069,7 @@ def _exercises() -> list[Exercise]:
             notebook=NOTEBOOK,
             framework="tensorflow",
             dtype="float32",
-            edge=one_row("x", "w_value"),
+            edge=(one_row("x", "w_value"), rows_reversed("x")),  # one token; the same shapes, other numbers
             widths=("w_key", "w_value"),
             depends_on=("04.scaled_attention",),
             points=2,

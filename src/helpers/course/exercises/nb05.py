@@ -27,7 +27,7 @@ from ..reference import (
     unstable_softmax,
 )
 from ..roles import mix_ups
-from ..spec import Exercise, one_row, register, upstream_of
+from ..spec import Exercise, one_row, rows_reversed, register, upstream_of
 
 NOTEBOOK = "05_numpy_self_attention_bug"
 SEED = "004_0a3221decd775555.txt"  # every number it prints must appear in the stored outputs
@@ -302,6 +302,13 @@ def far_below(inputs: dict) -> dict:
     return {**inputs, "scores": s}
 
 
+def all_very_negative(inputs: dict) -> dict:
+    """An edge trial: every score near −800 (within ±30 of it), as in the notebook's softmax(-big): exp() of the raw
+    scores underflows to 0 everywhere, so a shift made only when the scores are large (`if scores.max() > 700`)
+    leaves 0 / 0."""
+    return {**inputs, "scores": _bounded_rows(inputs["scores"]) - 800.0}
+
+
 def _shifted_below_max(answer, inputs) -> bool:
     """Right on every row it gives finite numbers for, NaN or inf on some row whose mean, median or second-largest
     score lies more than 709 below its maximum, and nowhere else: each row shifted by a number of its own below its maximum
@@ -555,7 +562,7 @@ register(
         # one row of scores: the answer is (1, n), not squeezed; rows whose top score is far above the rest, and
         # rows whose bottom one is far below (shifted by a number well below or above the maximum, exp() overflows
         # or underflows on every row)
-        edge=(one_row("scores"), far_above, far_below),
+        edge=(one_row("scores"), far_above, far_below, all_very_negative),
         points=2,
         hints={
             "softmax_wrong_axis": "Your softmax normalised each column. Each row must sum to 1: take the "
@@ -604,7 +611,7 @@ register(
         inputs=attention_inputs,
         reference=ref_self_attention,
         mistakes=ATTENTION_MISTAKES,
-        edge=one_row("x", "w_value"),
+        edge=(one_row("x", "w_value"), rows_reversed("x")),  # one token; the same shapes, other numbers
         widths=("w_key", "w_value"),  # "any widths": values wider than the keys in some trial, narrower in another
         points=2,
         depends_on=("05.softmax",),

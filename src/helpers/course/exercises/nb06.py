@@ -124,6 +124,22 @@ def padded_inputs(rng=None) -> dict:
     return inp
 
 
+def high_p(inputs: dict) -> dict:
+    """An edge trial: a dropout probability of 0.8, above the other trials' 0.5 at most (a p clamped to 0.5, or a
+    rule that holds only up to 0.5, shows)."""
+    return {**inputs, "p": 0.8}
+
+
+def large_scores(inputs: dict) -> dict:
+    """An edge trial: the queries scaled so that the largest score of a real key is 300, far above exp's limit in
+    float32 (88): a softmax written out without its maximum overflows to inf / inf = NaN."""
+    q, k = np.array(inputs["q"], dtype=float), np.asarray(inputs["k"], dtype=float)
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    real = np.arange(k.shape[-2]) < np.asarray(inputs["lengths"])[:, None, None]
+    top = float(np.abs(np.where(real, s, 0.0)).max()) or 1.0
+    return {**inputs, "q": q * (300.0 / top)}
+
+
 def one_hot_row(inputs: dict) -> dict:
     """The edge trial: the first row of weights all on its first key, and that weight kept, as the first query of
     causal attention has it: kept and rescaled, it is above 1 (a result clamped to 1, "weights are probabilities",
@@ -831,6 +847,7 @@ def _exercises() -> list[Exercise]:
                            "keys when every sentence of a batch is padded, as in a batch padded to a fixed length. "
                            "Make it as wide as the key axis, k.shape[-2].)", ("max", "amax")),),
             how=own,
+            edge=large_scores,  # scores of 300: a softmax written out without its maximum overflows
             **torch_,
         ),
         Exercise(
@@ -842,7 +859,7 @@ def _exercises() -> list[Exercise]:
             mistakes=DROPOUT_MISTAKES,
             signs={"given_draw_ignored": _own_draw},
             hints=DROPOUT_HINTS,
-            edge=one_hot_row,
+            edge=(one_hot_row, high_p),
             **torch_,
         ),
         Exercise(
