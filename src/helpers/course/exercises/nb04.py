@@ -36,7 +36,7 @@ import numpy as np
 
 from ..reference import global_softmax, max_without_keepdim, one_sum, softmax, sums_without_keepdim
 from ..roles import ROLES, mix_ups
-from ..spec import Exercise, one_row, rows_reversed, register, upstream_of
+from ..spec import Exercise, one_row, register, rows_reversed, upstream_of
 
 NOTEBOOK = "04_attention_from_scratch_tensorflow"
 SEED = "003_9ffdeb4a97181e8e.txt"  # every number it prints must appear in the stored outputs
@@ -97,7 +97,8 @@ def world(rng: np.random.Generator | None = None, widths: bool = False, levels: 
 
     ``widths``: d_model, d_k and d_v drawn different from each other and from n = 4 (d_model of 3 or more
     with ``levels``); ``levels``: rows of scores at very different levels and spreads (see :func:`_levels`);
-    ``d_v``: the values' width, else 4; ``d_k`` (with ``widths``): the keys' width, else drawn; ``signed``: words from -2 to 2 (else from 0 to 2, as in the notebook)."""
+    ``d_v``: the values' width, else 4; ``d_k`` (with ``widths``): the keys' width, else drawn; ``signed``: words
+    from -2 to 2 (else from 0 to 2, as in the notebook)."""
     if rng is None:
         words, wq, wk, wv = WORDS, W_QUERY, W_KEY, W_VALUE
     else:

@@ -27,7 +27,7 @@ from ..reference import (
     unstable_softmax,
 )
 from ..roles import mix_ups
-from ..spec import Exercise, one_row, rows_reversed, register, upstream_of
+from ..spec import Exercise, one_row, register, rows_reversed, upstream_of
 
 NOTEBOOK = "05_numpy_self_attention_bug"
 SEED = "004_0a3221decd775555.txt"  # every number it prints must appear in the stored outputs
@@ -311,9 +311,9 @@ def all_very_negative(inputs: dict) -> dict:
 
 def _shifted_below_max(answer, inputs) -> bool:
     """Right on every row it gives finite numbers for, NaN or inf on some row whose mean, median or second-largest
-    score lies more than 709 below its maximum, and nowhere else: each row shifted by a number of its own below its maximum
-    (its mean, its median, its second-largest score), which cancels in the softmax until it overflows. A row
-    near -742 stays right, so a softmax with no shift at all (subnormal, wrong digits there) is not this."""
+    score lies more than 709 below its maximum, and nowhere else: each row shifted by a number of its own below its
+    maximum (its mean, its median, its second-largest score), which cancels in the softmax until it overflows. A
+    row near -742 stays right, so a softmax with no shift at all (subnormal, wrong digits there) is not this."""
     s, got = np.asarray(inputs["scores"], dtype=np.float64), np.asarray(answer["softmax"], dtype=np.float64)
     if got.shape != s.shape or s.ndim != 2:
         return False

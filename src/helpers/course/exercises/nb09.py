@@ -700,7 +700,8 @@ def _exercises() -> list[Exercise]:
                  inputs=cache_bytes_inputs, reference=ref_cache_bytes, mistakes=CACHE_BYTES_MISTAKES,
                  rtol=1e-6, atol=0.0,  # relative: an answer in MiB is a small number
                  framework="python",  # "a number out": not a tensor, nor a float32 (inexact above 2**24)
-                 edge=(large_cache, empty_cache), signs={"integer_overflow": _wrapped, "cache_in_kibibytes": _in_kibibytes}, **common),
+                 edge=(large_cache, empty_cache),
+                 signs={"integer_overflow": _wrapped, "cache_in_kibibytes": _in_kibibytes}, **common),
         Exercise("09.tf_padded_cross_attention", title="Cross-attention over a padded batch in TensorFlow",
                  answers=("tf_padded_cross_attention",), hints=TF_PADDED_HINTS, **padded, **common,
                  framework="tensorflow", how={"library_attention": False}, dtype="float32",
