@@ -722,11 +722,13 @@ def _axis_form(ex: Exercise, what: str = "") -> str:
             "(or -1, counted from the right), not a tuple, a list or True/False.")
 
 
-def _prediction_form(ex: Exercise, kind: str) -> str:
-    """What a prediction must look like, for an answer that is not even numbers."""
+def _prediction_form(ex: Exercise, kind: str, message: str = "") -> str:
+    """What a prediction must look like, for an answer that is not even numbers (``message``: the error's, which
+    says whether the string is the answer or inside it)."""
+    inside = "inside the list" in message
     if ex.predicts == "axis":
-        return _axis_form(ex, "is a string" if kind == "string" else "")
-    what = "a string" if kind == "string" else "not a tuple of sizes"
+        return _axis_form(ex, ("holds a string" if inside else "is a string") if kind == "string" else "")
+    what = ("a tuple of strings" if inside else "a string") if kind == "string" else "not a tuple of sizes"
     sizes = " with the size names defined above" if ex.reads else ""
     return (f"`{ex.answers[0]}` is {what}: write the shape as a tuple of numbers{sizes}, like "
             f"{_example_shape(ex)}{', without quotes' if kind == 'string' else ''}.")
@@ -1009,14 +1011,15 @@ def _float32_precision_problem(ex: Exercise, trials: Sequence[tuple[Arrays, Mapp
     if rounded := _rounded_answer(ex, trials, (FLOAT64_RTOL, FLOAT64_ATOL)):
         return rounded
     names = ", ".join(f"`{n}`" for n in ex.answers) if ex.kind == "value" else f"`{ex.answers[0]}(...)`'s result"
-    if all(_close(got, want, ex.answers, 4e-6, 1e-7) for (got, _), want in zip(trials, wants)) and \
-            _largest_relative_error(trials, wants, ex.answers) > 1e-8:  # float32 leaves errors of 1e-8 or more
+    if not all(_close(got, want, ex.answers, 4e-6, 1e-7) for (got, _), want in zip(trials, wants)):
+        return None  # further off than precision: another mistake
+    error = _largest_relative_error(trials, wants, ex.answers)
+    if error > 1e-8:  # float32 leaves errors of 1e-8 or more
         return _fail(ex, "wrong_dtype", f"{names} agree with the double-precision result only to about 7 significant "
                                          "digits, float32's precision: on the way the numbers went through float32 (a "
                                          "cast there and back, or tensors of another framework). This step asks for "
                                          "float64 all the way: keep NumPy's float64 arrays from start to end.")
-    error = _largest_relative_error(trials, wants, ex.answers)
-    if error > 0:  # off by less than float32 leaves, and on no grid of decimals: say how far, not why
+    if error > FLOAT64_RTOL:  # off by less than float32 leaves, on no grid of decimals: say how far, not why
         digits = max(int(-np.log10(error)), 1)
         return Outcome(ex.id, "fail", 0, ex.points,
                        f"{names} agree with the double-precision result only to about {digits} significant digits. "
@@ -2346,7 +2349,7 @@ def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
                                                                           f"{error.get('message')}"))
         kind = str(error.get("kind"))
         if ex.predicts and kind in ("string", "not_array", "not_numeric", "dtype", "ragged"):
-            return Outcome(ex.id, "fail", 0, ex.points, _prediction_form(ex, kind))
+            return Outcome(ex.id, "fail", 0, ex.points, _prediction_form(ex, kind, str(error.get("message"))))
         if kind == "string" and (text := _one_number_form(ex, plan, str(error.get("message")))):
             return Outcome(ex.id, "fail", 0, ex.points, text)
         if kind == "raised" and (typed := _typed_in_problem(ex, plan, record, f" (On other inputs it even fails: "

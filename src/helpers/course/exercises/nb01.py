@@ -135,6 +135,23 @@ def wide_inputs(inputs: dict) -> dict:
     return {name: full[name] for name in inputs}
 
 
+def precise_arrays(inputs: dict) -> tuple[np.ndarray, ...]:
+    """Inputs 5 wide and weights with three decimals (0.123 is no float16 or bfloat16 number, as the halves of the
+    other replays are), for as many tokens as the replay has; drawn from a generator seeded by its inputs."""
+    rng = np.random.default_rng([int(2 * v) + 2 for row in inputs["x_list"] for v in row])
+    n = len(inputs["x_list"])
+    x = rng.normal(size=(n, 5)).round(3)
+    wq, wk = (rng.normal(size=(5, 3)).round(3) for _ in range(2))
+    return x, wq, wk, rng.normal(size=(5, 4)).round(3), _rounded_rows(rng, n)
+
+
+def precise_numbers(inputs: dict) -> dict:
+    """An edge replay for the steps that make tensors from the lists: numbers with three decimals, 5 features wide
+    (see :func:`precise_arrays`): a trip through float16 or bfloat16, or a width of 4 typed in, shows."""
+    full = _world_of(*precise_arrays(inputs))
+    return {name: full[name] for name in inputs}
+
+
 def _as_list(a: np.ndarray) -> list:
     return [[int(v) if float(v).is_integer() else float(v) for v in row] for row in a]
 
@@ -452,9 +469,10 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
         rounded_step = dict(mistakes=ROUNDED_MISTAKES)
     return [
         value("x", "The inputs", ("x",), ref_x, reads=("x_list",), dtype="float32", hints=hints["x"],
-              edge=(large_numbers, wide_inputs),
+              edge=(large_numbers, wide_inputs, precise_numbers),
               **(dict(own, computed_with=("x_list",)) if tf else {})),
         value("weights", "The three weight matrices", ("w_query", "w_key", "w_value"), ref_weights,
+              edge=(large_numbers, precise_numbers),
               reads=("w_query_list", "w_key_list", "w_value_list"), dtype="float32",
               mistakes=WEIGHTS_MISTAKES, hints=hints["weights"],
               **(dict(own, computed_with=("w_query_list", "w_key_list", "w_value_list")) if tf else {})),

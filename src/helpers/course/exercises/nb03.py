@@ -112,6 +112,14 @@ def large_numbers(inputs: dict) -> dict:
     return {name: full[name] for name in inputs}
 
 
+def precise_numbers(inputs: dict) -> dict:
+    """An edge replay for the tensors' step: numbers with three decimals, inputs 5 wide (see
+    :func:`nb01.precise_arrays`): a trip through float16 or bfloat16 shows."""
+    x, wq, wk, wv, rounded = nb01.precise_arrays(inputs)
+    full = _world_of(_base_of(x, wq, wk, wv), rounded[0])
+    return {name: full[name] for name in inputs}
+
+
 def _world_of(base: dict, rounded_1: np.ndarray) -> dict:
     """Every name of the notebook from notebook 01's names (``base``) and the rounded weights of token 1."""
     x, w_key, w_value = base["x"], base["w_key"], base["w_value"]
@@ -600,6 +608,7 @@ def _predict_axis(name, title, answer, mistakes, ndim):
 
 register(
     _value("tensors", "The inputs and the weight matrices", ("x", "w_query", "w_key", "w_value"), ref_tensors,
+           edge=(large_numbers, precise_numbers),
            reads=("x_list", "w_query_list", "w_key_list", "w_value_list"), dtype="float32", framework="torch",
            mistakes={"swapped_projections": swapped_tensors, "key_value_swapped": key_value_swapped_tensors}),
     # from the float32 tensors of part 1 (a float64 result makes the next product raise)
