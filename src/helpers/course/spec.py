@@ -847,9 +847,14 @@ def _container_text(ex: Exercise, container: Sequence[Any], items: str | None) -
     if kind == "tuple":
         return (f"a tuple of {length} values; this step asks for {what}. Return (or assign) only the result the "
                 "step names.")
-    pieces = "tensors" if items in ("torch", "tensorflow") else "values"
-    return (f"a Python list of {length} {pieces}; this step asks for {what}. Put the pieces together: {ops[1]} "
-            f"joins them along an axis they already have, {ops[0]} along a new one.")
+    if items in ("torch", "tensorflow", "numpy"):
+        return (f"a Python list of {length} {'arrays' if items == 'numpy' else 'tensors'}; this step asks for "
+                f"{what}. Put the pieces together: {ops[1]} joins them along an axis they already have, {ops[0]} "
+                "along a new one.")
+    make = {"torch": "torch.tensor", "tensorflow": "tf.constant"}.get(ex.framework or "numpy", "np.array")
+    return (f"a Python list of {length} values; this step asks for {what}. Keep the result as it is computed "
+            f"(a `.tolist()` turns it into a list), or make the list one: {ops[0]} of its pieces, or "
+            f"{make}(...) of plain numbers.")
 
 
 def _items_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
