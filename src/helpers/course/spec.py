@@ -881,6 +881,14 @@ def _grad_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
                                              "them. Keep every step of `forward` in torch operations; detach only to "
                                              "print.")
         return None
+    if ex.kind == "function" and isinstance(record.get("grad_inplace"), str):
+        # right numbers, but its gradient raises: an in-place change of a tensor autograd saved
+        return _fail(ex, "in_place_breaks_backward",
+                     f"`{ex.answers[0]}` gives the right numbers, but the gradient through it raises: an in-place "
+                     "operation (`masked_fill_`, `*=`, `x[...] = …`) changed a tensor that autograd had saved to "
+                     "compute the gradients (a softmax's output, say), so a model trained through it fails in "
+                     "backward. Write that step out of place (`w = w.masked_fill(mask, 0)`). "
+                     f"(The gradient raised: {record['grad_inplace']})")
     if ex.kind == "function":  # its trials run without gradients: only the call on inputs that need one says
         cut = [f"{ex.answers[0]}(...)"] if record.get("keeps_grad") is False else []
         if cut and ex.framework == "tensorflow":

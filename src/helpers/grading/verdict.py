@@ -184,6 +184,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                        "input_dtypes": _text_map(facts.get("input_dtypes"), starts_from, "the inputs' dtypes")}
     if ex.keeps_grad and isinstance(raw.get("keeps_grad"), bool):
         record["keeps_grad"] = raw["keeps_grad"]
+    if ex.keeps_grad and raw.get("grad_inplace"):
+        record["grad_inplace"] = _text(raw["grad_inplace"], 300)
     if raw.get("upstream") is not None:
         record["upstream"] = _arrays(raw["upstream"], starts_from, "the upstream values")
     own_up = raw.get("replay_upstream")

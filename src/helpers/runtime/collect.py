@@ -1392,11 +1392,13 @@ def _call(fn: Callable[..., Any], name: str, args: list[Any], which: str, shapes
 
 
 def _keeps_grad(fn: Callable[..., Any], name: str, inputs: Mapping[str, Any],
-                wanted: Iterable[str] | None = None) -> bool | None:
+                wanted: Iterable[str] | None = None, notes: dict[str, Any] | None = None) -> bool | None:
     """Called on float inputs that require a gradient (as trainable weights do; with ``wanted``, those of these
     names only), does ``fn`` return a result that still requires one, and does the gradient of its sum reach
     every one of those inputs? False when it cuts the graph (``.detach()``, ``torch.no_grad()``, a NumPy round
-    trip), for all inputs or for one; None when that cannot be told (it raised, or returned no tensor)."""
+    trip), for all inputs or for one; None when that cannot be told (it raised, or returned no tensor). A gradient
+    that raises because an in-place operation changed a tensor autograd had saved goes into ``notes``
+    (``inplace_error``)."""
     args = []
     names = None if wanted is None else set(wanted)
     for key, v in inputs.items():
@@ -1420,6 +1422,8 @@ def _keeps_grad(fn: Callable[..., Any], name: str, inputs: Mapping[str, Any],
             wanting = [a for a in args if getattr(a, "requires_grad", False)]
             grads = torch.autograd.grad(result.sum(), wanting, allow_unused=True)
     except Exception as exc:  # noqa: BLE001 — the student's function: anything can happen
+        if notes is not None and "modified by an inplace operation" in str(exc):
+            notes["inplace_error"] = _first_line(exc)[:300]
         return _numpy_of_graph(exc)
     return all(g is not None for g in grads)
 
@@ -1542,7 +1546,10 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             record["module_grad"] = _module_keeps_grad(namespace.get(plan["module"]), plan["trials"][0])
         elif plan.get("keeps_grad") and framework == "torch" and plan.get("trials"):
             wanted = plan["keeps_grad"] if isinstance(plan["keeps_grad"], (list, tuple)) else None
-            record["keeps_grad"] = _keeps_grad(fn, name, plan["trials"][0], wanted)
+            notes: dict[str, Any] = {}
+            record["keeps_grad"] = _keeps_grad(fn, name, plan["trials"][0], wanted, notes)
+            if notes.get("inplace_error"):
+                record["grad_inplace"] = notes["inplace_error"]
         elif plan.get("keeps_grad") and framework == "tensorflow" and plan.get("trials"):
             record["keeps_grad"] = _keeps_grad_tf(fn, plan["trials"][0])
     except AnswerError as err:
