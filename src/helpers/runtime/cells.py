@@ -253,6 +253,16 @@ def _indexes_a_result(tree: ast.AST) -> bool:
 _BUILTINS = set(dir(builtins))
 
 
+def out_targets(source: str) -> set[str]:
+    """The names a cell hands to a call as its ``out=`` (``np.matmul(x, w, out=w)``, ``torch.mm(a, b, out=c)``):
+    what the call writes its result into, in place."""
+    tree = _parse(source)
+    if tree is None:
+        return set()
+    return {kw.value.id for node in ast.walk(tree) if isinstance(node, ast.Call) for kw in node.keywords
+            if kw.arg == "out" and isinstance(kw.value, ast.Name)}
+
+
 def _calls_forward(tree: ast.AST) -> bool:
     """Does the cell call a module's ``.forward(…)`` itself (``self.attn.forward(h)``), bypassing its hooks?
     ``super().forward(…)`` does not count."""

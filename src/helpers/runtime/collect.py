@@ -52,6 +52,7 @@ from .cells import (
     discarded_results,
     free_names,
     mentioned_names,
+    out_targets,
     typed_lists,
 )
 from .history import History, Run, message_line
@@ -909,6 +910,8 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
                 record.setdefault("rows", []).append(rows)
     if run is not None and run.error:
         record["raised"] = {"message": run.error, "line": run.line}
+    if source is not None:  # an input written into by `out=` (np.matmul(x, w, out=w)): changed in place, even where
+        mutated.update(n for n in out_targets(source) if n in (plan.get("reads") or ()))  # a replay raised first
     record["mutated"] = sorted(mutated)
     record["rebound"] = sorted(rebound)
     # an earlier step's answer the cell binds anew: what it holds now (the verdict asks that step whether it is still
