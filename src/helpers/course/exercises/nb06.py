@@ -770,6 +770,10 @@ def _causal_hints(framework: str) -> dict:
 
 
 MODULE_HINTS = {
+    "dropout_no_rescale": "In training mode your module zeroes the dropped weights but does not rescale the kept "
+    "ones: inverted dropout divides what it keeps by (1 − p). (If your forward does divide by 1 − self.dropout, "
+    "look for what changed self.dropout on the way: setting it to 0 in evaluation mode keeps it 0 for every later "
+    "call, in training too.)",
     "dropout_before_softmax": "Your module drops the scores, before the softmax: the masked scores are −∞, and "
     "−∞ · 0 is NaN. Dropout acts on the attention weights, after the softmax and before the product with the "
     "values.",

@@ -154,6 +154,10 @@ ATTENTION_MISTAKES = {
 }
 
 ATTENTION_HINTS = {
+    "dropout_no_rescale": "In training mode your module zeroes the dropped weights but does not rescale the kept "
+    "ones: inverted dropout divides what it keeps by (1 − p). (If your forward does divide by 1 − self.dropout, "
+    "look for what changed self.dropout on the way: setting it to 0 in evaluation mode keeps it 0 for every later "
+    "call, in training too.)",
     "not_as_asked": "Your layer's output does not depend on its buffer `causal_mask`: the forward makes the causal "
     "mask again (or lets the fused function make it) instead of reading the buffer the __init__ registers. Part 6 "
     "switches the mask off through that buffer, to show what the model does without it: use "
