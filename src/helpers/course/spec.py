@@ -2195,6 +2195,9 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                        "as it should), but not for others: " + first[0].lower() + first[1:] +
                        " Write every size with its size name (n, d_model, d_k, d_v): a size read off a tensor of the "
                        "notebook or typed in digits stays the example's when the sizes change." + note)
+    if ex.module and isinstance(world0.get(ex.module), Mapping):  # the replays hand the cell other modules
+        first = first.replace(" on other inputs", " on another module (other widths, one of its matrices frozen, "
+                                                  "one more trainable matrix)")
     return Outcome(ex.id, "fail", 0, ex.points,
                    "Right on this notebook's numbers (they happen to hide the difference), but not in general: "
                    + first + note)
