@@ -1226,8 +1226,9 @@ def _mutation_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None
     names = ", ".join(f"`{n}`" for n in mutated)
     where = "Your cell" if ex.kind == "value" else f"`{ex.answers[0]}`"
     return _fail(ex, "mutates_input", f"{where} changes {names} in place (an in-place operation such as `-=`, "
-                                      "`/=`, `.add_()`, `[...] =` or a call's `out=` on an input), so the caller's variable changes "
-                                      "too. Compute into a new tensor instead (e.g. `s = s - m`), then run again "
+                                      "`/=`, `.add_()`, `[...] =` or a call's `out=` on an input), so the caller's "
+                                      "variable changes too. Compute into a new tensor instead (e.g. `s = s - m`), "
+                                      "then run again "
                                       "the cells that compute the variables you passed in: they hold the changed "
                                       "values now.")
 
