@@ -81,6 +81,12 @@ def _world_of(x, wq, wk, wv, rounded) -> dict:
     }
 
 
+def _edge_rng(inputs: dict) -> np.random.Generator:
+    """The generator of an edge replay, seeded by the replay's own inputs (their halves, as whole numbers): the same
+    inputs give the same edge, and the check's seed reaches it through them."""
+    return np.random.default_rng([int(2 * v) + 2 for row in inputs["x_list"] for v in row])
+
+
 def _half_steps_up_to(limit: float) -> float:
     """The largest multiple of 0.5 (at least 1) whose value stays below ``limit``."""
     return max(1.0, np.floor(2.0 * limit) / 2.0)
@@ -113,7 +119,7 @@ def large_numbers(inputs: dict) -> dict:
     :func:`_scaled_up`), drawn (from a generator seeded by the replay's own inputs, so the same inputs give the same
     edge) until a clamp of the scores at the notebook's largest, 16, changes the weights. A clamp of the values at 8
     or a clip to the notebook's range shows too; an exp() of the raw scores still fits in float32."""
-    rng = np.random.default_rng([int(2 * v) + 2 for row in inputs["x_list"] for v in row])
+    rng = _edge_rng(inputs)
     for _ in range(200):
         n, d_v = int(rng.choice([3, 4, 5])), int(rng.choice([4, 5]))
         x, wq, wk, wv = _scaled_up(fresh_numbers(rng, (n, 4)), *(fresh_numbers(rng, (4, 3)) for _ in range(2)),
@@ -128,7 +134,7 @@ def wide_inputs(inputs: dict) -> dict:
     """An edge replay for the inputs' step: two tokens of 6 features (the notebook has 3 of 4), with weights of 6
     rows to match (the TensorFlow half's cell goes on to use them): a reshape to 4 columns or a cut to 4 features
     shows. Drawn from a generator seeded by the replay's own inputs."""
-    rng = np.random.default_rng([int(2 * v) + 2 for row in inputs["x_list"] for v in row])
+    rng = _edge_rng(inputs)
     x = fresh_numbers(rng, (2, 6))
     wq, wk = (fresh_numbers(rng, (6, 3)) for _ in range(2))
     full = _world_of(x, wq, wk, fresh_numbers(rng, (6, 4), top=2.0), _rounded_rows(rng, 2))
@@ -138,7 +144,7 @@ def wide_inputs(inputs: dict) -> dict:
 def precise_arrays(inputs: dict) -> tuple[np.ndarray, ...]:
     """Inputs 5 wide and weights with three decimals (0.123 is no float16 or bfloat16 number, as the halves of the
     other replays are), for as many tokens as the replay has; drawn from a generator seeded by its inputs."""
-    rng = np.random.default_rng([int(2 * v) + 2 for row in inputs["x_list"] for v in row])
+    rng = _edge_rng(inputs)
     n = len(inputs["x_list"])
     x = rng.normal(size=(n, 5)).round(3)
     wq, wk = (rng.normal(size=(5, 3)).round(3) for _ in range(2))
