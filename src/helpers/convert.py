@@ -11,6 +11,8 @@ its type comes from, so importing ``helpers`` stays cheap.
 
 from __future__ import annotations
 
+import decimal
+import fractions
 import numbers
 from typing import Any
 
@@ -115,6 +117,8 @@ def to_array(obj: Any, name: str = "answer", *, dtype: Any = np.float64, finite:
         arr = _from_tensorflow(obj, name)
     elif isinstance(obj, np.ndarray):
         arr = obj
+    elif isinstance(obj, (decimal.Decimal, fractions.Fraction)):
+        raise AnswerError("not_numeric", _exact_number_text(obj, name))
     elif isinstance(obj, (np.generic, numbers.Number)) and not isinstance(obj, bool):
         arr = np.asarray(obj)
     elif isinstance(obj, tuple) and any(v is None for v in obj):
@@ -140,6 +144,13 @@ def to_array(obj: Any, name: str = "answer", *, dtype: Any = np.float64, finite:
         if problem:
             raise problem
     return out
+
+
+def _exact_number_text(x: Any, name: str) -> str:
+    kind = type(x).__name__
+    why = " (a float minus a Decimal raises)" if isinstance(x, decimal.Decimal) else ""
+    return (f"`{name}` holds a {type(x).__module__}.{kind} ({x}), not a plain float: NumPy, the frameworks and the "
+            f"next cells compute with floats{why}. Convert it with float(...).")
 
 
 def nonfinite_problem(arr: np.ndarray, name: str) -> AnswerError | None:
@@ -173,6 +184,8 @@ def _from_nested(obj: list | tuple, name: str) -> np.ndarray:
             raise AnswerError(
                 "not_numeric", f"`{name}` contains a {_type_name(x)} inside the list; only numbers are allowed."
             )
+        if isinstance(x, (decimal.Decimal, fractions.Fraction)):
+            raise AnswerError("not_numeric", _exact_number_text(x, name))
         return x
 
     plain = walk(obj, 0)

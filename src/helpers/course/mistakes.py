@@ -33,7 +33,8 @@ _ROWS = [
      "Your scores were not divided by √d_k. Divide them by the square root of the key "
      "dimension (keys.shape[-1]) before the softmax."),
     ("scale_by_d", "scaled by d instead of √d",
-     "You divided by d_k itself. Divide by its square root, √d_k (e.g. `** 0.5` or `math.sqrt`)."),
+     "Your scores end up divided by d_k itself, not by its square root √d_k (e.g. `** 0.5` or `math.sqrt`). If "
+     "you already divide by √d_k, look for a second scaling (of the queries or the keys too)."),
     ("unexpected_scale", "scaled where no scaling was asked for",
      "This step uses the raw dot products. Leave out the division by √d_k here."),
     ("transposed_scores", "K·Qᵀ instead of Q·Kᵀ",

@@ -122,3 +122,55 @@ def _notebook_width(ex: Any) -> int | None:
         if name in inputs and np.ndim(inputs[name]) >= 1:
             return int(np.shape(inputs[name])[-1])
     return None
+
+
+def _key_width(inputs: Mapping[str, Any]) -> int | None:
+    """d_k of a step's inputs: the width of its keys (or of the key projection), or None when they do not say."""
+    for name in ("k", "keys", "w_key"):
+        if name in inputs and np.ndim(inputs[name]) >= 1:
+            return int(np.shape(inputs[name])[-1])
+    return None
+
+
+def power_precedence(attend: Callable[[Mapping[str, Any], Any], Any], d_k: str = "d_k") -> Callable[..., str | None]:
+    """An explain for ``power_precedence``: a square root written ``** 1/2``. ``attend(inputs, scale)`` as for
+    :func:`other_scale`. ``d ** 1/2`` is ``(d ** 1) / 2``, so a scale computed that way divides the scores by
+    d_k / 2 (equal to √d_k only for d_k = 4: right on notebooks whose keys are 4 wide), and ``s / d ** 1/2``
+    divides them by 2 · d_k. Named when every wrong trial matches one of the two (the same one on all)."""
+    from .spec import _as_named, _close
+
+    def explain(ex, trials, record=None) -> str | None:
+        if ex.kind == "function" and record and (record.get("scalars_read") or record.get("globals_read")):
+            return None  # a function that reads the notebook's numbers: the check of global reads says so
+        found: list[str] | None = None
+        for got, inputs in trials:
+            if _close(got, ex.expected(inputs), ex.answers, ex.rtol, ex.atol):
+                continue
+            width = _key_width(inputs)
+            if width is None:
+                return None
+            here = []
+            for form, scale in (("half", width / 2), ("double", 2.0 * width)):
+                with np.errstate(all="ignore"):
+                    out = _as_named(ex, attend(inputs, scale))
+                if _close(got, out, ex.answers, ex.rtol * LOOSER, ex.atol * LOOSER):
+                    here.append(form)
+            found = here if found is None else [f for f in found if f in here]
+            if not found:
+                return None
+        if not found:
+            return None
+        if found[0] == "half":
+            return (f"Your scores are divided by {d_k} / 2, not by √{d_k} (the two are equal only when {d_k} = 4). "
+                    f"In Python `{d_k} ** 1/2` is `({d_k} ** 1) / 2`, because `**` binds tighter than `/`: write "
+                    f"`{d_k} ** 0.5` (or `math.sqrt({d_k})`).")
+        return (f"Your scores are divided by 2 · {d_k}, not by √{d_k}: in Python `scores / {d_k} ** 1/2` is "
+                f"`(scores / {d_k}) / 2`, because `**` binds tighter than `/` and the divisions go left to right. "
+                f"Write `scores / {d_k} ** 0.5` (or divide by `math.sqrt({d_k})`).")
+
+    return explain
+
+
+def scale_explains(other: Callable[..., str | None]) -> dict[str, Callable[..., str | None]]:
+    """A step's explains for the scale: ``other`` (an :func:`other_scale`) and the ``** 1/2`` of the same step."""
+    return {"scale_by_other_size": other, "power_precedence": power_precedence(other.attend)}

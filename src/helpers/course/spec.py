@@ -1004,9 +1004,10 @@ def _low_precision_problem(ex: Exercise, record: Mapping[str, Any],
         said = f"{what} has dtype {half}, which keeps only about {digits} significant digits"
     else:
         where = "Your cell" if ex.kind == "value" else f"`{ex.answers[0]}`"
-        said = f"{where} computes in {half} (half precision), which keeps only about {digits} significant digits"
-    return _fail(ex, "wrong_dtype", f"{said}: your numbers are right only to that many digits. This step asks for "
-                                     f"{asked}: leave out the cast to {half}.")
+        said = (f"{where} puts some of its numbers through {half} (half precision, even if only a scale factor), "
+                f"which keeps only about {digits} significant digits")
+    return _fail(ex, "wrong_dtype", f"{said}: on some inputs your numbers are right only to that many digits. This "
+                                     f"step asks for {asked}: leave out the cast to {half}.")
 
 
 def _float32_precision_problem(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> Outcome | None:
@@ -1158,6 +1159,10 @@ _HOW = {
 }
 
 
+_NO_GRAD_ALONE = ("Your numbers are right, but `torch.no_grad()` on a line of its own switches nothing off: it only "
+                  "acts on the lines inside a `with torch.no_grad():` block. Put the model's call in that block.")
+
+
 def _as_asked_hint(ex: Exercise, feature: str) -> str | None:
     """The exercise's own wording of ``not_as_asked`` for one feature (see :attr:`Exercise.hints`)."""
     return ex.hints.get(f"not_as_asked:{feature}") or ex.hints.get("not_as_asked")
@@ -1172,6 +1177,8 @@ def _unused_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     how = record.get("how") or {}
     for feature, wanted in ex.how.items() if not unused else ():  # not computed with X says more than how
         if feature in how and how[feature] != wanted:
+            if feature == "no_grad" and how.get("no_grad_alone"):
+                return _fail(ex, "not_as_asked", _NO_GRAD_ALONE)
             return _fail(ex, "not_as_asked", _as_asked_hint(ex, feature) or _HOW[feature, wanted])
     if forbidden:
         via = record.get("forbidden_via") or {}

@@ -369,17 +369,39 @@ def called_names(source: str) -> set[str]:
 def _without_grad(tree: ast.AST) -> bool:
     """Does the cell switch gradient tracking off (``with torch.no_grad():``, ``inference_mode``, as a
     decorator too, or ``set_grad_enabled(False)``)?"""
+    # `torch.no_grad()` on a line of its own makes a context manager and drops it: nothing is switched off
+    alone = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             fn = node.func
             name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
-            if name in _NO_GRAD:
+            if name in _NO_GRAD and id(node) not in alone:
                 return True
             if name == "set_grad_enabled" and node.args and isinstance(node.args[0], ast.Constant) \
                     and node.args[0].value is False:
                 return True
-        elif isinstance(node, ast.Attribute) and node.attr in _NO_GRAD:  # @torch.no_grad without the call
+        elif isinstance(node, ast.Attribute) and node.attr in _NO_GRAD and id(node) not in called:  # @torch.no_grad
             return True
+    return False
+
+
+def _outer_product(call: ast.Call, name: str) -> bool:
+    """``tensordot(a, b, axes=0)`` (or ``tf.tensordot(a, b, 0)``): an outer product, which adds nothing up."""
+    if name != "tensordot":
+        return False
+    axes = next((k.value for k in call.keywords if k.arg in ("axes", "dims")), call.args[2] if len(call.args) > 2
+                else None)
+    return isinstance(axes, ast.Constant) and axes.value == 0
+
+
+def _no_grad_alone(tree: ast.AST) -> bool:
+    """Is ``torch.no_grad()`` (or ``inference_mode()``) called on a line of its own, where it does nothing?"""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            fn = node.value.func
+            if (fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else "") in _NO_GRAD:
+                return True
     return False
 
 
@@ -559,12 +581,13 @@ def code_features(source: str) -> dict[str, bool] | None:
         elif isinstance(node, ast.Call):
             fn = node.func
             name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
-            matmul = matmul or name in _PRODUCTS
+            matmul = matmul or name in _PRODUCTS and not _outer_product(node, name)
             loop = loop or isinstance(fn, ast.Name) and fn.id in ("map", "filter")  # a loop written as a call
             implicit = implicit or _implicit_axis(node, imported)
     return {"loop": loop, "nested_loop": _loop_depth(tree) >= 2, "matmul": matmul, "implicit_softmax_dim": implicit,
             "indexed_result": _indexes_a_result(tree), "typed_numbers": _types_numbers(tree),
             "library_attention": _library_attention(_call_names(tree)), "no_grad": _without_grad(tree),
+            "no_grad_alone": _no_grad_alone(tree),
             "seeds_in_class": _seeds_in_class(tree), "low_precision": _low_precision(tree),
             "max_of_lengths": _max_of_lengths(tree), "shape_of_result": _shape_of_result(tree),
             "shape_read": _reads_a_shape(tree), "forward_called": _calls_forward(tree),

@@ -827,7 +827,10 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
         record["unused"] += sorted(n for n in set(plan.get("computed_with") or ()) & set(answers)
                                    if not computed_from(source, n, others := [a for a in answers if a != n])
                                    and any(computed_from(source, r, others) for r in plan.get("reads") or ()))
-        record["forbidden"] = sorted(set(plan.get("not_with") or ()) & mentioned)
+        # the names a step is to be computed without, in the student's own lines (a line the notebook gives may
+        # compare the answer with one of them)
+        record["forbidden"] = sorted(set(plan.get("not_with") or ())
+                                     & mentioned_names(_without_given(source, plan.get("given") or ())))
     if source is not None:
         record["how"] = code_features(_without_given(source, plan.get("given") or ()))
         record["discarded"] = discarded_results(_without_given(source, plan.get("given") or ()))

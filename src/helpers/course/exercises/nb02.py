@@ -73,25 +73,29 @@ D_K = 2  # the notebook's d_k: a code that divides by √2 whatever the keys is 
 N, D_MODEL = 6, 3
 
 
-def world(rng: np.random.Generator | None = None, widths: bool = False, rows: bool = False,
-          one_width: bool = False) -> dict:
+def world(rng: np.random.Generator | None = None, one_width: bool = False, rows: bool = True,
+          sizes: tuple[int, int, int, int] | None = None) -> dict:
     """Every array the notebook defines, in order (``rng=None``: the notebook's own numbers).
 
-    Fresh worlds draw six embeddings of both signs and weight matrices like ``torch.rand``; the
-    notebook's names and shapes stay the same. ``widths``: keys of another width d_k and values of
-    another width d_v, different from each other, from the notebook's 2 and from n and d_model (the
-    given ``d_k`` follows the keys), so that √d_v, √n, √d_model or a typed-in √2 cannot stand in for √d_k.
-    ``rows``: another number of words than six, so that a loop over a typed-in range (or a buffer of six) shows.
-    ``one_width``: with ``widths``, values as wide as the keys (SelfAttentionV1 draws all three matrices d_k wide).
+    Fresh worlds draw embeddings of both signs and weight matrices mostly positive (like ``torch.rand``, with
+    some negative entries so that an ``abs`` shows), of other sizes than the notebook's, all four different:
+    another number of words n than six (a loop over a typed-in range, a buffer of six, an index counted from the
+    end show), inputs of another width d_model than 3, keys of another width d_k than 2 and values of another
+    width d_v than the keys (the given ``d_model`` and ``d_k`` follow), so that a size typed in, or √d_v, √n or
+    √d_model instead of √d_k, shows. ``one_width``: values as wide as the keys (SelfAttentionV1 draws all three
+    matrices d_k wide). ``rows=False``: six words, as a step whose TO-DO names the shape (6, 6) has. ``sizes``:
+    (n, d_model, d_k, d_v) given, for a second draw of new numbers in the same shapes.
     """
     d_k = d_v = D_K
-    if rng is not None and widths:
-        d_k = int(rng.choice([4, 5, 7]))
-        d_v = d_k if one_width else int(rng.choice([w for w in (4, 5, 7, 8) if w != d_k]))
     if rng is None:
         x, wq, wk, wv = X, W_QUERY, W_KEY, W_VALUE
     else:
-        x, wq, wk, wv = _fresh(rng, d_k, d_v, int(rng.choice([4, 5, 7, 8])) if rows else N)
+        while sizes is None:
+            n, d_model, d_k, d_v = (int(v) for v in rng.choice(np.arange(3, 9), size=4, replace=False))
+            if (n != N or not rows) and d_model != D_MODEL:
+                sizes = (n if rows else N, d_model, d_k, d_k if one_width else d_v)
+        n, d_model, d_k, d_v = sizes
+        x, wq, wk, wv = _fresh(rng, d_k, d_v, n, d_model)
     query = x[JOURNEY]
     s2 = x @ query
     s = x @ x.T
@@ -105,7 +109,7 @@ def world(rng: np.random.Generator | None = None, widths: bool = False, rows: bo
         "attn_weights_2_sum": sum_normalise(s2), "attn_weights_2": softmax(s2),
         "context_vec_2_simple": softmax(s2) @ x,
         "attn_scores_loop": s, "attn_scores": s, "attn_weights": softmax(s), "outputs": softmax(s) @ x,
-        "x_2": x[JOURNEY], "d_model": D_MODEL, "d_k": d_k,
+        "x_2": x[JOURNEY], "d_model": int(x.shape[1]), "d_k": d_k,
         "w_query": wq, "w_key": wk, "w_value": wv,
         "query_2": query_2, "key_2": key_2, "value_2": x[JOURNEY] @ wv,
         "keys": keys, "values": values,
@@ -124,13 +128,14 @@ def _well_divided(scores: np.ndarray) -> bool:
     return bool(np.all(np.abs(s.sum(axis=-1)) > 0.2 * np.abs(s).sum(axis=-1)))
 
 
-def _fresh(rng: np.random.Generator, d_k: int = D_K, d_v: int = D_K, n: int = N) -> tuple[np.ndarray, ...]:
-    """Embeddings of both signs and weights like ``torch.rand``, drawn again until every score vector
-    the notebook divides by its sum has a sum well away from 0."""
+def _fresh(rng: np.random.Generator, d_k: int = D_K, d_v: int = D_K, n: int = N,
+           d_model: int = D_MODEL) -> tuple[np.ndarray, ...]:
+    """Embeddings of both signs and weights mostly positive, drawn again until every score vector the notebook
+    divides by its sum has a sum well away from 0."""
     while True:
-        x = rng.normal(0.0, 1.5, size=(n, D_MODEL)).round(2)
-        wq, wk = (rng.uniform(0.0, 1.0, size=(D_MODEL, d_k)) for _ in range(2))
-        wv = rng.uniform(0.0, 1.0, size=(D_MODEL, d_v))
+        x = rng.normal(0.0, 1.5, size=(n, d_model))
+        wq, wk = (rng.uniform(-0.3, 1.0, size=(d_model, d_k)) for _ in range(2))
+        wv = rng.uniform(-0.3, 1.0, size=(d_model, d_v))
         s2_qk = (x[JOURNEY] @ wq) @ (x @ wk).T
         if _well_divided(x @ x.T) and _well_divided(s2_qk):
             return x, wq, wk, wv
@@ -256,26 +261,35 @@ def _one_width_inputs(rng: np.random.Generator | None) -> dict:
 
 
 @functools.lru_cache(maxsize=32)
-def _seeded(d_k: int, randn: bool = False, float64: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """w_query, w_key, w_value as SelfAttentionV1(3, d_k) draws them after torch.manual_seed(123): torch.rand
-    (or torch.randn; in float64 with ``float64``) of (3, d_k), three times in that order. For d_k = 2, step 5's
-    matrices."""
+def _seeded(d_k: int, randn: bool = False, float64: bool = False,
+            d_model: int = D_MODEL) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """w_query, w_key, w_value as SelfAttentionV1(d_model, d_k) draws them after torch.manual_seed(123): torch.rand
+    (or torch.randn; in float64 with ``float64``) of (d_model, d_k), three times in that order. For d_model = 3 and
+    d_k = 2, step 5's matrices."""
     import torch
 
     generator = torch.Generator().manual_seed(123)
     draw = torch.randn if randn else torch.rand
     dtype = torch.float64 if float64 else torch.float32
-    return tuple(draw(D_MODEL, d_k, generator=generator, dtype=dtype).double().numpy() for _ in range(3))
+    return tuple(draw(d_model, d_k, generator=generator, dtype=dtype).double().numpy() for _ in range(3))
 
 
-def _drawn(d_k=D_K, **how) -> dict:
-    """Step 5's three matrices as the seeded draws give them for keys d_k wide (``how``: see :func:`_seeded`)."""
-    return dict(zip(("w_query", "w_key", "w_value"), _seeded(int(d_k), **how)))
+def _drawn(d_k=D_K, d_model=D_MODEL, **how) -> dict:
+    """Step 5's three matrices as the seeded draws give them for inputs d_model wide and keys d_k wide (``how``:
+    see :func:`_seeded`)."""
+    return dict(zip(("w_query", "w_key", "w_value"), _seeded(int(d_k), d_model=int(d_model), **how)))
+
+
+def _v1_weights(x, d_k, **how):
+    """The matrices SelfAttentionV1(d_model, d_k) draws after the seed, for inputs x (d_model = x.shape[1])."""
+    return _seeded(int(d_k), d_model=int(np.shape(x)[1]), **how)
 
 
 def _v1(x, d_k=D_K, scale=None, transpose=False, axis=-1, swap_kv=False, **_):
-    """SelfAttentionV1(3, d_k) seeded with 123 (for d_k = 2, step 5's matrices), whatever the inputs."""
-    return attention(x, *_seeded(int(d_k)), scale=scale, transpose=transpose, axis=axis, swap_kv=swap_kv)
+    """SelfAttentionV1(d_model, d_k) seeded with 123 (for d_model = 3 and d_k = 2, step 5's matrices), whatever the
+    inputs."""
+    return attention(x, *_seeded(int(d_k), d_model=int(np.shape(x)[1])), scale=scale, transpose=transpose, axis=axis,
+                     swap_kv=swap_kv)
 
 
 def _trainable_inputs(rng: np.random.Generator | None = None) -> dict:
@@ -327,10 +341,17 @@ QKV_2_MIX_UPS = mix_ups(_qkv_2_made_with, {r: (f"{r}_2", f"{r}_2 = x_2 @ w_{r}")
                         skip=("projection_reused:key_with_query", "swapped_projections:query_key"))
 
 
-def _value(ex_id, title, answers, reference, independent=(), widths=False, rows=False, one_width=False, **kw):
-    drawn = (lambda rng=None: world(rng, widths=widths, rows=rows, one_width=one_width)) if widths or rows else world
+def _value(ex_id, title, answers, reference, independent=(), one_width=False, rows=True, **kw):
+    def drawn(rng=None):
+        values = world(rng, one_width=one_width, rows=rows)
+        if rng is not None and independent:  # new numbers for these, in the same shapes (so that a copy shows)
+            x, w_key, w_value = values["x"], values["w_key"], values["w_value"]
+            other = world(rng, sizes=(*x.shape, w_key.shape[-1], w_value.shape[-1]))
+            values.update({n: other[n] for n in independent})
+        return values
+
     return Exercise(ex_id, notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
-                    inputs=upstream_of(drawn, answers[0], independent), framework="torch", **kw)
+                    inputs=upstream_of(drawn, answers[0]), framework="torch", **kw)
 
 
 _NO_LOOP = ("Your numbers are right, but your cell loops over the rows (a `for` or a comprehension). The step asks "
@@ -345,7 +366,6 @@ _DOT = ("A dot product multiplies the entries pairwise and adds the products up:
 PART_1 = [
     _value("02.scores_2_loop", "Scores of the journey query, by a loop", ("attn_scores_2",),
            _one("attn_scores_2", lambda x, query, **_: x @ query), reads=("x", "query"), how={"loop": True},
-           rows=True,  # other numbers of words: a loop over range(6) or range(5), a buffer of six, show
            dtype="float32",  # the next cell compares it with x @ query, which torch refuses across dtypes
            mistakes={
                "wrong_query_row": _one("attn_scores_2", lambda x, **_: x @ x[2]),
@@ -354,7 +374,7 @@ PART_1 = [
                   "\"journey\", x^(2), is row 1 — the `query` the cell gives you."}),
     _value("02.scores_2_vec", "Scores of the journey query, by one matrix product", ("attn_scores_2_vec",),
            _one("attn_scores_2_vec", lambda x, query, **_: x @ query), reads=("x", "query"),
-           independent=("attn_scores_2",), how={"loop": False},
+           independent=("attn_scores_2",), how={"loop": False}, not_with=("attn_scores_2",),
            mistakes={
                "elementwise_product": _one("attn_scores_2_vec", lambda x, query, **_: x * query),
                "sum_wrong_axis": _one("attn_scores_2_vec", lambda x, query, **_: (x * query).sum(axis=0)),
@@ -370,6 +390,8 @@ PART_1 = [
                "(row 1: Python counts from 0).",
                "copied_answer": "`attn_scores_2_vec` is a copy of the loop's `attn_scores_2`. This step asks you to "
                "compute the same scores again, with one matrix product of `x` and `query`.",
+               "not_as_asked:not_with": "Your cell uses {names}, the loop's result. This step computes the same "
+               "scores again from `x` and `query` alone, with one matrix product (the cell then compares the two).",
                "not_as_asked": _NO_LOOP.format(what="the six scores in one line"),
            }),
     _value("02.weights_2_sum", "Weights by dividing by the sum", ("attn_weights_2_sum",),
@@ -393,6 +415,8 @@ PART_1 = [
                "exp_not_normalised": _one("attn_weights_2", lambda attn_scores_2, **_: np.exp(attn_scores_2)),
                "unexpected_scale": _one("attn_weights_2", lambda attn_scores_2, x, **_:
                                         softmax(attn_scores_2 / np.sqrt(x.shape[-1]))),
+               "unexpected_scale:typed": _one("attn_weights_2", lambda attn_scores_2, **_:
+                                              softmax(attn_scores_2 / np.sqrt(D_MODEL))),
            },
            hints={
                "no_softmax": "These are the raw scores. Turn them into weights with a softmax.",
@@ -424,12 +448,13 @@ PART_1 = [
            }),
     _value("02.scores_loop", "All scores, by a double loop", ("attn_scores_loop",),
            _one("attn_scores_loop", lambda x, **_: x @ x.T), reads=("x",), how={"loop": True, "nested_loop": True},
+           rows=False,
            # the next cell compares it with a float32 product, which torch refuses across dtypes; no other number of
            # words: the TO-DO names "the (6, 6) matrix", and a buffer of that size is what it asks for
            dtype="float32"),
     _value("02.scores", "All scores, by one matrix product", ("attn_scores",),
            _one("attn_scores", lambda x, **_: x @ x.T), reads=("x",), independent=("attn_scores_loop",),
-           how={"matmul": True, "loop": False},  # "by one matrix product"
+           how={"matmul": True, "loop": False}, not_with=("attn_scores_loop",),  # "by one matrix product"
            mistakes={
                "elementwise_product": _one("attn_scores", lambda x, **_: x * x),
                "features_paired": _one("attn_scores", lambda x, **_: x.T @ x),
@@ -440,6 +465,8 @@ PART_1 = [
                "matrix product of x with its transpose.",
                "copied_answer": "`attn_scores` is a copy of the loops' `attn_scores_loop`. This step asks you to "
                "compute the same matrix again, with one matrix product.",
+               "not_as_asked:not_with": "Your cell uses {names}, the loops' result. This step computes the same "
+               "matrix again from `x` alone, with one matrix product (the cell then compares the two).",
                "not_as_asked": _NO_LOOP.format(what="all 36 scores in one line"),
                "not_as_asked:matmul": "Your numbers are right, but your cell builds the dot products without a "
                "matrix product. The step asks for all 36 at once with one matrix product of x and its transpose: "
@@ -456,6 +483,8 @@ PART_1 = [
                "no_softmax": _one("attn_weights", lambda attn_scores, **_: attn_scores),
                "unexpected_scale": _one("attn_weights", lambda attn_scores, x, **_:
                                         softmax(attn_scores / np.sqrt(x.shape[-1]))),
+               "unexpected_scale:typed": _one("attn_weights", lambda attn_scores, **_:
+                                              softmax(attn_scores / np.sqrt(D_MODEL))),
            },
            hints={
                "softmax_wrong_axis": "Your rows are the columns of the right weights: a softmax down the columns "
@@ -494,19 +523,20 @@ PART_1 = [
 
 PART_2 = [
     _value("02.weights_qkv", "Three weight matrices from torch.manual_seed(123)", ("w_query", "w_key", "w_value"),
-           lambda d_k, **_: _drawn(d_k),
+           lambda d_k, d_model, **_: _drawn(d_k, d_model),
            # replayed with keys 4, 5 or 7 wide and 4 to 8 words (d_model stays 3): a size taken from something else
            # that happens to be 2 or 3 here (len(x_2) - 1, x.shape[0] // 2) shows
-           reads=("x", "x_2", "d_model", "d_k"), widths=True, rows=True, one_width=True,
+           reads=("x", "x_2", "d_model", "d_k"), one_width=True,
            mistakes={
-               "swapped_projections": lambda d_k, **_: {**_drawn(d_k), "w_query": _drawn(d_k)["w_key"],
-                                                        "w_key": _drawn(d_k)["w_query"]},
-               "weight_shape_swapped": lambda d_k, **_: {  # torch.rand(d_k, 3) fills the same numbers row by row
-                   n: w.reshape(int(d_k), D_MODEL) for n, w in _drawn(d_k).items()},
-               "wrong_dtype": lambda d_k, **_: _drawn(d_k, float64=True),
-               "reseeded_each_draw": lambda d_k, **_: dict.fromkeys(("w_query", "w_key", "w_value"),
-                                                                    _drawn(d_k)["w_query"]),
-               "randn_for_rand": lambda d_k, **_: _drawn(d_k, randn=True),
+               "swapped_projections": lambda d_k, d_model, **_: {
+                   **_drawn(d_k, d_model), "w_query": _drawn(d_k, d_model)["w_key"],
+                   "w_key": _drawn(d_k, d_model)["w_query"]},
+               "weight_shape_swapped": lambda d_k, d_model, **_: {  # torch.rand(d_k, d_model): the same numbers
+                   n: w.reshape(int(d_k), int(d_model)) for n, w in _drawn(d_k, d_model).items()},
+               "wrong_dtype": lambda d_k, d_model, **_: _drawn(d_k, d_model, float64=True),
+               "reseeded_each_draw": lambda d_k, d_model, **_: dict.fromkeys(("w_query", "w_key", "w_value"),
+                                                                    _drawn(d_k, d_model)["w_query"]),
+               "randn_for_rand": lambda d_k, d_model, **_: _drawn(d_k, d_model, randn=True),
            },
            hints={
                "swapped_projections": "Your w_query holds the numbers of w_key and the other way round. Right "
@@ -612,7 +642,6 @@ PART_2 = [
     _value("02.weights_2_qk", "Weights of query 2, scaled by √d_k", ("attn_weights_2_qk",),
            _one("attn_weights_2_qk", _weights_2_qk), reads=("attn_scores_2_qk", "keys"),
            dtype="float32",  # the next step multiplies it with the float32 values
-           widths=True,  # keys and values of other widths than 2 and than each other: √d_v and a typed √2 show
            mistakes={
                "scale_by_d_v": _one("attn_weights_2_qk", lambda attn_scores_2_qk, values, **_:
                                     softmax(attn_scores_2_qk / np.sqrt(values.shape[-1]))),
@@ -701,9 +730,9 @@ PART_2 = [
         atol=1e-5,  # float32 inputs: outputs near 0 (values of both signs mixed) carry errors of ~1e-6
     ),
     _value("02.sa_v1", "SelfAttentionV1 seeded with torch.manual_seed(123)", ("outputs_v1",),
-           _one("outputs_v1", _v1), reads=("x", "d_k"), module="sa_v1",
+           _one("outputs_v1", _v1), reads=("x", "d_model", "d_k"), module="sa_v1",
            trainable=3, keeps_grad=True,
-           widths=True, one_width=True,  # built with d_k of 4, 5 or 7 too: a √2 typed in, or weights 2 wide, show
+           one_width=True,  # built with other d_model and d_k too: a √2 typed in, or weights 2 wide, show
            parameters=("w_query", "w_key", "w_value"),
            how={"seeds_in_class": False},  # "drawn like the matrices of step 5": from the generator the cell seeds
            # the module is trained (the next step): its output must reach every weight, not be a new leaf made to
@@ -712,7 +741,8 @@ PART_2 = [
            mistakes={
                "missing_scale": _one("outputs_v1", lambda x, d_k, **_: _v1(x, d_k, scale=1.0)),
                "scale_by_d": _one("outputs_v1", lambda x, d_k, **_: _v1(x, d_k, scale=float(d_k))),
-               "scale_by_d_model": _one("outputs_v1", lambda x, d_k, **_: _v1(x, d_k, scale=float(np.sqrt(3.0)))),
+               "scale_by_d_model": _one("outputs_v1", lambda x, d_k, **_: _v1(x, d_k,
+                                                                          scale=float(np.sqrt(x.shape[1])))),
                "power_precedence": _one("outputs_v1", lambda x, d_k, **_: _v1(x, d_k, scale=2.0 * d_k)),
                "scale_by_n": _one("outputs_v1", lambda x, d_k, **_: _v1(x, d_k, scale=float(np.sqrt(x.shape[0])))),
                # √2 typed in: the notebook's d_k (caught on the other widths)
@@ -722,12 +752,12 @@ PART_2 = [
                "swapped_projections": _one("outputs_v1", lambda x, d_k, **_: _v1(x, d_k, swap_kv=True)),
                "reads_globals": _one("outputs_v1", lambda x, w_query, w_key, w_value, **_:
                                      attention(x, w_query, w_key, w_value)),
-               "weights_returned": _one("outputs_v1", lambda x, d_k, **_: self_attention(x, *_seeded(int(d_k)))[0]),
-               "randn_for_rand": _one("outputs_v1", lambda x, d_k, **_: attention(x, *_seeded(int(d_k), randn=True))),
+               "weights_returned": _one("outputs_v1", lambda x, d_k, **_: self_attention(x, *_v1_weights(x, d_k))[0]),
+               "randn_for_rand": _one("outputs_v1", lambda x, d_k, **_: attention(x, *_v1_weights(x, d_k, randn=True))),
                # one nn.Parameter given to all three attributes (or the generator seeded again before each draw):
                # the first draw serves every role
                "projection_reused:one_matrix": _one("outputs_v1",
-                                                    lambda x, d_k, **_: attention(x, *[_seeded(int(d_k))[0]] * 3)),
+                                                    lambda x, d_k, **_: attention(x, *[_v1_weights(x, d_k)[0]] * 3)),
            },
            hints={
                **ATTENTION_HINTS,

@@ -586,6 +586,16 @@ def mirrored_sizes(inputs: dict) -> dict:
 mirrored_sizes.of_first_trial = True  # the first replay's own sizes, mirrored: every pair of them changes order
 
 
+def even_sizes(inputs: dict) -> dict:
+    """An edge replay for the predictions: an even number of tokens and values one number wide (n = 6, d_model = 10,
+    d_k = 8, d_v = 1; the fresh sizes are mostly odd and never 1): a prediction that holds only for odd sizes
+    (`n % 2`) or that treats one-wide values apart (`(n,) if d_v == 1`) shows."""
+    out = {**inputs, **{k: v for k, v in {"n": 6, "d_model": 10, "d_k": 8, "d_v": 1}.items() if k in inputs}}
+    n, d_v = out.get("n"), out.get("d_v")
+    shapes = {"scores_shape": (n, n), "weighted_shape": (n, n, d_v), "outputs_shape": (n, d_v)}
+    return {**out, **{k: np.array(v) for k, v in shapes.items() if k in inputs}}
+
+
 def _predict_shape(name, title, answer, reference, mistakes):
     # Replayed on fresh sizes: (n, n) is right for every size, a typed-in (3, 3) or (n, d_k) is not. A shape read
     # off the computed result is right for every size too, and is not a prediction.
@@ -593,7 +603,7 @@ def _predict_shape(name, title, answer, reference, mistakes):
     # stays the example's, as it would if the sizes changed and the tensors were not made yet.
     return _value(name, title, (answer,), reference, inputs=_sizes_only(upstream_of(sized_world, answer)), reads=SIZES,
                   mistakes=mistakes, predicts="shape", how={"shape_of_result": False, "shape_read": False},
-                  edge=mirrored_sizes,
+                  edge=(mirrored_sizes, even_sizes),
                   hints={"not_as_asked:shape_of_result": _COMPUTED_SHAPE, "not_as_asked:shape_read": _SIZE_NAMES})
 
 
@@ -603,7 +613,7 @@ def _predict_axis(name, title, answer, mistakes, ndim):
     # right of the tensor's ndim axes (-1 is axis 1 of the (n, n) scores).
     # Replayed on fresh sizes all the same: an axis computed from a size (`n - 2`, right while n is 3) is not one.
     return _value(name, title, (answer,), _axis(answer, 1), inputs=_sizes_only(upstream_of(sized_world, answer)),
-                  reads=SIZES, mistakes=mistakes, predicts="axis", ndim=ndim)
+                  reads=SIZES, mistakes=mistakes, predicts="axis", ndim=ndim, edge=even_sizes)
 
 
 register(

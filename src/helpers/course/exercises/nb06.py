@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..reference import softmax
-from ..scales import matches, other_scale
+from ..scales import matches, other_scale, scale_explains
 from ..spec import Exercise, Probe, register, upstream_of
 
 NOTEBOOK = "06_masks_dropout_multihead"
@@ -824,7 +824,7 @@ def _exercises() -> list[Exercise]:
            "not_with": ("torch", "F", "causal_attention", "multi_head_attention", "split_heads", "merge_heads")}
     causal = {"inputs": causal_inputs, "reference": ref_causal, "mistakes": CAUSAL_MISTAKES, "edge": causal_edge,
               "signs": CAUSAL_SIGNS,
-              "explains": {"scale_by_other_size": CAUSAL_OTHER_SCALE}}
+              "explains": scale_explains(CAUSAL_OTHER_SCALE)}
     mha = {"inputs": mha_inputs, "reference": ref_mha, "mistakes": MHA_MISTAKES, "atol": 1e-5,
            "hints": {"missing_scale": MHA_SCALE_HINT, "scale_by_d_model": MHA_D_MODEL_HINT,
                      "missing_output_projection": OUTPUT_PROJECTION_HINT,
@@ -843,7 +843,7 @@ def _exercises() -> list[Exercise]:
             reference=ref_padded,
             mistakes=PADDED_MISTAKES,
             hints=PADDED_HINTS,
-            explains={"scale_by_other_size": PADDED_OTHER_SCALE},
+            explains=scale_explains(PADDED_OTHER_SCALE),
             # only for a function that takes a maximum (lengths.max(), torch.max(lengths)): other shape errors
             # have other causes (a [:, None] missing, a global read)
             raised_hints=((r"must match the size of tensor",

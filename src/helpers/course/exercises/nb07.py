@@ -33,7 +33,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..reference import softmax
-from ..scales import other_scale
+from ..scales import other_scale, scale_explains
 from ..spec import Exercise, Probe, register
 
 NOTEBOOK = "07_attention_at_scale"
@@ -560,7 +560,7 @@ register(
         inputs=vectorised_inputs,
         reference=lambda q, k, v: attention(q, k, v),
         mistakes=VECTORISED_MISTAKES,
-        explains={"scale_by_other_size": VECTORISED_OTHER_SCALE},
+        explains=scale_explains(VECTORISED_OTHER_SCALE),
         dtype="float32",
         keeps_grad=True,  # attention inside a model that is trained: no .detach(), no torch.no_grad()
         how={"library_attention": False},  # the cell compares it with the fused function: that one is not the step
@@ -633,7 +633,7 @@ register(
         reference=lambda q, k, v, block_size: _attend(q, k, v),
         mistakes=FLASH_MISTAKES,
         dtype="float64",  # float64 in, float64 out, right to double precision: no float32 on the way, no rounding
-        explains={"scale_by_other_size": FLASH_OTHER_SCALE},
+        explains=scale_explains(FLASH_OTHER_SCALE),
         probes=(Probe("peak_memory", long_flash, flash_memory_limit, "full_score_matrix"),
                 Probe("key_blocks", key_probe_inputs, lambda inputs: 0, "keys_not_in_blocks")),
         edge=one_block,
@@ -665,9 +665,10 @@ register(
             MISSING_RESCALE: "When a block raises a query's running maximum m, what was summed so far (in total "
             "and in acc) was measured against the old maximum: multiply both by exp(m_old − m_new) before adding "
             "the block's terms.",
-            "first_score_as_max": "Your running maximum m is never updated, so it stays at its start, −∞, and each "
-            "block's factor exp(m − m_new) is 0: it wipes out everything summed before. Your output is attention "
-            "over the last block only. Keep the new maximum after each block.",
+            "first_score_as_max": "Your output is attention over the last block of keys only: what the earlier "
+            "blocks summed is lost. Two codes do that: m, total and acc set up again inside the loop over the "
+            "blocks (set them up once, before it), or a running maximum m that is never updated, so it stays at "
+            "−∞ and each block's factor exp(m − m_new) is 0 (keep the new maximum after each block).",
             "max_from_zero": "Your running maximum starts at 0. For a query whose scores are all far below 0 (below "
             "about −745), every exp(score − 0) underflows to 0, and its output becomes 0/0. Start it at −∞.",
             "global_max_subtraction": "Your running maximum is one number for all queries. A query whose scores "
@@ -689,7 +690,7 @@ register(
         reference=lambda q, k, v, block_size: _causal(q, k, v, block_size),
         mistakes=CAUSAL_MISTAKES,
         dtype="float64",  # float64 in, float64 out, right to double precision: no float32 on the way, no rounding
-        explains={"scale_by_other_size": CAUSAL_FLASH_OTHER_SCALE},
+        explains=scale_explains(CAUSAL_FLASH_OTHER_SCALE),
         probes=(
             Probe("peak_memory", long_flash, flash_memory_limit, "full_score_matrix"),
             Probe("causal_blocks", causal_probe_inputs, lambda inputs: 0, "future_blocks_computed"),

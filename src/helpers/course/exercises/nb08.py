@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..reference import softmax
-from ..scales import other_scale
+from ..scales import other_scale, scale_explains
 from ..spec import Exercise, register, upstream_of
 
 NOTEBOOK = "08_order_and_position"
@@ -513,7 +513,7 @@ def _exercises() -> list[Exercise]:
             answers=("q_rot", "k_rot", "outputs_rope"), inputs=upstream_of(world, "q_rot"),
             reference=ref_rope_attention, reads=("queries", "keys", "values", "positions"),
             mistakes=ROPE_ATTENTION_MISTAKES, atol=1e-5, framework="torch",
-            explains={"scale_by_other_size": ROPE_OTHER_SCALE},
+            explains=scale_explains(ROPE_OTHER_SCALE),
             # "written yourself as in part 1": the library's fused function is what the cell compares with
             how={"library_attention": False},
             hints={"not_as_asked:library_attention": "Your cell calls a library's attention "

@@ -32,7 +32,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..reference import softmax
-from ..scales import other_scale
+from ..scales import other_scale, scale_explains
 from ..spec import Exercise, RowBudget, register
 
 NOTEBOOK = "09_cross_attention_kv_cache"
@@ -265,6 +265,25 @@ def padded_inputs(rng=None) -> dict:
     lengths = rng.integers(1, n_k, size=b)
     return {"q": rng.normal(size=(b, n_q, d)), "k": rng.normal(size=(b, n_k, d)), "v": rng.normal(size=(b, n_k, d_v)),
             "enc_lengths": lengths}
+
+
+def loud_padding(first: dict) -> dict:
+    """An edge trial from the first random one: the padding holds garbage that scores far above every real key (each
+    query close to one direction, each padded key 400 / |q|² times along it: scores of 100 and more). Masked right,
+    the padding gets weight 0 whatever it holds; a softmax that takes its maximum over the padded keys too shifts
+    every real score so far down that its exp underflows to 0 in float32, and the row becomes 0/0."""
+    q, k = np.asarray(first["q"], dtype=np.float64), np.array(first["k"], dtype=np.float64)
+    lengths = np.asarray(first["enc_lengths"])
+    b, n_q, d = q.shape
+    rng = np.random.default_rng([b, n_q, d, k.shape[1]])
+    q0 = rng.normal(size=(b, 1, d))
+    q = q0 + 0.1 * rng.normal(size=(b, n_q, d))
+    for i in range(b):
+        k[i, lengths[i]:] = 400.0 * q0[i, 0] / float(q0[i, 0] @ q0[i, 0])
+    return {**first, "q": q, "k": k}
+
+
+loud_padding.of_first_trial = True
 
 
 # --- part 3: attention over a cache -------------------------------------------------------
@@ -501,9 +520,16 @@ def cache_bytes_inputs(rng=None) -> dict:
 
 def large_cache(inputs: dict) -> dict:
     """The edge trial: a real model's cache, larger than 2**32 bytes, where a product in int32 wraps around: GPT-3's
-    sizes with one byte per number (an 8-bit cache, 4.5 GiB), so that a function that never counts fewer than 2
-    bytes (`max(bytes_per_number, 2)`) shows as well."""
-    return dict(zip(inputs, (*GPT3[:4], 1)))
+    sizes over a long context of 30 000 tokens (so that a count capped at a context length, `min(n, 4096)`, shows)
+    with one byte per number (an 8-bit cache, 70 GB), so that a function that never counts fewer than 2 bytes
+    (`max(bytes_per_number, 2)`) shows as well."""
+    return dict(zip(inputs, (*GPT3[:2], 30_000, GPT3[3], 1)))
+
+
+def four_bit_cache(inputs: dict) -> dict:
+    """An edge trial: GPT-2 small's sizes with half a byte per number (a 4-bit cache), so that bytes rounded to a
+    whole number (`int(bytes_per_number)`, `math.ceil`) show."""
+    return dict(zip(inputs, (*GPT2_SMALL[:4], 0.5)))
 
 
 def empty_cache(inputs: dict) -> dict:
@@ -659,9 +685,9 @@ CACHED_OTHER_SCALE = other_scale(lambda i, scale: _cached(**i, scale=scale),
 def _exercises() -> list[Exercise]:
     common = {"notebook": NOTEBOOK, "kind": "function"}
     torch_ = {**common, "framework": "torch"}
-    padded = {"inputs": padded_inputs, "reference": ref_padded, "mistakes": PADDED_MISTAKES,
+    padded = {"inputs": padded_inputs, "reference": ref_padded, "mistakes": PADDED_MISTAKES, "edge": loud_padding,
               "signs": {"padding_penalty_on_real_keys": _penalty_on_real_keys},
-              "explains": {"scale_by_other_size": PADDED_OTHER_SCALE},
+              "explains": scale_explains(PADDED_OTHER_SCALE),
               "raised_hints": ((r"must match the size of tensor|must be broadcastable|Incompatible shapes",
                                 mask_width_hint),)}
     # "write …" (the TO-DOs say it in so many words): the library's fused attention is not the step; the
@@ -671,7 +697,7 @@ def _exercises() -> list[Exercise]:
     return [
         Exercise("09.cross_attention", title="Cross-attention", answers=("cross_attention",), inputs=cross_inputs,
                  reference=ref_cross, mistakes=CROSS_MISTAKES, hints=CROSS_HINTS,
-                 edge=_batch_of_one, explains={"scale_by_other_size": CROSS_OTHER_SCALE}, **own, **torch_),
+                 edge=_batch_of_one, explains=scale_explains(CROSS_OTHER_SCALE), **own, **torch_),
         Exercise("09.padded_cross_attention", title="Cross-attention over a padded batch of sources",
                  answers=("padded_cross_attention",), hints=PADDED_HINTS, **own, **padded, **torch_),
         Exercise("09.cached_attention", title="Attention of the newest queries over a cache",
@@ -679,7 +705,7 @@ def _exercises() -> list[Exercise]:
                  mistakes=CACHED_MISTAKES, hints=CACHED_HINTS,
                  # one new query, as decoding calls it: the answer keeps its query axis, (…, 1, d_v), not squeezed
                  edge=_one_query,
-                 explains={"scale_by_other_size": CACHED_OTHER_SCALE}, **own, **torch_),
+                 explains=scale_explains(CACHED_OTHER_SCALE), **own, **torch_),
         Exercise(
             "09.decode",
             notebook=NOTEBOOK,
@@ -700,7 +726,7 @@ def _exercises() -> list[Exercise]:
                  inputs=cache_bytes_inputs, reference=ref_cache_bytes, mistakes=CACHE_BYTES_MISTAKES,
                  rtol=1e-6, atol=0.0,  # relative: an answer in MiB is a small number
                  framework="python",  # "a number out": not a tensor, nor a float32 (inexact above 2**24)
-                 edge=(large_cache, empty_cache),
+                 edge=(large_cache, empty_cache, four_bit_cache),
                  signs={"integer_overflow": _wrapped, "cache_in_kibibytes": _in_kibibytes}, **common),
         Exercise("09.tf_padded_cross_attention", title="Cross-attention over a padded batch in TensorFlow",
                  answers=("tf_padded_cross_attention",), hints=TF_PADDED_HINTS, **padded, **common,

@@ -432,6 +432,23 @@ def answers_off_rule(inputs: dict) -> dict:
     return {**inputs, "tokens": tokens}
 
 
+def one_digit(first: dict) -> dict:
+    """An edge trial from the first random one: prompts of one digit, so one guess per sequence (guesses of shape
+    (batch, 1)): a squeeze that drops that axis too, and then compares (batch,) with (batch, 1), shows. The first
+    half of the sequences guess right (a bonus on their answer), so that the fraction is neither 0 nor 1."""
+    logits = np.asarray(first["logits"])
+    batch, digits = max(logits.shape[0], 3), logits.shape[-1] - 1
+    rng = np.random.default_rng([batch, digits])
+    tokens = make_sequences(rng, batch, 1, digits)
+    logits = rng.normal(size=(*tokens.shape, digits + 1))
+    rows = np.arange((batch + 1) // 2)
+    logits[rows, 1, tokens[rows, 2]] += 6.0
+    return {"logits": logits, "tokens": tokens}
+
+
+one_digit.of_first_trial = True
+
+
 def accuracy_inputs(rng=None) -> dict:
     """Scores of a half-trained model: at the answer positions, the right next token gets a bonus (nine
     times in ten for the first guess, six in ten for the others), so the reference and its wrong
@@ -639,13 +656,16 @@ def _model_example(rng, d_model):
 
 def long_sequence(first: dict) -> dict:
     """An edge replay from the first one: its model example with sequences of 12 tokens and a table of 13
-    positions, longer than the notebook's 8 rows: positions wrapped at 8 (`% 8`) or a table cut to 8 rows show."""
+    positions, longer than the notebook's 8 rows (positions wrapped at 8, `% 8`, or a table cut to 8 rows show),
+    and a vocabulary of 16 tokens, larger than the notebook's 11 (a read-out cut to 11 columns shows)."""
     tokens = np.asarray(first["tokens_demo"])
     table = np.asarray(first["pos_emb_demo"])
-    vocab = np.asarray(first["token_emb_demo"]).shape[0]
-    rng = np.random.default_rng([tokens.shape[0], tokens.shape[1], table.shape[0], vocab])
+    vocab, d_model = 16, table.shape[1]
+    rng = np.random.default_rng([tokens.shape[0], tokens.shape[1], table.shape[0], d_model])
     return {**first, "tokens_demo": rng.integers(0, vocab - 1, size=(tokens.shape[0], 12)),
-            "pos_emb_demo": rng.normal(size=(13, table.shape[1])).round(2)}
+            "pos_emb_demo": rng.normal(size=(13, d_model)).round(2),
+            "token_emb_demo": rng.normal(size=(vocab, d_model)).round(2),
+            "w_readout_demo": (rng.normal(size=(d_model, vocab)) / np.sqrt(d_model)).round(2)}
 
 
 long_sequence.of_first_trial = True
@@ -803,7 +823,7 @@ def _exercises() -> list[Exercise]:
             answers=("answer_loss",),
             kind="function",
             inputs=loss_inputs,
-            edge=answers_off_rule,
+            edge=(answers_off_rule, one_digit),
             reference=ref_loss,
             mistakes=LOSS_MISTAKES,
             hints={"hard_coded": TYPED_LENGTH_HINT},
@@ -845,7 +865,7 @@ def _exercises() -> list[Exercise]:
             answers=("answer_accuracy",),
             kind="function",
             inputs=accuracy_inputs,
-            edge=answers_off_rule,
+            edge=(answers_off_rule, one_digit),
             reference=ref_accuracy,
             mistakes=ACCURACY_MISTAKES,
             signs=ACCURACY_SIGNS,
