@@ -307,7 +307,7 @@ def _batch_and_tokens(inputs) -> dict:
     """The sizes of the inputs other than the keys' width: the tokens, the batch when there is one, and the values'
     width when it is another."""
     q, v = inputs["q"], inputs["v"]
-    sizes = {"n, the number of tokens (q.shape[-2])": q.shape[-2]}
+    sizes = {"n, the number of tokens (q.shape[-2] or k.shape[-2])": q.shape[-2]}
     if q.ndim == 3:
         sizes["the batch size (q.shape[0])"] = q.shape[0]
     if v.shape[-1] != q.shape[-1]:
