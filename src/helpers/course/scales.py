@@ -118,10 +118,7 @@ def _notebook_width(ex: Any) -> int | None:
         inputs = ex.inputs(None)
     except Exception:  # noqa: BLE001 — an example that cannot be made: no such rule
         return None
-    for name in ("k", "w_key", "keys"):
-        if name in inputs and np.ndim(inputs[name]) >= 1:
-            return int(np.shape(inputs[name])[-1])
-    return None
+    return _key_width(inputs)
 
 
 def _key_width(inputs: Mapping[str, Any]) -> int | None:
@@ -132,7 +129,7 @@ def _key_width(inputs: Mapping[str, Any]) -> int | None:
     return None
 
 
-def power_precedence(attend: Callable[[Mapping[str, Any], Any], Any], d_k: str = "d_k") -> Callable[..., str | None]:
+def power_precedence(attend: Callable[[Mapping[str, Any], Any], Any]) -> Callable[..., str | None]:
     """An explain for ``power_precedence``: a square root written ``** 1/2``. ``attend(inputs, scale)`` as for
     :func:`other_scale`. ``d ** 1/2`` is ``(d ** 1) / 2``, so a scale computed that way divides the scores by
     d_k / 2 (equal to √d_k only for d_k = 4: right on notebooks whose keys are 4 wide), and ``s / d ** 1/2``
@@ -161,12 +158,12 @@ def power_precedence(attend: Callable[[Mapping[str, Any], Any], Any], d_k: str =
         if not found:
             return None
         if found[0] == "half":
-            return (f"Your scores are divided by {d_k} / 2, not by √{d_k} (the two are equal only when {d_k} = 4). "
-                    f"In Python `{d_k} ** 1/2` is `({d_k} ** 1) / 2`, because `**` binds tighter than `/`: write "
-                    f"`{d_k} ** 0.5` (or `math.sqrt({d_k})`).")
-        return (f"Your scores are divided by 2 · {d_k}, not by √{d_k}: in Python `scores / {d_k} ** 1/2` is "
-                f"`(scores / {d_k}) / 2`, because `**` binds tighter than `/` and the divisions go left to right. "
-                f"Write `scores / {d_k} ** 0.5` (or divide by `math.sqrt({d_k})`).")
+            return ("Your scores are divided by d_k / 2, not by √d_k (the two are equal only when d_k = 4). In Python "
+                    "`d_k ** 1/2` is `(d_k ** 1) / 2`, because `**` binds tighter than `/`: write `d_k ** 0.5` (or "
+                    "`math.sqrt(d_k)`).")
+        return ("Your scores are divided by 2 · d_k, not by √d_k: in Python `scores / d_k ** 1/2` is "
+                "`(scores / d_k) / 2`, because `**` binds tighter than `/` and the divisions go left to right. Write "
+                "`scores / d_k ** 0.5` (or divide by `math.sqrt(d_k)`).")
 
     return explain
 

@@ -349,14 +349,15 @@ def _library_attention(calls: set[str]) -> bool:
         for c in calls)
 
 
+def _callee(call: ast.Call) -> str:
+    """The name a call calls (``F.softmax(…)`` → ``softmax``; "" for ``f()(…)`` and the like)."""
+    fn = call.func
+    return fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+
+
 def _call_names(tree: ast.AST) -> set[str]:
     """The names of everything the cell calls (``F.softmax(…)`` → ``softmax``)."""
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            fn = node.func
-            out.add(fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else "")
-    return out
+    return {_callee(node) for node in ast.walk(tree) if isinstance(node, ast.Call)}
 
 
 def called_names(source: str) -> set[str]:
@@ -374,8 +375,7 @@ def _without_grad(tree: ast.AST) -> bool:
     called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
-            fn = node.func
-            name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+            name = _callee(node)
             if name in _NO_GRAD and id(node) not in alone:
                 return True
             if name == "set_grad_enabled" and node.args and isinstance(node.args[0], ast.Constant) \
@@ -397,12 +397,8 @@ def _outer_product(call: ast.Call, name: str) -> bool:
 
 def _no_grad_alone(tree: ast.AST) -> bool:
     """Is ``torch.no_grad()`` (or ``inference_mode()``) called on a line of its own, where it does nothing?"""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-            fn = node.value.func
-            if (fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else "") in _NO_GRAD:
-                return True
-    return False
+    return any(isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and _callee(node.value) in _NO_GRAD
+               for node in ast.walk(tree))
 
 
 def _types_numbers(tree: ast.AST) -> bool:

@@ -288,8 +288,7 @@ def _v1_weights(x, d_k, **how):
 def _v1(x, d_k=D_K, scale=None, transpose=False, axis=-1, swap_kv=False, **_):
     """SelfAttentionV1(d_model, d_k) seeded with 123 (for d_model = 3 and d_k = 2, step 5's matrices), whatever the
     inputs."""
-    return attention(x, *_seeded(int(d_k), d_model=int(np.shape(x)[1])), scale=scale, transpose=transpose, axis=axis,
-                     swap_kv=swap_kv)
+    return attention(x, *_v1_weights(x, d_k), scale=scale, transpose=transpose, axis=axis, swap_kv=swap_kv)
 
 
 def _trainable_inputs(rng: np.random.Generator | None = None) -> dict:
@@ -524,8 +523,8 @@ PART_1 = [
 PART_2 = [
     _value("02.weights_qkv", "Three weight matrices from torch.manual_seed(123)", ("w_query", "w_key", "w_value"),
            lambda d_k, d_model, **_: _drawn(d_k, d_model),
-           # replayed with keys 4, 5 or 7 wide and 4 to 8 words (d_model stays 3): a size taken from something else
-           # that happens to be 2 or 3 here (len(x_2) - 1, x.shape[0] // 2) shows
+           # replayed with other numbers of words, d_model and d_k: a size taken from something else that happens
+           # to be 2 or 3 here (len(x_2) - 1, x.shape[0] // 2) shows
            reads=("x", "x_2", "d_model", "d_k"), one_width=True,
            mistakes={
                "swapped_projections": lambda d_k, d_model, **_: {

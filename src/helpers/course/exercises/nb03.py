@@ -572,15 +572,20 @@ def _sizes_only(inputs):
     return sizes
 
 
+def _resized(inputs: dict, sizes: dict) -> dict:
+    """``inputs`` with these sizes, and the earlier predictions among them (the shapes) made to follow."""
+    out = {**inputs, **sizes}
+    n, d_v = out.get("n"), out.get("d_v")
+    shapes = {"scores_shape": (n, n), "weighted_shape": (n, n, d_v), "outputs_shape": (n, d_v)}
+    return {**out, **{k: np.array(v) for k, v in shapes.items() if k in inputs}}
+
+
 def mirrored_sizes(inputs: dict) -> dict:
     """An edge replay for the shape predictions: the drawn sizes mirrored within :data:`SIZED` (2 ↔ 11, 5 ↔ 9, 7
     stays), which reverses the order of every two of them: a prediction that takes the larger of two sizes
     (`max(d_k, d_v)`), right on the draws where that one happened to be the right one, shows."""
     mirror = dict(zip(SIZED, SIZED[::-1]))
-    out = {**inputs, **{k: mirror.get(int(inputs[k]), int(inputs[k])) for k in SIZES if k in inputs}}
-    n, d_v = out.get("n"), out.get("d_v")
-    shapes = {"scores_shape": (n, n), "weighted_shape": (n, n, d_v), "outputs_shape": (n, d_v)}
-    return {**out, **{k: np.array(v) for k, v in shapes.items() if k in inputs}}
+    return _resized(inputs, {k: mirror.get(int(inputs[k]), int(inputs[k])) for k in SIZES if k in inputs})
 
 
 mirrored_sizes.of_first_trial = True  # the first replay's own sizes, mirrored: every pair of them changes order
@@ -590,10 +595,7 @@ def even_sizes(inputs: dict) -> dict:
     """An edge replay for the predictions: an even number of tokens and values one number wide (n = 6, d_model = 10,
     d_k = 8, d_v = 1; the fresh sizes are mostly odd and never 1): a prediction that holds only for odd sizes
     (`n % 2`) or that treats one-wide values apart (`(n,) if d_v == 1`) shows."""
-    out = {**inputs, **{k: v for k, v in {"n": 6, "d_model": 10, "d_k": 8, "d_v": 1}.items() if k in inputs}}
-    n, d_v = out.get("n"), out.get("d_v")
-    shapes = {"scores_shape": (n, n), "weighted_shape": (n, n, d_v), "outputs_shape": (n, d_v)}
-    return {**out, **{k: np.array(v) for k, v in shapes.items() if k in inputs}}
+    return _resized(inputs, {k: v for k, v in {"n": 6, "d_model": 10, "d_k": 8, "d_v": 1}.items() if k in inputs})
 
 
 def _predict_shape(name, title, answer, reference, mistakes):
