@@ -623,6 +623,11 @@ _ROWS = [
      "You applied dropout to the scores, before the softmax. Dropout acts on the attention weights, after the "
      "softmax and before the product with the values (on masked scores, −∞ · 0 is NaN)."),
     # --- notebooks 06 to 10 (simulation 6, B)
+    ("padding_masked_late", "the padded keys masked after the exponentials",
+     "On a batch whose padding holds large numbers (anything can sit in the padding), your result is NaN or inf: "
+     "the padded keys' scores reach the exponentials, or the maximum subtracted before them, ahead of your mask. "
+     "There they overflow (inf · 0 = NaN) or push every real weight down to 0 (0/0). Mask the scores themselves "
+     "before the softmax: fill the padded keys' scores with −inf, so that whatever the padding holds gets weight 0."),
     ("scale_by_other_size", "scaled by the square root of another size than d_k",
      "You divided the scores by the square root of another size of the inputs than d_k. The scores are dot "
      "products of a query and a key, d_k numbers each: divide by √d_k, the width of one key."),
@@ -738,6 +743,11 @@ _PROCESS_ROWS = [
      "Your function reads the stream of scores more than once (or keeps all of it). An online softmax reads "
      "each score once, as it arrives, and keeps only a running maximum and a running sum."),
     # --- notebook 07
+    ("stateful_forward", "forward changes the module from call to call",
+     "Called twice on the same input, your module gives two different outputs: its `forward` changes the module "
+     "as it runs (a weight rescaled or updated in place, a result kept from an earlier call). A forward computes "
+     "its output from its input and the parameters as they are, and leaves them unchanged: only the optimizer "
+     "changes the weights."),
     ("gradient_cut", "the computation cut off from the trainable weights",
      "The result does not require a gradient: a `.detach()`, `torch.no_grad()` or a NumPy round trip cut it off "
      "from the weights, so training could not change them."),

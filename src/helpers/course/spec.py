@@ -871,6 +871,12 @@ def _items_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
 
 
 def _grad_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
+    if ex.kind == "function" and ex.module and record.get("module_stateful") is True:  # before its gradient: a
+        return _fail(ex, "stateful_forward")  # weight changed in place in forward misleads that test
+    if ex.kind == "function" and ex.module and (frozen := record.get("module_frozen")):
+        listed = ", ".join(f"`{n}`" for n in frozen)
+        return _fail(ex, "not_trainable", f"`{ex.module}` has a frozen parameter: {listed} has requires_grad=False, so "
+                                          "no optimizer can train it. Leave requires_grad at its default (True).")
     if not ex.keeps_grad:
         return None
     if ex.kind == "function" and ex.module:  # the function runs a module: the module's output must keep it
@@ -1317,6 +1323,9 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
         if probe.kind == "module_init" and (problem := _module_init_problem(ex, probe, inputs,
                                                                            measured.get(probe.kind))):
             return problem
+        if probe.kind == "module_grad" and isinstance(entry := measured.get(probe.kind), Mapping) \
+                and entry.get("stateful"):
+            return _fail(ex, "stateful_forward")
         if probe.kind == "module_grad" and isinstance(entry := measured.get(probe.kind), Mapping) \
                 and entry.get("inplace_error"):
             return _module_grad_carried(ex, "training through it raises an error in backward") or _fail(

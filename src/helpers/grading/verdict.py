@@ -184,6 +184,10 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                        "input_dtypes": _text_map(facts.get("input_dtypes"), starts_from, "the inputs' dtypes")}
     if ex.keeps_grad and isinstance(raw.get("keeps_grad"), bool):
         record["keeps_grad"] = raw["keeps_grad"]
+    if ex.module and raw.get("module_stateful") is True:
+        record["module_stateful"] = True
+    if ex.module and isinstance(raw.get("module_frozen"), list):
+        record["module_frozen"] = [_text(n, 80) for n in raw["module_frozen"][:20]]
     if ex.keeps_grad and raw.get("grad_inplace"):
         record["grad_inplace"] = _text(raw["grad_inplace"], 300)
     if raw.get("upstream") is not None:
@@ -266,6 +270,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
             if probe.kind == "module_grad":
                 record["probes"][probe.kind] = {} if type(entry.get("keeps_grad")) is not bool else {
                     "keeps_grad": entry["keeps_grad"], "ignores_input": entry.get("ignores_input") is True,
+                    "stateful": entry.get("stateful") is True,
                     "partial": _names(entry.get("partial") or [], {p[0] for p in (record.get("module") or {})
                                                                    .get("params", [])} or {""},
                                       "the parameters whose gradient misses a path"),

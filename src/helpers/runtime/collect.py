@@ -490,7 +490,10 @@ def _rebound(old: Any, new: Any) -> bool:
         a, b = to_array(old, "old", finite=False), to_array(new, "new", finite=False)
     except AnswerError:
         return False
-    return a.shape != b.shape or dtype_name(old) != dtype_name(new) or not np.array_equal(a, b, equal_nan=True)
+    # the same numbers computed another way (step 8's score taken again from the row of all scores) differ in the
+    # last bits of a float32 only: that is not another value
+    return a.shape != b.shape or dtype_name(old) != dtype_name(new) or not np.allclose(a, b, rtol=1e-6, atol=1e-7,
+                                                                                       equal_nan=True)
 
 
 def _without_given(source: str, given: Sequence[str]) -> str:
@@ -1159,6 +1162,8 @@ def _module_grad(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
 
     args = [to_framework(v, "torch") for v in probe["inputs"].values()]
     was_training, state = bool(getattr(module, "training", False)), torch.get_rng_state()
+    kept = _tensor_state(module)  # put back after the calls: a forward that changes the module must not change
+    # the student's (and whether the calls changed it is what `stateful` says)
     try:
         module.eval()
         with torch.enable_grad(), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
@@ -1174,6 +1179,8 @@ def _module_grad(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
             except RuntimeError as exc:  # an in-place change of a tensor autograd saved: backward cannot run
                 return {"keeps_grad": True, "cut": [], "inplace_error": _first_line(exc)[:300]}
             ignores = _ignores_input(module, args, result)
+            torch.set_rng_state(state)  # the first call's draws again, if it draws (dropout left on in eval mode)
+            stateful = _called_again_differs(module, args, result) or not _same_state(_tensor_state(module), kept)
             trained = _backward_in_training(module, args, named)
             partial = _partial_gradients(module, args) if not any(g is None for g in grads) else []
     except Exception as exc:  # noqa: BLE001 — the student's module: anything can happen
@@ -1181,8 +1188,9 @@ def _module_grad(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
     finally:
         module.train(was_training)
         torch.set_rng_state(state)  # a module that draws in evaluation mode must not move the notebook's generator
+        _restore_tensor_state(module, kept)
     out = {"keeps_grad": True, "cut": [n for (n, _), g in zip(named, grads) if g is None], "ignores_input": ignores,
-           "partial": partial}
+           "partial": partial, "stateful": stateful}
     if trained:
         out["inplace_error"] = trained
     return out
@@ -1242,6 +1250,53 @@ def _backward_in_training(module: Any, args: list[Any], named: list[tuple[str, A
     except Exception:  # noqa: BLE001 — the student's module: anything can happen
         return None
     return None
+
+
+def _tensor_state(module: Any) -> dict[str, Any] | None:
+    """A copy of the module's parameters and buffers by name, to compare and to put back (None when they cannot be
+    read)."""
+    try:
+        return {name: t.detach().clone() for name, t in module.state_dict().items()}
+    except Exception:  # noqa: BLE001 — the student's module: anything can happen
+        return None
+
+
+def _same_state(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    import torch
+
+    if a is None or b is None:
+        return True
+    return a.keys() == b.keys() and all(a[n].shape == b[n].shape and bool(torch.equal(a[n], b[n])) for n in a)
+
+
+def _restore_tensor_state(module: Any, kept: dict[str, Any] | None) -> None:
+    """Put the module's parameters and buffers back as ``kept`` holds them (after probes that called it)."""
+    import torch
+
+    if kept is None:
+        return
+    try:
+        current = module.state_dict()
+        with torch.no_grad():
+            for name, saved in kept.items():
+                if name in current and current[name].shape == saved.shape:
+                    current[name].copy_(saved)
+    except Exception:  # noqa: BLE001 — the student's module: anything can happen
+        pass
+
+
+def _called_again_differs(module: Any, args: list[Any], first: Any) -> bool:
+    """Called once more on the same input (after the probe's other calls), does the module give another output? A
+    forward that changes the module (a weight rescaled in place) or keeps something from call to call does."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            again = module(*args)
+    except Exception:  # noqa: BLE001 — raising now is another problem
+        return False
+    return isinstance(again, torch.Tensor) and (again.shape != first.shape or not bool(
+        torch.allclose(again.float(), first.detach().float(), rtol=1e-5, atol=1e-6, equal_nan=True)))
 
 
 def _ignores_input(module: Any, args: list[Any], result: Any) -> bool:
@@ -1466,9 +1521,43 @@ def _keeps_grad_tf(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> bool | 
 def _numpy_of_graph(exc: BaseException) -> bool | None:
     """False when ``exc`` is PyTorch refusing ``.numpy()`` on a tensor that requires a gradient: the function
     takes its result out of the graph (a NumPy round trip), and only works where no gradient is wanted. None
-    (cannot be told) for any other error."""
+    (cannot be told) for any other error. Likewise ``requires_grad_(False)`` on a result that is part of the graph,
+    which PyTorch refuses there (only leaves may change the flag): it only works where no gradient is wanted."""
     text = str(exc)
-    return False if isinstance(exc, RuntimeError) and "numpy()" in text and "requires grad" in text else None
+    refused = "numpy()" in text and "requires grad" in text or "requires_grad flags of leaf variables" in text
+    return False if isinstance(exc, RuntimeError) and refused else None
+
+
+def _frozen(module: Any) -> list[str]:
+    """The names of the module's parameters that do not require a gradient (frozen: no optimizer trains them)."""
+    try:
+        return [name for name, p in module.named_parameters() if not p.requires_grad][:20]
+    except Exception:  # noqa: BLE001 — not a module, or one whose parameters cannot be listed
+        return []
+
+
+def _module_stateful(module: Any, inputs: Mapping[str, Any]) -> bool | None:
+    """Called twice on the first of ``inputs``, does the module give two outputs, or change its parameters or
+    buffers? (See :func:`_called_again_differs`.) The module and torch's generator are left as they were; None when
+    that cannot be told."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(module, torch.nn.Module) or not inputs:
+        return None
+    args = [to_framework(next(iter(inputs.values())), "torch")]
+    kept, state = _tensor_state(module), torch.get_rng_state()
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            first = module(*args)
+            torch.set_rng_state(state)
+            if not isinstance(first, torch.Tensor):
+                return None
+            return _called_again_differs(module, args, first) or not _same_state(_tensor_state(module), kept)
+    except Exception:  # noqa: BLE001 — the student's module: anything can happen
+        return None
+    finally:
+        torch.set_rng_state(state)
+        _restore_tensor_state(module, kept)
 
 
 def _module_keeps_grad(module: Any, inputs: Mapping[str, Any]) -> bool | None:
@@ -1550,6 +1639,9 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
         if plan.get("keeps_grad") and framework == "torch" and plan.get("trials") and plan.get("module"):
             # the function runs a module the cell made (which it may call without gradients): that module's output
             record["module_grad"] = _module_keeps_grad(namespace.get(plan["module"]), plan["trials"][0])
+        if framework == "torch" and plan.get("trials") and plan.get("module"):
+            record["module_stateful"] = _module_stateful(namespace.get(plan["module"]), plan["trials"][0])
+            record["module_frozen"] = _frozen(namespace.get(plan["module"]))
         elif plan.get("keeps_grad") and framework == "torch" and plan.get("trials"):
             wanted = plan["keeps_grad"] if isinstance(plan["keeps_grad"], (list, tuple)) else None
             notes: dict[str, Any] = {}

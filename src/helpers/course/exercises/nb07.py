@@ -484,6 +484,23 @@ def one_block(inputs: dict) -> dict:
     return {**inputs, "block_size": int(np.shape(inputs["k"])[0]) + 2}
 
 
+def key_by_key(inputs: dict) -> dict:
+    """An edge trial of the blockwise steps: blocks of one key (the notebook's own cell tries block sizes from 1):
+    a loop whose step is not the block size itself (at least 2, say) skips keys there."""
+    return {**inputs, "block_size": 1}
+
+
+def wide_values(first: dict) -> dict:
+    """An edge trial from the first random one: values wider than the queries and keys (d_v = d_k + 3; the draws
+    mostly give d_v ≤ d_k), so that values cut to d_k columns show. New values, from a generator seeded by the
+    sizes."""
+    b, h, n, d = np.shape(first["q"])
+    return {**first, "v": np.random.default_rng([b, h, n, d]).normal(size=(b, h, n, d + 3))}
+
+
+wide_values.of_first_trial = True
+
+
 def huge_future(inputs: dict) -> dict:
     """An edge trial of causal blockwise attention: the second key, in the first query's own (diagonal) block, scores
     far above every other with the first query, which must not see it. A mask applied after the exponentials (the
@@ -558,6 +575,7 @@ register(
         kind="function",
         framework="torch",
         inputs=vectorised_inputs,
+        edge=wide_values,
         reference=lambda q, k, v: attention(q, k, v),
         mistakes=VECTORISED_MISTAKES,
         explains=scale_explains(VECTORISED_OTHER_SCALE),
@@ -636,7 +654,7 @@ register(
         explains=scale_explains(FLASH_OTHER_SCALE),
         probes=(Probe("peak_memory", long_flash, flash_memory_limit, "full_score_matrix"),
                 Probe("key_blocks", key_probe_inputs, lambda inputs: 0, "keys_not_in_blocks")),
-        edge=one_block,
+        edge=(one_block, key_by_key),
         raises=BLOCKS_RAISED,
         how={"library_attention": False},
         not_with=NOT_NUMPY,
@@ -698,7 +716,7 @@ register(
             # "one tile of block_size queries at a time": not one query at a time
             Probe("tile_blocks", causal_probe_inputs, lambda inputs: 0, "keys_not_in_blocks"),
         ),
-        edge=(one_block, huge_future),
+        edge=(one_block, huge_future, key_by_key),
         raises={r"\bScoresAboveTheDiagonal\b": "future_blocks_computed", **BLOCKS_RAISED,
                 r"\bQueriesNotInTiles\b": "queries_not_in_tiles"},
         how={"library_attention": False},

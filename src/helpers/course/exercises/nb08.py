@@ -229,9 +229,9 @@ def sinusoidal_inputs(rng=None) -> dict:
 
 
 def long_table(inputs: dict) -> dict:
-    """An edge trial as large as the table the notebook draws (32 positions, 32 wide) and longer: a function that
-    changes its answer beyond the small sizes of the other trials shows."""
-    return {"n": 40, "d_model": 32}
+    """An edge trial as wide as the table the notebook draws (32) and far longer (80 positions): a function that
+    changes its answer beyond the small sizes of the other trials (a table capped at 50 rows, say) shows."""
+    return {"n": 80, "d_model": 32}
 
 
 def ref_sinusoid(n, d_model):
@@ -372,6 +372,12 @@ def rope_inputs(rng=None) -> dict:
     return {"x": rng.normal(size=(*lead, n, d)), "positions": rng.integers(0, 20, size=n)}
 
 
+def far_positions(inputs: dict) -> dict:
+    """An edge trial: the same vectors at positions 100 and beyond (the other trials stay below 20): positions
+    wrapped at a maximum length (`% 64`), or a table of angles cut short, show."""
+    return {**inputs, "positions": np.asarray(inputs["positions"]) + 100}
+
+
 def ref_rope(x, positions):
     return rope(x, positions)
 
@@ -504,7 +510,7 @@ def _exercises() -> list[Exercise]:
         Exercise(
             "08.rope", title="The rotation of RoPE", answers=("apply_rope",), inputs=rope_inputs,
             reference=ref_rope, mistakes=ROPE_MISTAKES, hints=ROPE_HINTS, dtype="float32", atol=5e-5, points=2,
-            signs={"pe_exponent_sign": _exponent_sign},
+            signs={"pe_exponent_sign": _exponent_sign}, edge=far_positions,
             keeps_grad=True,  # the queries and keys it turns are trained through it
             **fn,
         ),

@@ -286,6 +286,15 @@ def loud_padding(first: dict) -> dict:
 loud_padding.of_first_trial = True
 
 
+def _padding_masked_late(answer, inputs) -> bool:
+    """NaN or inf on a batch whose padding scores far above the words (:func:`loud_padding`): the padded keys'
+    scores reached the exponentials, or the maximum taken before them, ahead of the mask."""
+    got = np.asarray(next(iter(answer.values())), dtype=np.float64)
+    k, lengths = np.asarray(inputs["k"]), np.asarray(inputs["enc_lengths"])
+    loud = any(np.abs(k[i, int(n):]).max(initial=0.0) > 50.0 for i, n in enumerate(lengths))
+    return loud and not bool(np.isfinite(got).all())
+
+
 # --- part 3: attention over a cache -------------------------------------------------------
 
 
@@ -686,7 +695,8 @@ def _exercises() -> list[Exercise]:
     common = {"notebook": NOTEBOOK, "kind": "function"}
     torch_ = {**common, "framework": "torch"}
     padded = {"inputs": padded_inputs, "reference": ref_padded, "mistakes": PADDED_MISTAKES, "edge": loud_padding,
-              "signs": {"padding_penalty_on_real_keys": _penalty_on_real_keys},
+              "signs": {"padding_penalty_on_real_keys": _penalty_on_real_keys,
+                        "padding_masked_late": _padding_masked_late},
               "explains": scale_explains(PADDED_OTHER_SCALE),
               "raised_hints": ((r"must match the size of tensor|must be broadcastable|Incompatible shapes",
                                 mask_width_hint),)}

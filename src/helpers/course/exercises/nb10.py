@@ -449,6 +449,19 @@ def one_digit(first: dict) -> dict:
 one_digit.of_first_trial = True
 
 
+def unused_tokens(first: dict) -> dict:
+    """An edge trial from the first random one: a vocabulary two tokens larger than the batch uses (a model's
+    vocabulary holds tokens a batch need not contain), so that a vocabulary size read off the tokens
+    (`tokens.max() + 1`) instead of the logits shows. The extra logits are drawn from a generator seeded by the
+    sizes."""
+    logits = np.asarray(first["logits"])
+    extra = np.random.default_rng(list(logits.shape)).normal(size=(*logits.shape[:-1], 2))
+    return {**first, "logits": np.concatenate([logits, extra], axis=-1)}
+
+
+unused_tokens.of_first_trial = True
+
+
 def accuracy_inputs(rng=None) -> dict:
     """Scores of a half-trained model: at the answer positions, the right next token gets a bonus (nine
     times in ten for the first guess, six in ten for the others), so the reference and its wrong
@@ -823,7 +836,7 @@ def _exercises() -> list[Exercise]:
             answers=("answer_loss",),
             kind="function",
             inputs=loss_inputs,
-            edge=(answers_off_rule, one_digit),
+            edge=(answers_off_rule, one_digit, unused_tokens),
             reference=ref_loss,
             mistakes=LOSS_MISTAKES,
             hints={"hard_coded": TYPED_LENGTH_HINT},
