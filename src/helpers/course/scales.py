@@ -129,25 +129,30 @@ def _key_width(inputs: Mapping[str, Any]) -> int | None:
     return None
 
 
-def power_precedence(attend: Callable[[Mapping[str, Any], Any], Any]) -> Callable[..., str | None]:
+def power_precedence(attend: Callable[[Mapping[str, Any], Any], Any],
+                     width: Callable[[Mapping[str, Any]], int | None] = _key_width,
+                     d_k: str = "d_k") -> Callable[..., str | None]:
     """An explain for ``power_precedence``: a square root written ``** 1/2``. ``attend(inputs, scale)`` as for
     :func:`other_scale`. ``d ** 1/2`` is ``(d ** 1) / 2``, so a scale computed that way divides the scores by
     d_k / 2 (equal to √d_k only for d_k = 4: right on notebooks whose keys are 4 wide), and ``s / d ** 1/2``
-    divides them by 2 · d_k. Named when every wrong trial matches one of the two (the same one on all)."""
+    divides them by 2 · d_k. Named when every wrong trial matches one of the two (the same one on all). ``width``:
+    d_k of a trial's inputs (the keys' width by default); ``d_k``: its name in the message ("d_head" for heads)."""
     from .spec import _as_named, _close
 
     def explain(ex, trials, record=None) -> str | None:
         if ex.kind == "function" and record and (record.get("scalars_read") or record.get("globals_read")):
             return None  # a function that reads the notebook's numbers: the check of global reads says so
         found: list[str] | None = None
+        sizes = set()  # the d_k of the wrong trials: one size alone cannot tell d_k / 2 from another number
         for got, inputs in trials:
             if _close(got, ex.expected(inputs), ex.answers, ex.rtol, ex.atol):
                 continue
-            width = _key_width(inputs)
-            if width is None:
+            size = width(inputs)
+            if size is None:
                 return None
+            sizes.add(size)
             here = []
-            for form, scale in (("half", width / 2), ("double", 2.0 * width)):
+            for form, scale in (("half", size / 2), ("double", 2.0 * size)):
                 with np.errstate(all="ignore"):
                     out = _as_named(ex, attend(inputs, scale))
                 if _close(got, out, ex.answers, ex.rtol * LOOSER, ex.atol * LOOSER):
@@ -155,19 +160,21 @@ def power_precedence(attend: Callable[[Mapping[str, Any], Any], Any]) -> Callabl
             found = here if found is None else [f for f in found if f in here]
             if not found:
                 return None
-        if not found:
+        if not found or len(sizes) < 2:
             return None
         if found[0] == "half":
-            return ("Your scores are divided by d_k / 2, not by √d_k (the two are equal only when d_k = 4). In Python "
-                    "`d_k ** 1/2` is `(d_k ** 1) / 2`, because `**` binds tighter than `/`: write `d_k ** 0.5` (or "
-                    "`math.sqrt(d_k)`).")
-        return ("Your scores are divided by 2 · d_k, not by √d_k: in Python `scores / d_k ** 1/2` is "
-                "`(scores / d_k) / 2`, because `**` binds tighter than `/` and the divisions go left to right. Write "
-                "`scores / d_k ** 0.5` (or divide by `math.sqrt(d_k)`).")
+            return (f"Your scores are divided by {d_k} / 2, not by √{d_k} (the two are equal only when {d_k} = 4). "
+                    f"In Python `{d_k} ** 1/2` is `({d_k} ** 1) / 2`, because `**` binds tighter than `/`: write "
+                    f"`{d_k} ** 0.5` (or `math.sqrt({d_k})`).")
+        return (f"Your scores are divided by 2 · {d_k}, not by √{d_k}: in Python `scores / {d_k} ** 1/2` is "
+                f"`(scores / {d_k}) / 2`, because `**` binds tighter than `/` and the divisions go left to right. "
+                f"Write `scores / {d_k} ** 0.5` (or divide by `math.sqrt({d_k})`).")
 
     return explain
 
 
-def scale_explains(other: Callable[..., str | None]) -> dict[str, Callable[..., str | None]]:
-    """A step's explains for the scale: ``other`` (an :func:`other_scale`) and the ``** 1/2`` of the same step."""
-    return {"scale_by_other_size": other, "power_precedence": power_precedence(other.attend)}
+def scale_explains(other: Callable[..., str | None], width: Callable[[Mapping[str, Any]], int | None] = _key_width,
+                   d_k: str = "d_k") -> dict[str, Callable[..., str | None]]:
+    """A step's explains for the scale: ``other`` (an :func:`other_scale`) and the ``** 1/2`` of the same step
+    (``width``, ``d_k``: see :func:`power_precedence`)."""
+    return {"scale_by_other_size": other, "power_precedence": power_precedence(other.attend, width, d_k)}

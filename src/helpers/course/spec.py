@@ -639,7 +639,7 @@ def _compare(ex: Exercise, got: Arrays, want: Arrays, trial: str = "", *, produc
         g, w = got[name], want[name]
         problem = nonfinite_problem(g, label.strip("`"))
         if problem and not (g.shape == w.shape and np.array_equal(g, w, equal_nan=True)):
-            return problem.message
+            return _beyond_float32(label, g, w) or problem.message
         if g.shape != w.shape:
             return shape_message(label, g, w, product)
         with np.errstate(invalid="ignore", over="ignore"):
@@ -653,6 +653,21 @@ def _compare(ex: Exercise, got: Arrays, want: Arrays, trial: str = "", *, produc
         if not ok:
             return f"{label}{trial} " + _first_difference(g, w, ex.rtol, ex.atol)
     return None
+
+
+def _beyond_float32(label: str, got: np.ndarray, want: np.ndarray) -> str | None:
+    """Where ``got`` is inf and the right number is finite but beyond float32's range: a float32 on the way
+    overflowed (not an exp)."""
+    if got.shape != want.shape:
+        return None
+    with np.errstate(invalid="ignore"):
+        where = np.isinf(got) & np.isfinite(want) & (np.abs(want) > np.finfo(np.float32).max)
+    if not where.any():
+        return None
+    at = tuple(int(i) for i in np.argwhere(where)[0])
+    return (f"{label} contains inf (first at index {at}) where the right number is {want[at]:.4g}, finite but beyond "
+            "the largest float32 (about 3.4e38): a float32 (or float16) on the way overflows there. Keep the numbers "
+            "in float64 (plain Python floats are float64).")
 
 
 compare = _compare  # for the checks' carried-forward credit (helpers.checks)

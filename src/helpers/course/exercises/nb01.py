@@ -48,14 +48,15 @@ def world(rng: np.random.Generator | None = None) -> dict:
 
     ``rng=None`` gives the notebook's own numbers; otherwise small random halves of both signs (see
     :func:`fresh_numbers`), so the scores stay moderate and the softmax does not turn one-hot, for 2, 4 or 5
-    tokens and values 4 or 5 wide.
+    tokens, queries and keys 2, 4 or 5 wide and values 4 or 5 wide.
     """
     if rng is None:
         x, wq, wk, wv, rounded = X, W_QUERY, W_KEY, W_VALUE, ROUNDED_WEIGHTS
-    else:  # other numbers of tokens and a wider value: a loop over range(3) or values[:, :3] shows
-        n, d_v = int(rng.choice([2, 4, 5])), int(rng.choice([4, 5]))
+    else:  # other numbers of tokens, queries and keys of another width and a wider value: a loop over range(3),
+        # keys[:, :3] or values[:, :3] shows
+        n, d_k, d_v = int(rng.choice([2, 4, 5])), int(rng.choice([2, 4, 5])), int(rng.choice([4, 5]))
         x = fresh_numbers(rng, (n, 4))
-        wq, wk = (fresh_numbers(rng, (4, 3)) for _ in range(2))
+        wq, wk = (fresh_numbers(rng, (4, d_k)) for _ in range(2))
         wv = fresh_numbers(rng, (4, d_v), top=2.0)
         rounded = _rounded_rows(rng, n)
     return _world_of(x, wq, wk, wv, rounded)
@@ -239,6 +240,9 @@ SCORES_MISTAKES = {
     "transposed_scores": lambda queries, keys, **_: {"attn_scores": keys @ queries.T},
     "unexpected_scale": lambda queries, keys, **_: {"attn_scores": queries @ keys.T / np.sqrt(keys.shape[-1])},
     "scale_by_d": lambda queries, keys, **_: {"attn_scores": queries @ keys.T / keys.shape[-1]},
+    # the notebook's d_k, 3, typed in (the replays' keys have other widths)
+    "unexpected_scale:typed": lambda queries, keys, **_: {"attn_scores": queries @ keys.T / np.sqrt(3.0)},
+    "scale_by_d:typed": lambda queries, keys, **_: {"attn_scores": queries @ keys.T / 3.0},
     "elementwise_with_transpose": lambda queries, keys, **_: {"attn_scores": queries * keys.T},
     "elementwise_product": lambda queries, keys, **_: {"attn_scores": queries * keys},
     "transposed_first_operand": lambda queries, keys, **_: {"attn_scores": queries.T @ keys},
@@ -267,6 +271,8 @@ SOFTMAX_MISTAKES = {
     "rounded_weights": _weights(lambda s, **_: ROUNDED_WEIGHTS),  # typed in from the notebook's numbers
     "unexpected_scale": _weights(lambda s, keys=None, **_: softmax(s / np.sqrt(_f(keys).shape[-1]))),
     "scale_by_d": _weights(lambda s, keys=None, **_: softmax(s / _f(keys).shape[-1])),
+    "unexpected_scale:typed": _weights(lambda s, **_: softmax(s / np.sqrt(3.0))),
+    "scale_by_d:typed": _weights(lambda s, **_: softmax(s / 3.0)),
 }
 
 

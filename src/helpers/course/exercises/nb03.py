@@ -102,6 +102,20 @@ def world(rng: np.random.Generator | None = None, *, sized: bool = False, d_v: i
     return _world_of(base, rounded_1)
 
 
+def narrow_values(first: dict) -> dict:
+    """An edge replay from the first one: values one number wide, narrower than the keys (the other replays have
+    them wider), so that keys cut to the values' width (`keys[:, :d_v]`) show. From a generator seeded by the first
+    replay's sizes."""
+    x = np.asarray(first["x"]) if "x" in first else np.asarray(first["x_list"], dtype=np.float64)
+    rng = np.random.default_rng([*x.shape, 7])
+    base = _replayed_base(rng, d_v=1)
+    full = _world_of(base, nb01._rounded_rows(rng, base["x"].shape[0])[0])
+    return {name: full[name] for name in first}
+
+
+narrow_values.of_first_trial = True
+
+
 def large_numbers(inputs: dict) -> dict:
     """An edge replay with numbers far above the notebook's (see :func:`nb01.large_numbers`, whose tokens it takes):
     the scores up to about 85, the values near 40. A clamp at the notebook's largest score or value shows."""
@@ -631,6 +645,7 @@ register(
                    PREDICT_SCORES_MISTAKES),
     # float32 all the way, as part 1 asks: integer scores make the softmax raise, float64 weights the next product
     _value("scores", "The attention scores", ("attn_scores",), ref_scores, reads=("queries", "keys"),
+           edge=(large_numbers, narrow_values),
            framework="torch", mistakes=SCORES_MISTAKES, dtype="float32",
            how={"loop": False, "matmul": True},  # "all the scores at once with one matrix product"
            hints={"not_as_asked:loop": "Your numbers are right, but your cell goes through the keys (or the "

@@ -553,8 +553,10 @@ MHA_OTHER_SCALE = other_scale(_mha_scaled, lambda i: {
     "the number of heads (num_heads)": int(i["num_heads"]), "n, the number of tokens (x.shape[1])": i["x"].shape[1],
     "the batch size (x.shape[0])": i["x"].shape[0]},
     d_k="d_head", width="the width of one head's keys (d_model // num_heads, k.shape[-1] after the split)")
+MHA_SCALE_EXPLAINS = scale_explains(MHA_OTHER_SCALE, lambda i: int(np.shape(i["w_query"])[-1]) // int(i["num_heads"]),
+                                    d_k="d_head")
 TF_MHA_EXPLAINS = {
-    "scale_by_other_size": MHA_OTHER_SCALE,
+    **MHA_SCALE_EXPLAINS,
     "transposed_all_axes": matches(_mha_all_axes, "tf.transpose without perm reverses every axis: your split turns "
                                    "(batch, seq, heads, d_head) into (d_head, heads, seq, batch), so the scores pair "
                                    "the tokens through the batch axis, and the merge reverses everything back. Give "
@@ -831,7 +833,7 @@ def _exercises() -> list[Exercise]:
                      "heads_merged_without_transpose": MERGE_ONLY_HINT, "scale_by_d": MHA_TWICE_HINT,
                      "scale_after_softmax": "You divided by √d_head after the softmax, so each head's weights no "
                      "longer sum to 1. The division belongs inside: softmax(scores / √d_head)."},
-           "explains": {"scale_by_other_size": MHA_OTHER_SCALE}}
+           "explains": MHA_SCALE_EXPLAINS}
     return [
         Exercise("06.causal_attention", title="Causal attention", answers=("causal_attention",),
                  hints=_causal_hints("torch"), how=own, **causal, **torch_),
