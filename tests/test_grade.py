@@ -615,7 +615,7 @@ def _value_step_through_the_protocol(ex_id: str, namespace: dict, cell: str) -> 
 
 
 def test_the_grader_names_a_cell_that_overwrites_a_later_read_variable_and_a_list_handed_in():
-    """What the sandbox records about names bound anew and about containers reaches the verdict."""
+    """What the sandbox records about names bound anew (or deleted) and about containers reaches the verdict."""
     torch = pytest.importorskip("torch")
     import math
 
@@ -637,6 +637,10 @@ def test_the_grader_names_a_cell_that_overwrites_a_later_read_variable_and_a_lis
     listed = _value_step_through_the_protocol("09.decode", answer_namespace(ex) | base, loop.format(i="t") +
                                               "decoded = rows")
     assert (listed.status, listed.diagnosis) == ("fail", "wrong_framework") and "list of" in listed.message
+    deleted = _value_step_through_the_protocol("09.decode", answer_namespace(ex) | base, loop.format(i="t") +
+                                               "decoded = torch.cat(rows)\ndel x_seq")
+    assert (deleted.status, deleted.diagnosis) == ("fail", "overwrites_variable") and "deletes `x_seq`" in \
+        deleted.message, deleted.message
 
 
 def test_the_grader_names_an_earlier_answer_undone_and_an_input_of_another_framework():

@@ -42,7 +42,7 @@ import yaml
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell
 
-from helpers.runtime.cells import assigned_names, mentioned_names
+from helpers.runtime.cells import assigned_names, deleted_names, mentioned_names
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions"
@@ -272,7 +272,8 @@ def run_notebook(notebook: str, attempts: list[Attempt], timeout: int = 300) -> 
                 # step's variable it overwrote, which the next attempts must find as the notebook has it
                 source = attempt_source(a, cell.source)
                 before = a.before if isinstance(a.before, str) else "\n".join(a.before or [])
-                stray = assigned_names(before) | (assigned_names(source) - assigned_names(cell.source))
+                stray = assigned_names(before) | (assigned_names(source) - assigned_names(cell.source)) \
+                    | deleted_names(source)
                 if "mutates_input" in str(a.diagnosis):  # changed in place: whatever it names
                     stray |= mentioned_names(source)
                 restore({n for n in stray if not n.startswith("_")}, i)

@@ -83,6 +83,10 @@ _ROWS = [
     ("mask_with_zero", "masked with 0 instead of −∞",
      "A score of 0 still gets weight after the softmax (exp(0) = 1). Fill masked scores with −∞ "
      "(float('-inf') or a very large negative number)."),
+    ("mask_fill_too_small", "masked with a finite number that real scores can fall below",
+     "Your mask fills the hidden scores with a finite number (-100, -1e3 …): a query whose visible scores are all "
+     "lower than it gives its weight to the hidden keys instead. Fill with float('-inf') (or -1e9, or the "
+     "dtype's smallest number): nothing a real score can reach."),
     ("heads_reshaped_without_transpose", "heads split by reshape alone",
      "You reshaped (batch, seq, d) to (batch, heads, seq, d_head) directly, which mixes tokens "
      "between heads. Reshape to (batch, seq, heads, d_head) and then transpose axes 1 and 2."),
@@ -743,6 +747,10 @@ _PROCESS_ROWS = [
      "Your function reads the stream of scores more than once (or keeps all of it). An online softmax reads "
      "each score once, as it arrives, and keeps only a running maximum and a running sum."),
     # --- notebook 07
+    ("forward_twice", "the model run twice in one training step",
+     "Your step runs the model twice: once for the loss it returns and once for the loss it trains on. That doubles "
+     "the work, and with dropout on the two are different random draws, so the number you return is not the loss "
+     "the step learned from. Run the model once, keep that loss, call backward() on it, and return its .item()."),
     ("stateful_forward", "forward changes the module from call to call",
      "Called twice on the same input, your module gives two different outputs: its `forward` changes the module "
      "as it runs (a weight rescaled or updated in place, a result kept from an earlier call). A forward computes "

@@ -105,6 +105,8 @@ def student_cell(ex: Exercise, code: str | None = None, framework: str | None = 
 
 
 def student_function(ex: Exercise, code: str | None, framework: str | None) -> Callable[..., Any]:
+    if code is None and ex.native is not None and framework == ex.framework:
+        return ex.native  # gradients flow through it, as through the student's own
     example = ex.inputs(None)
     keys = list(example)
 

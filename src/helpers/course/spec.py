@@ -199,6 +199,9 @@ class Exercise:
     # a function step's result when its float inputs require a gradient (no .detach(), no torch.no_grad())
     # (a tuple of argument names: those inputs only, e.g. not a fixed encoding handed in next to the weights)
     keeps_grad: bool | tuple[str, ...] = False
+    # function steps: the reference written in the step's framework, differentiable; put in for the student's
+    # function where a later step trains through it (that step judged with a right one, for carried credit)
+    native: Callable[..., Any] | None = None
     # function steps: a call that raised an error whose text ("Type: message", with the student's line)
     # matches the regular expression is that mistake (e.g. an OverflowError from exp(s - m) with s > m)
     raises: Mapping[str, str] = field(default_factory=dict)
@@ -619,8 +622,27 @@ def _first_difference(got: np.ndarray, want: np.ndarray, rtol: float, atol: floa
     n_bad, n = int(bad.sum()), bad.size
     return (
         "first differs {}: you have {}, expected {} ".format(where, *_distinct(float(got[idx]), float(want[idx])))
-        + f"({n_bad} of {n} entries differ; largest difference {_fmt(worst)})."
+        + f"({n_bad} of {n} entries differ; largest difference {_fmt(worst)})." + _clipped(got, want, rtol, atol)
     )
+
+
+def _clipped(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str:
+    """When ``got`` is ``want`` cut off at a bound (its own smallest or largest number, reached by two entries or
+    more where the right numbers go past it) and right everywhere else: a sentence that says so."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        if got.size < 2 or got.shape != want.shape or not (np.isfinite(got).all() and np.isfinite(want).all()):
+            return ""
+        lo, hi = float(got.min()), float(got.max())
+        inside = (got > lo + atol) & (got < hi - atol)  # right numbers between the bounds: evidence of a clamp
+        if int(inside.sum()) < 2 or not np.allclose(got, np.clip(want, lo, hi), rtol=rtol, atol=atol):
+            return ""
+        cut = [(b, side) for b, side, past in ((hi, "above", want > hi + atol), (lo, "below", want < lo - atol))
+               if int(past.sum()) >= 2 or (past.any() and int(np.isclose(got, b).sum()) >= 2)]
+    if not cut:
+        return ""
+    bounds = " and ".join(_fmt(b) for b, _ in cut)
+    return (f" Your numbers never go past {bounds} where the right ones do, and all the others are right: a clamp "
+            "or clip in your code cuts them off. Take it out: the right numbers can be that large.")
 
 
 def _compare(ex: Exercise, got: Arrays, want: Arrays, trial: str = "", *, product: bool = True,
@@ -886,8 +908,8 @@ def _items_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
 
 
 def _grad_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
-    if ex.kind == "function" and ex.module and record.get("module_stateful") is True:  # before its gradient: a
-        return _fail(ex, "stateful_forward")  # weight changed in place in forward misleads that test
+    if ex.kind == "function" and ex.module and (how := record.get("module_stateful")):  # before its gradient: a
+        return _stateful_forward(ex, how)  # weight changed in place in forward misleads that test
     if ex.kind == "function" and ex.module and (frozen := record.get("module_frozen")):
         listed = ", ".join(f"`{n}`" for n in frozen)
         return _fail(ex, "not_trainable", f"`{ex.module}` has a frozen parameter: {listed} has requires_grad=False, so "
@@ -1280,6 +1302,19 @@ def _rebound_problem(ex: Exercise, record: Mapping[str, Any], names: Sequence[st
                  f"then run again the cell that computes `{name}` and this one.")
 
 
+def _deleted_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
+    """The cell deletes a name that later cells of the notebook read (``del x_seq``)."""
+    deleted = list(record.get("deleted") or [])
+    if not deleted:
+        return None
+    names = " and ".join(f"`{n}`" for n in deleted[:3])
+    one = len(deleted) == 1
+    return _fail(ex, "overwrites_variable",
+                 f"Your cell also deletes {names}, which the cells further down read: they fail with a NameError "
+                 f"now. Take out the `del`, then run again the cell that defines {'it' if one else 'them'} and "
+                 "this one.")
+
+
 def _reassigned_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     """The cell binds anew an earlier step's answer, and that answer is no longer right (04.weights_1 flattening
     `attn_scores_1` on the way): the earlier step is undone."""
@@ -1331,6 +1366,19 @@ def _probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outco
     return None
 
 
+def _stateful_forward(ex: Exercise, how: Any) -> Outcome:
+    """``stateful_forward``, told the way the calls showed it: two calls on one input that differ (the catalogue's
+    message), or a call on a shorter sequence that broke the next, longer one."""
+    if how != "shorter":
+        return _fail(ex, "stateful_forward")
+    return _fail(ex, "stateful_forward",
+                 "Called on a sequence one token shorter and then on the first one again, your module fails or gives "
+                 "another output: its `forward` changes the module to fit the length it sees (for instance "
+                 "`self.causal_mask = self.causal_mask[:n, :n]`, which keeps only the first call's part of the mask "
+                 "for good). Take a slice into a new local name and leave the module's buffers and parameters as "
+                 "they are: a forward must work for every length up to the one the module was built for.")
+
+
 def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome | None:
     """The module's own dropout draws and its use of its buffer (see :class:`Probe`, ``module_dropout``)."""
     measured = record.get("probes") or {}
@@ -1340,7 +1388,7 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
             return problem
         if probe.kind == "module_grad" and isinstance(entry := measured.get(probe.kind), Mapping) \
                 and entry.get("stateful"):
-            return _fail(ex, "stateful_forward")
+            return _stateful_forward(ex, entry["stateful"])
         if probe.kind == "module_grad" and isinstance(entry := measured.get(probe.kind), Mapping) \
                 and entry.get("inplace_error"):
             return _module_grad_carried(ex, "training through it raises an error in backward") or _fail(
@@ -1523,6 +1571,9 @@ def _step_probe_problem(ex: Exercise, record: Mapping[str, Any], right: bool) ->
                      "only some of them, an optimizer given a part of model.parameters(), or a parameter detached "
                      "or frozen in the step). Compute the gradient of the loss with respect to every weight: "
                      "loss.backward(), then optimizer.step().")
+    if len(entry.get("modes") or []) > 1:
+        return _fail(ex, "forward_twice", ex.hints.get("forward_twice"),
+                     f" (Given a stand-in model, `{name}` called it {len(entry['modes'])} times.)")
     if not all(entry.get("modes") or [True]) or not entry.get("training_after", True):
         return _fail(ex, "trained_in_eval_mode", ex.hints.get("trained_in_eval_mode"))
     if entry.get("rng_reset"):
@@ -2082,7 +2133,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
         for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
                       _float32_precision_problem(ex, right_trials), _rounded_within_tolerance(ex, right_trials),
                       _items_problem(ex, record.get("facts") or {}),
-                      _mutation_problem(ex, record), _rebound_problem(ex, record), _reassigned_problem(ex, record),
+                      _mutation_problem(ex, record), _rebound_problem(ex, record), _deleted_problem(ex, record),
+                      _reassigned_problem(ex, record),
                       _module_problem(ex, record), _grad_off_problem(ex, record),
                       _parameters_problem(ex, record), _grad_problem(ex, record), _budget_problem(ex, plan, record),
                       _module_probe_problem(ex, plan, record), _step_probe_problem(ex, record, right=True)):
@@ -2526,6 +2578,59 @@ def rows_reversed(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
 
     edge.of_first_trial = True
     return edge
+
+
+def large_scores(q: str = "q", k: str = "k", *, x: str | None = None, w_query: str = "w_query",
+                 w_key: str = "w_key", top: float = 800.0) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """An edge trial made from the first random trial, with a score of ``top`` (800 by default: above exp's limit
+    in float64, 709, as in float32, 88). Given ``q`` and ``k``: the first query alone scaled (turned round if need
+    be) so that its largest score is ``top``, the other rows as drawn. Given ``x``: the query weights scaled so that
+    the largest score of all is ``top``. A softmax written out without each row's maximum overflows there (inf /
+    inf = NaN), and so does one shifted by another number (the row's minimum, its mean); a right one gives a
+    one-hot row. See :func:`overflow_sign`."""
+    def edge(first: dict[str, Any]) -> dict[str, Any]:
+        if x is None:
+            qa, ka = np.array(first[q], dtype=float), np.asarray(first[k], dtype=float)
+            row = qa[..., 0, :] @ np.swapaxes(ka, -1, -2) / np.sqrt(ka.shape[-1])
+            peak = float(row.max())
+            if peak <= 0:
+                qa[..., 0, :], peak = -qa[..., 0, :], float(-row.min())
+            qa[..., 0, :] *= top / (peak or 1.0)
+            return {**first, q: qa}
+        xa, wq = np.asarray(first[x], dtype=float), np.asarray(first[w_query], dtype=float)
+        ka = xa @ np.asarray(first[w_key], dtype=float)
+        scores = (xa @ wq) @ ka.T / np.sqrt(ka.shape[-1])
+        peak = float(scores.max())
+        if peak <= 0:
+            wq, peak = -wq, float(-scores.min())
+        return {**first, w_query: wq * (top / (peak or 1.0))}
+
+    edge.of_first_trial = True
+    return edge
+
+
+def overflow_sign(reference: Callable[..., Any], scores: Callable[..., np.ndarray],
+                  limit: float) -> Callable[[Arrays, Mapping[str, Any]], bool]:
+    """A sign of ``unstable_softmax``: NaN or inf in the answer only on rows whose scaled scores (``scores(**inputs)``)
+    reach above ``limit`` (exp's limit in the dtype the step computes in: 88 in float32, 709 in float64) or span more
+    than it, where the right answer is finite, and every other row right."""
+    def sign(answer: Arrays, inputs: Mapping[str, Any]) -> bool:
+        if len(answer) != 1:
+            return False
+        (got,) = (np.asarray(v, dtype=np.float64) for v in answer.values())
+        want = reference(**inputs)
+        want = np.asarray(next(iter(want.values())) if isinstance(want, Mapping) else want, dtype=np.float64)
+        if got.shape != want.shape or got.ndim < 2 or not np.isfinite(want).all():
+            return False
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(got).all(axis=-1)
+            s = np.asarray(scores(**inputs), dtype=np.float64)
+            big = (s.max(axis=-1) > limit) | (s.max(axis=-1) - s.min(axis=-1) > limit)
+        if s.shape[:-1] != bad.shape or not bad.any() or (bad & ~big).any():
+            return False
+        return bool(np.allclose(got[~bad], want[~bad], rtol=1e-4, atol=1e-5))
+
+    return sign
 
 
 def upstream_of(world: Callable[[np.random.Generator | None], dict[str, Any]], answer: str,

@@ -54,6 +54,12 @@ class RunResult:
     error_count: int = 0  # every "err" record, also those beyond MAX_NOTES
 
 
+def _stateful(value: Any) -> str | None:
+    """How a module's forward showed it changes the module (see collect's ``_called_again_differs``): "same" (two
+    calls on one input differ), "shorter" (a call on a shorter sequence broke the longer one), else None."""
+    return value if value in ("same", "shorter") else None
+
+
 def _text(value: Any, limit: int = MAX_TEXT) -> str:
     s = value if isinstance(value, str) else repr(value)
     return s if len(s) <= limit else s[: limit - 1] + "…"
@@ -184,8 +190,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                        "input_dtypes": _text_map(facts.get("input_dtypes"), starts_from, "the inputs' dtypes")}
     if ex.keeps_grad and isinstance(raw.get("keeps_grad"), bool):
         record["keeps_grad"] = raw["keeps_grad"]
-    if ex.module and raw.get("module_stateful") is True:
-        record["module_stateful"] = True
+    if ex.module and (stateful := _stateful(raw.get("module_stateful"))):
+        record["module_stateful"] = stateful
     if ex.module and isinstance(raw.get("module_frozen"), list):
         record["module_frozen"] = [_text(n, 80) for n in raw["module_frozen"][:20]]
     if ex.keeps_grad and raw.get("grad_inplace"):
@@ -208,6 +214,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     bindable = set(plan.data.get("later") or ()) | {k for t in plan.data.get("trials") or () if isinstance(t, dict)
                                                     for k in t}
     record["rebound"] = _names(raw.get("rebound") or [], bindable or {""}, "the names bound anew")
+    record["deleted"] = _names(raw.get("deleted") or [], set(plan.data.get("later") or ()) or {""},
+                               "the names deleted")
     if raw.get("reassigned") is not None and plan.data.get("earlier"):
         record["reassigned"] = _arrays(raw["reassigned"], set(plan.data["earlier"]), "the earlier answers bound anew")
         record["reassigned_dtypes"] = _text_map(raw.get("reassigned_dtypes"), set(plan.data["earlier"]),
@@ -270,7 +278,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
             if probe.kind == "module_grad":
                 record["probes"][probe.kind] = {} if type(entry.get("keeps_grad")) is not bool else {
                     "keeps_grad": entry["keeps_grad"], "ignores_input": entry.get("ignores_input") is True,
-                    "stateful": entry.get("stateful") is True,
+                    "stateful": _stateful(entry.get("stateful")),
                     "partial": _names(entry.get("partial") or [], {p[0] for p in (record.get("module") or {})
                                                                    .get("params", [])} or {""},
                                       "the parameters whose gradient misses a path"),

@@ -113,6 +113,32 @@ def mentioned_names(source: str) -> set[str]:
     return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
 
 
+def deleted_names(source: str) -> set[str]:
+    """The names a cell deletes at its top level (``del x_seq``; not a ``del`` inside a function, nor of an item or
+    an attribute, ``del d[k]``)."""
+    tree = _parse(source)
+    if tree is None:
+        return set()
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            return
+        if isinstance(node, ast.Delete):
+            todo = list(node.targets)
+            while todo:
+                target = todo.pop()
+                if isinstance(target, ast.Name):
+                    found.add(target.id)
+                elif isinstance(target, (ast.Tuple, ast.List)):
+                    todo.extend(target.elts)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
 def free_names(source: str) -> set[str]:
     """The names a cell reads that it does not bind at its top level: the notebook's variables it uses. Names
     local to a function, a lambda or a comprehension of the cell (``for w in ...`` inside a generator) are not

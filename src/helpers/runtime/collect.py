@@ -49,6 +49,7 @@ from .cells import (
     code_features,
     computed_from,
     definition_source,
+    deleted_names,
     discarded_results,
     free_names,
     mentioned_names,
@@ -856,6 +857,7 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
     record["replay"] = {"available": bool(trials) and code is not None, "error": None}
     mutated: set[str] = set()
     rebound: set[str] = set()
+    deleted: set[str] = set()
     later = [n for n in plan.get("later") or () if n not in answers]
     earlier = set(plan.get("earlier") or ()) - set(answers)
     reassigned: set[str] = set()
@@ -887,6 +889,7 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
                        if n in ns and _rebound(overlay[n] if n in overlay else namespace.get(n), ns[n])}
             rebound.update(changed & set(later))
             reassigned.update(changed & earlier)
+            deleted.update(n for n in later if n in overlay and n not in ns)  # `del x_seq`: the cells below fail
             if (changed - set(later)) and not rebound and _rerun_differs(code, ns, answers):
                 rebound.update(changed - set(later))
             got = {}
@@ -920,6 +923,9 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
         mutated.update(n for n in out_targets(source) if n in (plan.get("reads") or ()))  # a replay raised first
     record["mutated"] = sorted(mutated)
     record["rebound"] = sorted(rebound)
+    if source is not None:  # (a name the replays were not handed: what the cell's own run already deleted)
+        deleted |= deleted_names(source) & set(later)
+    record["deleted"] = sorted(deleted)
     # an earlier step's answer the cell binds anew: what it holds now (the verdict asks that step whether it is still
     # right)
     # (and any the cell assigns at all: a replay may have raised on, or been handed, what the cell's own run left
@@ -1180,7 +1186,7 @@ def _module_grad(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
                 return {"keeps_grad": True, "cut": [], "inplace_error": _first_line(exc)[:300]}
             ignores = _ignores_input(module, args, result)
             torch.set_rng_state(state)  # the first call's draws again, if it draws (dropout left on in eval mode)
-            stateful = _called_again_differs(module, args, result) or not _same_state(_tensor_state(module), kept)
+            stateful = _called_again_differs(module, args, result) or _state_changed(module, kept)
             trained = _backward_in_training(module, args, named)
             partial = _partial_gradients(module, args) if not any(g is None for g in grads) else []
     except Exception as exc:  # noqa: BLE001 — the student's module: anything can happen
@@ -1253,10 +1259,11 @@ def _backward_in_training(module: Any, args: list[Any], named: list[tuple[str, A
 
 
 def _tensor_state(module: Any) -> dict[str, Any] | None:
-    """A copy of the module's parameters and buffers by name, to compare and to put back (None when they cannot be
-    read)."""
+    """A copy of the module's parameters and buffers by name (the buffers kept out of its state_dict too), to
+    compare and to put back (None when they cannot be read)."""
     try:
-        return {name: t.detach().clone() for name, t in module.state_dict().items()}
+        named = [*module.named_parameters(remove_duplicate=False), *module.named_buffers(remove_duplicate=False)]
+        return {name: t.detach().clone() for name, t in named if t is not None}
     except Exception:  # noqa: BLE001 — the student's module: anything can happen
         return None
 
@@ -1269,34 +1276,96 @@ def _same_state(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
     return a.keys() == b.keys() and all(a[n].shape == b[n].shape and bool(torch.equal(a[n], b[n])) for n in a)
 
 
+def _state_changed(module: Any, kept: dict[str, Any] | None) -> str | None:
+    """``"same"`` when the module's parameters or buffers are not what ``kept`` holds (the calls changed them)."""
+    return None if _same_state(_tensor_state(module), kept) else "same"
+
+
 def _restore_tensor_state(module: Any, kept: dict[str, Any] | None) -> None:
-    """Put the module's parameters and buffers back as ``kept`` holds them (after probes that called it)."""
+    """Put the module's parameters and buffers back as ``kept`` holds them (after probes that called it), those a
+    forward replaced by a tensor of another shape (``self.causal_mask = self.causal_mask[:n, :n]``) included."""
     import torch
 
     if kept is None:
         return
-    try:
-        current = module.state_dict()
-        with torch.no_grad():
-            for name, saved in kept.items():
-                if name in current and current[name].shape == saved.shape:
-                    current[name].copy_(saved)
-    except Exception:  # noqa: BLE001 — the student's module: anything can happen
-        pass
+    for name, saved in kept.items():
+        try:
+            owner_name, _, leaf = name.rpartition(".")
+            owner = module.get_submodule(owner_name) if owner_name else module
+            with torch.no_grad():
+                if leaf in owner._parameters and owner._parameters[leaf] is not None:
+                    param = owner._parameters[leaf]
+                    if param.shape == saved.shape:
+                        param.copy_(saved)
+                    else:
+                        param.data = saved.clone()
+                elif leaf in owner._buffers:
+                    buffer = owner._buffers[leaf]
+                    if buffer is not None and buffer.shape == saved.shape:
+                        buffer.copy_(saved)
+                    else:
+                        owner._buffers[leaf] = saved.clone()
+        except Exception:  # noqa: BLE001 — the student's module: anything can happen
+            continue
 
 
-def _called_again_differs(module: Any, args: list[Any], first: Any) -> bool:
-    """Called once more on the same input (after the probe's other calls), does the module give another output? A
-    forward that changes the module (a weight rescaled in place) or keeps something from call to call does."""
+def _shorter(args: list[Any]) -> list[Any] | None:
+    """``args`` one token shorter: the sequence axis of the first argument (rows of an (n, d) matrix, axis 1 of a
+    (batch, n, d) batch or of (batch, n) token ids) cut by one, lengths given beside it capped at the new length.
+    None when there is no such axis, or a single token."""
     import torch
 
+    x = args[0] if args else None
+    if not isinstance(x, torch.Tensor) or x.dim() not in (2, 3):
+        return None
+    axis = 0 if x.dim() == 2 and x.is_floating_point() else 1
+    n = int(x.shape[axis])
+    if n < 2:
+        return None
+    rest = []
+    for a in args[1:]:
+        if isinstance(a, torch.Tensor) and a.dim() == 1 and not a.is_floating_point() and a.dtype != torch.bool:
+            a = a.clamp(max=n - 1)  # lengths of the sequences of a padded batch
+        elif isinstance(a, torch.Tensor):
+            return None  # a draw or a mask shaped by the length: not cut here
+        rest.append(a)
+    return [x.narrow(axis, 0, n - 1), *rest]
+
+
+def _called_again_differs(module: Any, args: list[Any], first: Any) -> str | None:
+    """Called once more on the same input (after the probe's other calls), does the module give another output? A
+    forward that changes the module (a weight rescaled in place) or keeps something from call to call does:
+    ``"same"``. Then called on a sequence one token shorter and on the first one again: a forward that cuts what it
+    keeps to the length it sees (``self.causal_mask = self.causal_mask[:n, :n]``) fails or differs on the longer
+    one: ``"shorter"``. None when neither shows."""
+    import torch
+
+    def differs(again: Any) -> bool:
+        return isinstance(again, torch.Tensor) and (again.shape != first.shape or not bool(
+            torch.allclose(again.float(), first.detach().float(), rtol=1e-5, atol=1e-6, equal_nan=True)))
+
+    state = torch.get_rng_state()  # the draws of the first call (a module that draws in this mode draws the same)
     try:
         with torch.no_grad():
             again = module(*args)
     except Exception:  # noqa: BLE001 — raising now is another problem
-        return False
-    return isinstance(again, torch.Tensor) and (again.shape != first.shape or not bool(
-        torch.allclose(again.float(), first.detach().float(), rtol=1e-5, atol=1e-6, equal_nan=True)))
+        return None
+    if differs(again):
+        return "same"
+    if (short := _shorter(args)) is None:
+        return None
+    try:
+        with torch.no_grad():
+            module(*short)
+    except Exception:  # noqa: BLE001 — a module that refuses a shorter sequence: another problem, not this one
+        return None
+    torch.set_rng_state(state)
+    try:
+        with torch.no_grad():
+            again = module(*args)
+    except Exception:  # noqa: BLE001 — it ran on this input before the shorter one: the shorter call changed it
+        return "shorter"
+    return "shorter" if differs(again) else None
 
 
 def _ignores_input(module: Any, args: list[Any], result: Any) -> bool:
@@ -1552,7 +1621,7 @@ def _module_stateful(module: Any, inputs: Mapping[str, Any]) -> bool | None:
             torch.set_rng_state(state)
             if not isinstance(first, torch.Tensor):
                 return None
-            return _called_again_differs(module, args, first) or not _same_state(_tensor_state(module), kept)
+            return _called_again_differs(module, args, first) or _state_changed(module, kept)
     except Exception:  # noqa: BLE001 — the student's module: anything can happen
         return None
     finally:

@@ -256,6 +256,28 @@ def swapped_n_d_k(first: dict) -> dict:
 swapped_n_d_k.of_first_trial = True
 
 
+def small_scores(first: dict) -> dict:
+    """An edge trial from the first random trial: its scores rescaled to add up to 0.5 (or, when they add up to 0
+    or less, made a tenth as large), so that a sum kept from falling below 1 (`.clamp(min=1)`) shows."""
+    s = np.asarray(first["attn_scores_2"], dtype=float)
+    total = float(s.sum())
+    return {**first, "attn_scores_2": s * (0.5 / total) if total > 0 else s / 10}
+
+
+small_scores.of_first_trial = True
+
+
+def journey_not_largest(first: dict) -> dict:
+    """An edge trial from the first random trial: the first word's score made the largest, above the journey's
+    score with itself (which is the largest in most draws), so that code relying on that shows."""
+    s = np.array(first["attn_scores_2"], dtype=float)
+    s[0] = s.max() + 1.0
+    return {**first, "attn_scores_2": s}
+
+
+journey_not_largest.of_first_trial = True
+
+
 def _one_width_inputs(rng: np.random.Generator | None) -> dict:
     return _function_inputs(rng, one_width=True)
 
@@ -395,7 +417,7 @@ PART_1 = [
            }),
     _value("02.weights_2_sum", "Weights by dividing by the sum", ("attn_weights_2_sum",),
            _one("attn_weights_2_sum", lambda attn_scores_2, **_: sum_normalise(attn_scores_2)),
-           reads=("attn_scores_2",), dtype="float32",
+           reads=("attn_scores_2",), dtype="float32", edge=small_scores,
            mistakes={"softmax_instead_of_sum": _one("attn_weights_2_sum",
                                                     lambda attn_scores_2, **_: softmax(attn_scores_2)),
                      "abs_sum_normalisation": _one("attn_weights_2_sum", lambda attn_scores_2, **_:
@@ -406,6 +428,7 @@ PART_1 = [
                   "the plain sum of the scores."}),
     _value("02.weights_2", "Weights by softmax", ("attn_weights_2",),
            _one("attn_weights_2", lambda attn_scores_2, **_: softmax(attn_scores_2)), reads=("attn_scores_2",),
+           edge=journey_not_largest,
            mistakes={
                "sum_normalisation": _one("attn_weights_2", lambda attn_scores_2, **_: sum_normalise(attn_scores_2)),
                "no_softmax": _one("attn_weights_2", lambda attn_scores_2, **_: attn_scores_2),

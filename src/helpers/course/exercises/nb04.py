@@ -36,7 +36,7 @@ import numpy as np
 
 from ..reference import global_softmax, max_without_keepdim, one_sum, softmax, sums_without_keepdim
 from ..roles import ROLES, mix_ups
-from ..spec import Exercise, one_row, register, rows_reversed, upstream_of
+from ..spec import Exercise, large_scores, one_row, overflow_sign, register, rows_reversed, upstream_of
 
 NOTEBOOK = "04_attention_from_scratch_tensorflow"
 SEED = "003_9ffdeb4a97181e8e.txt"  # every number it prints must appear in the stored outputs
@@ -577,6 +577,15 @@ def ref_scaled_attention(q, k, v):
     return _attend(q, k, v)
 
 
+def _qk_scores(q, k, **_):
+    return np.asarray(q, float) @ np.asarray(k, float).T / np.sqrt(np.shape(k)[-1])
+
+
+def _xw_scores(x, w_query, w_key, **_):
+    x = np.asarray(x, float)
+    return _qk_scores(x @ np.asarray(w_query, float), x @ np.asarray(w_key, float))
+
+
 FN_MISTAKES = {
     "missing_scale": lambda q, k, v: _attend(q, k, v, scale=1.0),
     "scale_by_d": lambda q, k, v: _attend(q, k, v, scale=float(k.shape[-1])),
@@ -872,7 +881,13 @@ NUMPY_HINTS = {
     "about 709 above what you subtracted overflows to inf, and inf / inf is nan. Subtract each row's maximum, as "
     "the step asks.",
 }
+_TF_UNSTABLE = ("On rows with large scores your function returns NaN: tf.exp of a score above 88 overflows float32 "
+                "to inf, and inf / inf is NaN. Subtract each row's own maximum before tf.exp "
+                "(tf.reduce_max(s, axis=-1, keepdims=True)): every exponent is then at most 0, none can overflow, "
+                "and the weights do not change. tf.nn.softmax does that for you.")
+
 FN_HINTS = {
+    "unstable_softmax": _TF_UNSTABLE,
     "missing_scale": "Your function does not divide the scores by √d_k. d_k is the size of the last axis of "
     "`k`: tf.shape(k)[-1], cast to float before the square root.",
     "scale_by_d": "Your function divides by d_k itself. Divide by its square root.",
@@ -907,6 +922,7 @@ FN_HINTS = {
     "the outputs are the weighted sums of the values, the weights times `v`.",
 }
 SELF_HINTS = {
+    "unstable_softmax": _TF_UNSTABLE,
     "scale_by_d_model": "You divided by √d_model, the width of x (or the rows of w_key). The scores are dot "
     "products of queries and keys, so divide by √d_k, the width of a key: the last axis of the keys (or of "
     "w_key).",
@@ -1054,7 +1070,10 @@ def _exercises() -> list[Exercise]:
             notebook=NOTEBOOK,
             framework="tensorflow",
             dtype="float32",
-            edge=one_row("q", "v"),  # one query, values of width 1: the answer is (1, 1), not squeezed
+            # one query, values of width 1: the answer is (1, 1), not squeezed; scores of 800: a softmax without
+            # each row's maximum overflows
+            edge=(one_row("q", "v"), large_scores()),
+            signs={"unstable_softmax": overflow_sign(ref_scaled_attention, _qk_scores, 88.0)},  # float32
             widths=("k", "v"),  # "any n, d_k and d_v": values wider than the keys in some trial, narrower in another
             points=2,
         ),
@@ -1070,7 +1089,9 @@ def _exercises() -> list[Exercise]:
             notebook=NOTEBOOK,
             framework="tensorflow",
             dtype="float32",
-            edge=(one_row("x", "w_value"), rows_reversed("x")),  # one token; the same shapes, other numbers
+            # one token; the same shapes, other numbers; scores of 800
+            edge=(one_row("x", "w_value"), rows_reversed("x"), large_scores(x="x")),
+            signs={"unstable_softmax": overflow_sign(ref_self_attention, _xw_scores, 88.0)},
             widths=("w_key", "w_value"),
             depends_on=("04.scaled_attention",),
             points=2,

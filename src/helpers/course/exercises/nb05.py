@@ -27,7 +27,7 @@ from ..reference import (
     unstable_softmax,
 )
 from ..roles import mix_ups
-from ..spec import Exercise, one_row, register, rows_reversed, upstream_of
+from ..spec import Exercise, large_scores, one_row, overflow_sign, register, rows_reversed, upstream_of
 
 NOTEBOOK = "05_numpy_self_attention_bug"
 SEED = "004_0a3221decd775555.txt"  # every number it prints must appear in the stored outputs
@@ -386,6 +386,11 @@ def _attention(x, w_query, w_key, w_value, **how):
     return self_attention(x, w_query, w_key, w_value, **how)[1]
 
 
+def _scaled_scores(x, w_query, w_key, **_):
+    q, k = np.asarray(x, float) @ np.asarray(w_query, float), np.asarray(x, float) @ np.asarray(w_key, float)
+    return q @ k.T / np.sqrt(k.shape[-1])
+
+
 def _sqrt_width(x):
     return float(np.sqrt(x.shape[-1]))
 
@@ -611,11 +616,17 @@ register(
         inputs=attention_inputs,
         reference=ref_self_attention,
         mistakes=ATTENTION_MISTAKES,
-        edge=(one_row("x", "w_value"), rows_reversed("x")),  # one token; the same shapes, other numbers
+        # one token; the same shapes, other numbers; scores of 800 (Part 4's lesson: a softmax without each row's
+        # maximum overflows)
+        edge=(one_row("x", "w_value"), rows_reversed("x"), large_scores(x="x")),
+        signs={"unstable_softmax": overflow_sign(ref_self_attention, _scaled_scores, 709.0)},  # float64
         widths=("w_key", "w_value"),  # "any widths": values wider than the keys in some trial, narrower in another
         points=2,
         depends_on=("05.softmax",),
         hints={
+            "unstable_softmax": "On rows with large scores your function returns NaN: np.exp of a score above "
+            "709 overflows to inf, and inf / inf is NaN, the very bug Part 4 fixed. Call your `softmax` of Part 4 "
+            "(it subtracts each row's own maximum) instead of writing the formula out again.",
             "transposed_scores": _TRANSPOSED,
             "softmax_wrong_axis": _COLUMNS,
             "swapped_projections": "Your keys and values use each other's weights. The keys come from w_key, "

@@ -94,7 +94,7 @@ def causal_edge(inputs: dict) -> dict:
     applied by value, ``scores == 0``, hides it, and the first query sees nothing else); the last key scores 800 with
     the last query, which sees it (a softmax without its maximum overflows). The other queries are made orthogonal
     to the last one, so that the last key scores 0 with them: no hidden score is huge (a softmax over every key,
-    renormalised after the future is zeroed, stays exact, as the notebook shows)."""
+    renormalised after the future is zeroed, stays exact, as the notebook shows). The values are 25 times larger."""
     out = dict(inputs)
     q, k = np.array(inputs["q"], dtype=float), np.array(inputs["k"], dtype=float)
     # the last query of unit length: the last key then has entries of at most 800·√d, and a query orthogonal to it
@@ -104,11 +104,26 @@ def causal_edge(inputs: dict) -> dict:
     q[..., :-1, :] -= (q[..., :-1, :] * last).sum(-1, keepdims=True) * last
     k[..., 0, :] = 0.0
     k[..., -1, :] = (EDGE_SCORE * np.sqrt(q.shape[-1]) * last)[..., 0, :]
-    out["q"], out["k"] = q, k
+    # values far larger than the other trials' (up to about ±60): outputs clamped to a "safe" range show
+    out["q"], out["k"], out["v"] = q, k, np.asarray(inputs["v"], dtype=float) * 25.0
     return out
 
 
 EDGE_SCORE = 800.0  # above exp's limit in float64 (709) as in float32 (88)
+
+
+def far_below_fill(first: dict) -> dict:
+    """An edge trial from the first random one: the first query turned against the first key, the only one it may
+    see, so that its one visible score is -2000. A mask that fills the future with a finite number above that (-100,
+    -1e3) hands the first query's weight to the future keys; -1e9, finfo.min or -inf keep it on the first key."""
+    q, k = np.array(first["q"], dtype=float), np.asarray(first["k"], dtype=float)
+    k0 = k[..., 0, :]
+    norm = np.sum(k0 ** 2, axis=-1, keepdims=True)
+    q[..., 0, :] = -k0 * (2000.0 * np.sqrt(q.shape[-1]) / np.where(norm > 0, norm, 1.0))
+    return {**first, "q": q}
+
+
+far_below_fill.of_first_trial = True
 
 
 def padded_inputs(rng=None) -> dict:
@@ -294,7 +309,22 @@ def _only(answer):
     return value
 
 
-CAUSAL_SIGNS = {"mask_by_value": _masked_by_value, "unstable_softmax": _unshifted}
+def _fill_too_small(answer, inputs) -> bool:
+    """On the trial whose first query's one visible score is -2000 (:func:`far_below_fill`): that query's output
+    wrong (its weight handed to the future keys by a finite fill above -2000), every other row right."""
+    q, k, v = (np.asarray(inputs[n], dtype=np.float64) for n in ("q", "k", "v"))
+    first = np.sum(q[..., 0, :] * k[..., 0, :], axis=-1) / np.sqrt(q.shape[-1])
+    if not np.allclose(first, -2000.0, rtol=1e-6):
+        return False
+    got, want = np.asarray(_only(answer), dtype=np.float64), ref_causal(q, k, v)
+    if got.shape != want.shape or not np.isfinite(got).all():
+        return False
+    return bool(not np.allclose(got[..., 0, :], want[..., 0, :], rtol=1e-4, atol=1e-5)
+                and np.allclose(got[..., 1:, :], want[..., 1:, :], rtol=1e-4, atol=1e-5))
+
+
+CAUSAL_SIGNS = {"mask_by_value": _masked_by_value, "unstable_softmax": _unshifted,
+                "mask_fill_too_small": _fill_too_small}
 
 
 def _causal_scaled(inputs, scale):
@@ -824,7 +854,8 @@ def _exercises() -> list[Exercise]:
            "keeps_grad": True,  # the twins of the pieces above: q, k, v (and the weights) reach the result
            # the PyTorch functions above, run and wrapped in a TensorFlow tensor, are not the TensorFlow version
            "not_with": ("torch", "F", "causal_attention", "multi_head_attention", "split_heads", "merge_heads")}
-    causal = {"inputs": causal_inputs, "reference": ref_causal, "mistakes": CAUSAL_MISTAKES, "edge": causal_edge,
+    causal = {"inputs": causal_inputs, "reference": ref_causal, "mistakes": CAUSAL_MISTAKES,
+              "edge": (causal_edge, far_below_fill),
               "signs": CAUSAL_SIGNS,
               "explains": scale_explains(CAUSAL_OTHER_SCALE)}
     mha = {"inputs": mha_inputs, "reference": ref_mha, "mistakes": MHA_MISTAKES, "atol": 1e-5,

@@ -345,6 +345,28 @@ def cached_inputs(rng=None) -> dict:
             "v": rng.normal(size=(*batch, t + m, d_v))}
 
 
+def _louder(name: str, scores_of, top: float = 40.0):
+    """An edge trial from the first random one: ``name`` scaled so that the largest score (in size) is ``top``, far
+    beyond the other trials' few units (the scores of trained projections, or of part 1's ×16 query): scores clipped
+    or clamped to a "safe" range show. Nothing overflows: the softmax is still exact."""
+    def edge(first: dict) -> dict:
+        peak = float(np.abs(scores_of(first)).max()) or 1.0
+        return {**first, name: np.asarray(first[name], dtype=np.float64) * (top / peak)}
+
+    edge.of_first_trial = True
+    return edge
+
+
+def _qk(i: dict) -> np.ndarray:
+    q, k = np.asarray(i["q"], dtype=np.float64), np.asarray(i["k"], dtype=np.float64)
+    return q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+
+
+def _cross_scores(i: dict) -> np.ndarray:
+    return _qk({"q": np.asarray(i["x_dec"]) @ np.asarray(i["w_query"]),
+                "k": np.asarray(i["x_enc"]) @ np.asarray(i["w_key"])})
+
+
 def _batch_of_one(inputs: dict) -> dict:
     """The edge trial of cross-attention: a batch of one sentence pair, (1, n, d_model): the answer keeps that axis
     (a squeeze shows)."""
@@ -541,6 +563,18 @@ def four_bit_cache(inputs: dict) -> dict:
     return dict(zip(inputs, (*GPT2_SMALL[:4], 0.5)))
 
 
+def one_token(inputs: dict) -> dict:
+    """An edge trial: one token cached (n = 1), what the notebook's "each token adds" line computes: a count that
+    treats one token apart (`if n > 1 else 0`) shows."""
+    return {**inputs, "n": 1}
+
+
+def quarter_bytes(inputs: dict) -> dict:
+    """An edge trial: a quarter of a byte per number (2-bit numbers) and an odd product of the other sizes, so that
+    the total is not a whole number (22.5 bytes): a total rounded (`round`, `math.ceil`, `// 1`) shows."""
+    return dict(zip(inputs, (3, 1, 5, 3, 0.25)))
+
+
 def empty_cache(inputs: dict) -> dict:
     """An edge trial: no token cached yet (n = 0), which takes no bytes at all: a count that never goes below one
     token (`max(n, 1)`, or one token's bytes added to those of n − 1) shows."""
@@ -694,7 +728,8 @@ CACHED_OTHER_SCALE = other_scale(lambda i, scale: _cached(**i, scale=scale),
 def _exercises() -> list[Exercise]:
     common = {"notebook": NOTEBOOK, "kind": "function"}
     torch_ = {**common, "framework": "torch"}
-    padded = {"inputs": padded_inputs, "reference": ref_padded, "mistakes": PADDED_MISTAKES, "edge": loud_padding,
+    padded = {"inputs": padded_inputs, "reference": ref_padded, "mistakes": PADDED_MISTAKES,
+              "edge": (loud_padding, _louder("q", _qk)),
               "signs": {"padding_penalty_on_real_keys": _penalty_on_real_keys,
                         "padding_masked_late": _padding_masked_late},
               "explains": scale_explains(PADDED_OTHER_SCALE),
@@ -707,14 +742,16 @@ def _exercises() -> list[Exercise]:
     return [
         Exercise("09.cross_attention", title="Cross-attention", answers=("cross_attention",), inputs=cross_inputs,
                  reference=ref_cross, mistakes=CROSS_MISTAKES, hints=CROSS_HINTS,
-                 edge=_batch_of_one, explains=scale_explains(CROSS_OTHER_SCALE), **own, **torch_),
+                 edge=(_batch_of_one, _louder("w_query", _cross_scores)),
+                 explains=scale_explains(CROSS_OTHER_SCALE), **own, **torch_),
         Exercise("09.padded_cross_attention", title="Cross-attention over a padded batch of sources",
                  answers=("padded_cross_attention",), hints=PADDED_HINTS, **own, **padded, **torch_),
         Exercise("09.cached_attention", title="Attention of the newest queries over a cache",
                  answers=("cached_attention",), inputs=cached_inputs, reference=ref_cached,
                  mistakes=CACHED_MISTAKES, hints=CACHED_HINTS,
-                 # one new query, as decoding calls it: the answer keeps its query axis, (…, 1, d_v), not squeezed
-                 edge=_one_query,
+                 # one new query, as decoding calls it: the answer keeps its query axis, (…, 1, d_v), not squeezed;
+                 # scores of 40: clamped scores show
+                 edge=(_one_query, _louder("q", _qk)),
                  explains=scale_explains(CACHED_OTHER_SCALE), **own, **torch_),
         Exercise(
             "09.decode",
@@ -736,7 +773,7 @@ def _exercises() -> list[Exercise]:
                  inputs=cache_bytes_inputs, reference=ref_cache_bytes, mistakes=CACHE_BYTES_MISTAKES,
                  rtol=1e-6, atol=0.0,  # relative: an answer in MiB is a small number
                  framework="python",  # "a number out": not a tensor, nor a float32 (inexact above 2**24)
-                 edge=(large_cache, empty_cache, four_bit_cache),
+                 edge=(large_cache, empty_cache, four_bit_cache, one_token, quarter_bytes),
                  signs={"integer_overflow": _wrapped, "cache_in_kibibytes": _in_kibibytes}, **common),
         Exercise("09.tf_padded_cross_attention", title="Cross-attention over a padded batch in TensorFlow",
                  answers=("tf_padded_cross_attention",), hints=TF_PADDED_HINTS, **padded, **common,

@@ -327,6 +327,15 @@ def ref_loss(logits, tokens):
     return _loss(logits, tokens)
 
 
+def native_loss(logits, tokens):
+    """The reference in PyTorch, differentiable: what 10.train_step trains through when it is judged with a right
+    answer_loss."""
+    import torch.nn.functional as F
+
+    length = tokens.shape[1] // 2
+    return F.cross_entropy(logits[:, length:-1].reshape(-1, logits.shape[-1]), tokens[:, length + 1:].reshape(-1))
+
+
 LOSS_MISTAKES = {
     "targets_not_shifted": lambda logits, tokens: _loss(logits, tokens, shifted=False),
     "prompt_positions_counted": lambda logits, tokens: _loss(logits, tokens, everything=True),
@@ -460,6 +469,19 @@ def unused_tokens(first: dict) -> dict:
 
 
 unused_tokens.of_first_trial = True
+
+
+def confidently_wrong(first: dict) -> dict:
+    """An edge trial from the first random one: every next token's logit 25 below the others', so every guess is
+    confidently wrong and the loss is about 27, above any cap a loss might be given (`.clamp(max=20)`). Its
+    probability, e^-27, is still a normal float32 number: -log(softmax) stays exact."""
+    logits, tokens = np.array(first["logits"], dtype=float), np.asarray(first["tokens"])
+    b, t = np.meshgrid(np.arange(tokens.shape[0]), np.arange(tokens.shape[1] - 1), indexing="ij")
+    logits[b, t, tokens[:, 1:]] -= 25.0
+    return {**first, "logits": logits}
+
+
+confidently_wrong.of_first_trial = True
 
 
 def accuracy_inputs(rng=None) -> dict:
@@ -684,6 +706,15 @@ def long_sequence(first: dict) -> dict:
 long_sequence.of_first_trial = True
 
 
+def large_logits(first: dict) -> dict:
+    """An edge replay from the first one: a read-out 100 times larger, so the logits reach about ±100 (those of a
+    model trained hard, or with a large learning rate): logits clamped to a "safe" range show."""
+    return {**first, "w_readout_demo": np.asarray(first["w_readout_demo"]) * 100.0}
+
+
+large_logits.of_first_trial = True
+
+
 def _probe(rng):
     if rng is None:
         return {"probe_table": np.random.default_rng(5).normal(size=(VOCAB, VOCAB)).round(2),
@@ -825,7 +856,8 @@ def _exercises() -> list[Exercise]:
                            "(8 is the number of rows of pos_emb, max_len: if you indexed it with the tokens, index "
                            "it with the positions 0 … seq − 1 instead; position i takes row i.)"),),
             given_as=MODEL_GIVEN,
-            edge=long_sequence,  # longer than the notebook's table: positions wrapped or cut at 8 show
+            # longer than the notebook's table: positions wrapped or cut at 8 show; logits of ±100: a clamp shows
+            edge=(long_sequence, large_logits),
             atol=1e-5,
             points=2,
             **common,
@@ -836,8 +868,9 @@ def _exercises() -> list[Exercise]:
             answers=("answer_loss",),
             kind="function",
             inputs=loss_inputs,
-            edge=(answers_off_rule, one_digit, unused_tokens),
+            edge=(answers_off_rule, one_digit, unused_tokens, confidently_wrong),
             reference=ref_loss,
+            native=native_loss,
             mistakes=LOSS_MISTAKES,
             hints={"hard_coded": TYPED_LENGTH_HINT},
             framework="torch",
