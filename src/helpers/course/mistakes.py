@@ -83,10 +83,11 @@ _ROWS = [
     ("mask_with_zero", "masked with 0 instead of −∞",
      "A score of 0 still gets weight after the softmax (exp(0) = 1). Fill masked scores with −∞ "
      "(float('-inf') or a very large negative number)."),
-    ("mask_fill_too_small", "masked with a finite number that real scores can fall below",
-     "Your mask fills the hidden scores with a finite number (-100, -1e3 …): a query whose visible scores are all "
-     "lower than it gives its weight to the hidden keys instead. Fill with float('-inf') (or -1e9, or the "
-     "dtype's smallest number): nothing a real score can reach."),
+    ("loss_capped", "a loss that cannot grow past a cap",
+     "On a batch where the model is confidently wrong (the right tokens' probabilities about e^-25) your loss stays "
+     "below the right one: something caps it. A small number added inside the log (log(p + 1e-12)) stops it near "
+     "27.6; a clamp stops it where you put it (and passes no gradient above). Use F.cross_entropy on the "
+     "logits (or log_softmax and the right tokens' entries): exact for any logits."),
     ("heads_reshaped_without_transpose", "heads split by reshape alone",
      "You reshaped (batch, seq, d) to (batch, heads, seq, d_head) directly, which mixes tokens "
      "between heads. Reshape to (batch, seq, heads, d_head) and then transpose axes 1 and 2."),
@@ -640,8 +641,8 @@ _ROWS = [
      "is then 0/0 = NaN). Dropout does not renormalise: multiply by keep, then divide by (1 − p), the same number "
      "for every weight."),
     ("dropout_rescaled_twice", "divided by (1 − p) twice",
-     "You divided by (1 − p) twice (once the weights, once the keep-mask). Inverted dropout divides the kept "
-     "weights by (1 − p) once: weights · keep / (1 − p)."),
+     "You divided by (1 − p) twice (by its square, or once the weights and once the keep-mask). Inverted "
+     "dropout divides the kept weights by (1 − p) once: weights · keep / (1 − p)."),
     ("dropout_scale_by_odds", "the kept weights multiplied by p / (1 − p)",
      "You multiplied the kept weights by p / (1 − p). Inverted dropout divides them by the keep probability "
      "alone, (1 − p): p, the drop probability, does not appear as a factor."),

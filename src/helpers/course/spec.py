@@ -1223,6 +1223,13 @@ def _unused_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
             if feature == "no_grad" and how.get("no_grad_alone"):
                 return _fail(ex, "not_as_asked", _NO_GRAD_ALONE)
             return _fail(ex, "not_as_asked", _as_asked_hint(ex, feature) or _HOW[feature, wanted])
+    inside = how.get("no_grad_names", record.get("no_grad_names"))
+    if ex.how.get("no_grad") and ex.module and how.get("no_grad", True) and isinstance(inside, list) \
+            and "*" not in inside and ex.module not in inside:
+        return _fail(ex, "not_as_asked", f"Your cell switches gradients off, but not where `{ex.module}` runs: "
+                                         f"`{ex.module}(...)` is outside the `with torch.no_grad():` block, so its "
+                                         "forward pass still keeps track of gradients. Put the model's call inside "
+                                         "the block.")
     if forbidden:
         via = record.get("forbidden_via") or {}
         names = " and ".join(f"`{n}`" + (f" ({_PACKAGES[n]}{f', through `{via[n]}`' if via.get(n) else ''})"
@@ -1776,8 +1783,24 @@ def diagnose(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -
     told apart from the reference. When several do, the one that explains the answer on the most
     trials wins (a variant that cannot be told apart on some trial says nothing there); returns None
     when no variant matches, or several match equally. When none matches at the tolerance, each variant
-    is allowed the change that a float32 computation's rounding makes in it (see :data:`ROUNDING_ULPS`)."""
-    return _diagnose(ex, trials, False) or _diagnose(ex, trials, True)
+    is allowed the change that a float32 computation's rounding makes in it (see :data:`ROUNDING_ULPS`).
+
+    When none matches, the trials where the answer holds NaN or inf are left out (if two trials or more remain):
+    an answer with two faults, one of which overflows on the large-scores trial (a softmax without its maximum as
+    well), is named by the other on the rest."""
+    code = _diagnose(ex, trials, False) or _diagnose(ex, trials, True)
+    if code is None:
+        finite = [t for t in trials if all(_all_finite(v) for v in t[0].values())]
+        if 2 <= len(finite) < len(trials):
+            code = _diagnose(ex, finite, False) or _diagnose(ex, finite, True)
+    return code
+
+
+def _all_finite(value: Any) -> bool:
+    try:
+        return bool(np.isfinite(np.asarray(value, dtype=np.float64)).all())
+    except (TypeError, ValueError):
+        return True
 
 
 def _diagnose(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]], rounding: bool) -> str | None:
@@ -2182,6 +2205,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
         if early is not None:
             return early
     code = diagnose(ex, trials)
+    if code == "weights_cast_to_int" and (record.get("how") or {}).get("int_cast", record.get("int_cast")) is False:
+        code = None  # zeros from another cause (a tf.Variable reset after the cell made it its answer): no cast
     if code:
         return _fail(ex, code, note=note)
     if _nearly_right(ex, trials) and (how := _unused_problem(ex, record)):

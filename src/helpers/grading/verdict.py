@@ -241,6 +241,10 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     how = raw.get("how")
     if ex.how and isinstance(how, dict):
         record["how"] = {k: how.get(k) is True for k in ex.how if k in how}
+    if isinstance(how, dict) and type(how.get("int_cast")) is bool:  # a zero answer is a cast to int only with one
+        record["int_cast"] = how["int_cast"]
+    if ex.module and isinstance(how, dict) and isinstance(how.get("no_grad_names"), list):  # where gradients are off:
+        record["no_grad_names"] = [n for n in how["no_grad_names"][:1000] if n in (ex.module, "*")]  # the module?
     record["globals_read"] = _names(raw.get("globals_read") or [], set(), "the globals read")
     record["globals_in"] = _names(raw.get("globals_in") or [], set(), "where the globals are read")
     record["models_read"] = _names(raw.get("models_read") or [], set(), "the models read")

@@ -11,6 +11,7 @@ import builtins
 import re
 import symtable
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 __all__ = ["assigned_names", "called_names", "code_features", "computed_from", "defining_cell", "discarded_results",
            "filled_at", "filled_names",
@@ -215,7 +216,12 @@ def first_code_line(source: str, limit: int = 60) -> str:
 
 # Calls that multiply matrices, whatever the library (torch.matmul, tf.linalg.matmul, np.dot, einsum …).
 _PRODUCTS = {"matmul", "mm", "bmm", "einsum", "dot", "tensordot", "inner", "vdot", "matvec", "mv", "linear", "addmm",
-             "multi_dot", "chain_matmul", "baddbmm", "addbmm", "addmv", "sparse_dense_matmul", "spmm"}
+             "multi_dot", "chain_matmul", "baddbmm", "addbmm", "addmv", "sparse_dense_matmul", "spmm",
+             # TensorFlow's own operations (tf.raw_ops), which tf.matmul and @ run
+             "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"}
+# Integer types a cast can name: torch.int32, tf.int64, np.uint8, "int32", int ...
+_INT_TYPES = {"int", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "long", "short",
+              "intc", "int_", "intp"}
 # Softmax calls. ``torch.softmax(s)`` / ``F.softmax(s)`` (a library's function: the tensor comes first) state
 # their axis as a second argument or a keyword; ``s.softmax(1)`` (a tensor's method) as its first argument;
 # ``nn.Softmax(1)`` (a module) as its first argument too.
@@ -253,8 +259,8 @@ def _implicit_axis(call: ast.Call, imported: set[str]) -> bool:
 
 def _indexes_a_result(tree: ast.AST) -> bool:
     """Does the cell index what a function of its own names returns (``f(...)[perm]``, or ``r = f(...)``
-    then ``r[perm]``)? Method calls (``x.clone()[perm]``), builtins (``list(...)[0]``) and fixed indices
-    (``f(x[None])[0]``, ``f(x)[:]``) do not count."""
+    then ``r[perm]``)? Method calls (``x.clone()[perm]``), builtins (``list(...)[0]``), fixed indices
+    (``f(x[None])[0]``, ``f(x)[:]``) and runs of rows (``f(x)[n:]``) do not count."""
     def own_call(node: ast.AST) -> bool:
         return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id not in _BUILTINS
 
@@ -263,8 +269,8 @@ def _indexes_a_result(tree: ast.AST) -> bool:
         (``f(x[None])[0]``, ``f(x)[:]``): taking a batch's sentence out, not reordering rows."""
         if isinstance(index, ast.Tuple):
             return all(fixed(e) for e in index.elts)
-        if isinstance(index, ast.Slice):
-            return all(part is None or fixed(part) for part in (index.lower, index.upper, index.step))
+        if isinstance(index, ast.Slice):  # a run of rows in their order (x[n:], x[:n]) is not a reordering either;
+            return index.step is None or fixed(index.step)  # a step may be one (x[::-1])
         if isinstance(index, ast.UnaryOp):
             return fixed(index.operand)
         return isinstance(index, ast.Constant)
@@ -410,6 +416,30 @@ def _without_grad(tree: ast.AST) -> bool:
         elif isinstance(node, ast.Attribute) and node.attr in _NO_GRAD and id(node) not in called:  # @torch.no_grad
             return True
     return False
+
+
+def _no_grad_names(tree: ast.AST) -> list[str]:
+    """The names read where gradient tracking is off: inside a ``with torch.no_grad():`` (or ``inference_mode``)
+    block; ``"*"`` (anything may be) for a cell that calls ``set_grad_enabled(False)`` or defines a function
+    decorated with it."""
+    found: set[str] = set()
+
+    def no_grad(expr: ast.AST) -> bool:
+        return isinstance(expr, ast.Call) and _callee(expr) in _NO_GRAD or \
+            isinstance(expr, ast.Attribute) and expr.attr in _NO_GRAD
+
+    for node in ast.walk(tree):
+        body: list[ast.AST] = []
+        if isinstance(node, (ast.With, ast.AsyncWith)) and any(no_grad(i.context_expr) for i in node.items):
+            body = node.body
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(no_grad(d) for d in node.decorator_list):
+            found.add("*")  # what it is handed runs without gradients, wherever the call is
+        elif isinstance(node, ast.Call) and _callee(node) == "set_grad_enabled" and node.args \
+                and isinstance(node.args[0], ast.Constant) and node.args[0].value is False:
+            found.add("*")
+        for statement in body:
+            found.update(n.id for n in ast.walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
+    return sorted(found)
 
 
 def _outer_product(call: ast.Call, name: str) -> bool:
@@ -575,7 +605,7 @@ def discarded_results(source: str) -> list[str]:
     return found
 
 
-def code_features(source: str) -> dict[str, bool] | None:
+def code_features(source: str) -> dict[str, Any] | None:
     """How a cell computes, for steps that ask for one way: ``loop`` (a ``for``/``while`` or a
     comprehension), ``nested_loop`` (a loop inside a loop, or a comprehension with two ``for``),
     ``matmul`` (``@`` or a matrix-product call), ``implicit_softmax_dim`` (a softmax called without its
@@ -587,7 +617,8 @@ def code_features(source: str) -> dict[str, bool] | None:
     ``low_precision`` (a half-precision float type named), ``max_of_lengths`` (the largest of some lengths
     taken: ``lengths.max()``), ``sequence_mask_without_maxlen``, ``shape_of_result`` (the shape read off a
     result the cell computes, where a step asks to predict it), ``shape_read`` (a size read off
-    anything) and ``forward_called`` (a module's forward called directly). ``None`` if it does not parse."""
+    anything), ``forward_called`` (a module's forward called directly), ``int_cast`` (an integer type named) and
+    ``no_grad_names`` (the names read where gradients are off). ``None`` if it does not parse."""
     tree = _parse(source)
     if tree is None:
         return None
@@ -613,7 +644,21 @@ def code_features(source: str) -> dict[str, bool] | None:
             "seeds_in_class": _seeds_in_class(tree), "low_precision": _low_precision(tree),
             "max_of_lengths": _max_of_lengths(tree), "shape_of_result": _shape_of_result(tree),
             "shape_read": _reads_a_shape(tree), "forward_called": _calls_forward(tree),
-            "sequence_mask_without_maxlen": _sequence_mask_without_maxlen(tree)}
+            "sequence_mask_without_maxlen": _sequence_mask_without_maxlen(tree), "int_cast": _int_cast(tree),
+            "no_grad_names": _no_grad_names(tree)}
+
+
+def _int_cast(tree: ast.AST) -> bool:
+    """An integer type named anywhere (``tf.cast(w, tf.int32)``, ``.astype(int)``, ``dtype="int64"``, ``.long()``,
+    ``.int()``): what a cast to integers needs."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in _INT_TYPES:
+            return True
+        if isinstance(node, ast.Name) and node.id in _INT_TYPES:
+            return True
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in _INT_TYPES:
+            return True
+    return False
 
 
 def _names_read(node: ast.AST | None) -> set[str]:

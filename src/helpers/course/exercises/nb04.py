@@ -1070,6 +1070,7 @@ def _exercises() -> list[Exercise]:
             notebook=NOTEBOOK,
             framework="tensorflow",
             dtype="float32",
+            keeps_grad=True,  # a function training goes through: q, k and v reach the result (tf.GradientTape)
             # one query, values of width 1: the answer is (1, 1), not squeezed; scores of 800: a softmax without
             # each row's maximum overflows
             edge=(one_row("q", "v"), large_scores()),
@@ -1089,6 +1090,7 @@ def _exercises() -> list[Exercise]:
             notebook=NOTEBOOK,
             framework="tensorflow",
             dtype="float32",
+            keeps_grad=True,  # x and the three weight matrices reach the result
             # one token; the same shapes, other numbers; scores of 800
             edge=(one_row("x", "w_value"), rows_reversed("x"), large_scores(x="x")),
             signs={"unstable_softmax": overflow_sign(ref_self_attention, _xw_scores, 88.0)},

@@ -112,20 +112,6 @@ def causal_edge(inputs: dict) -> dict:
 EDGE_SCORE = 800.0  # above exp's limit in float64 (709) as in float32 (88)
 
 
-def far_below_fill(first: dict) -> dict:
-    """An edge trial from the first random one: the first query turned against the first key, the only one it may
-    see, so that its one visible score is -2000. A mask that fills the future with a finite number above that (-100,
-    -1e3) hands the first query's weight to the future keys; -1e9, finfo.min or -inf keep it on the first key."""
-    q, k = np.array(first["q"], dtype=float), np.asarray(first["k"], dtype=float)
-    k0 = k[..., 0, :]
-    norm = np.sum(k0 ** 2, axis=-1, keepdims=True)
-    q[..., 0, :] = -k0 * (2000.0 * np.sqrt(q.shape[-1]) / np.where(norm > 0, norm, 1.0))
-    return {**first, "q": q}
-
-
-far_below_fill.of_first_trial = True
-
-
 def padded_inputs(rng=None) -> dict:
     if rng is None:
         return padded_example()
@@ -309,22 +295,7 @@ def _only(answer):
     return value
 
 
-def _fill_too_small(answer, inputs) -> bool:
-    """On the trial whose first query's one visible score is -2000 (:func:`far_below_fill`): that query's output
-    wrong (its weight handed to the future keys by a finite fill above -2000), every other row right."""
-    q, k, v = (np.asarray(inputs[n], dtype=np.float64) for n in ("q", "k", "v"))
-    first = np.sum(q[..., 0, :] * k[..., 0, :], axis=-1) / np.sqrt(q.shape[-1])
-    if not np.allclose(first, -2000.0, rtol=1e-6):
-        return False
-    got, want = np.asarray(_only(answer), dtype=np.float64), ref_causal(q, k, v)
-    if got.shape != want.shape or not np.isfinite(got).all():
-        return False
-    return bool(not np.allclose(got[..., 0, :], want[..., 0, :], rtol=1e-4, atol=1e-5)
-                and np.allclose(got[..., 1:, :], want[..., 1:, :], rtol=1e-4, atol=1e-5))
-
-
-CAUSAL_SIGNS = {"mask_by_value": _masked_by_value, "unstable_softmax": _unshifted,
-                "mask_fill_too_small": _fill_too_small}
+CAUSAL_SIGNS = {"mask_by_value": _masked_by_value, "unstable_softmax": _unshifted}
 
 
 def _causal_scaled(inputs, scale):
@@ -854,8 +825,7 @@ def _exercises() -> list[Exercise]:
            "keeps_grad": True,  # the twins of the pieces above: q, k, v (and the weights) reach the result
            # the PyTorch functions above, run and wrapped in a TensorFlow tensor, are not the TensorFlow version
            "not_with": ("torch", "F", "causal_attention", "multi_head_attention", "split_heads", "merge_heads")}
-    causal = {"inputs": causal_inputs, "reference": ref_causal, "mistakes": CAUSAL_MISTAKES,
-              "edge": (causal_edge, far_below_fill),
+    causal = {"inputs": causal_inputs, "reference": ref_causal, "mistakes": CAUSAL_MISTAKES, "edge": causal_edge,
               "signs": CAUSAL_SIGNS,
               "explains": scale_explains(CAUSAL_OTHER_SCALE)}
     mha = {"inputs": mha_inputs, "reference": ref_mha, "mistakes": MHA_MISTAKES, "atol": 1e-5,

@@ -484,6 +484,13 @@ def confidently_wrong(first: dict) -> dict:
 confidently_wrong.of_first_trial = True
 
 
+def _capped(answer, inputs) -> bool:
+    """On the confidently wrong trial (a right loss above 20): a finite loss below the right one (a cap)."""
+    want = float(ref_loss(np.asarray(inputs["logits"], dtype=float), inputs["tokens"]))
+    got = np.asarray(next(iter(answer.values())), dtype=float)
+    return want > 20 and got.size == 1 and bool(np.isfinite(got).all()) and float(got.ravel()[0]) < want - 1e-3
+
+
 def accuracy_inputs(rng=None) -> dict:
     """Scores of a half-trained model: at the answer positions, the right next token gets a bonus (nine
     times in ten for the first guess, six in ten for the others), so the reference and its wrong
@@ -871,6 +878,7 @@ def _exercises() -> list[Exercise]:
             edge=(answers_off_rule, one_digit, unused_tokens, confidently_wrong),
             reference=ref_loss,
             native=native_loss,
+            signs={"loss_capped": _capped},
             mistakes=LOSS_MISTAKES,
             hints={"hard_coded": TYPED_LENGTH_HINT},
             framework="torch",
