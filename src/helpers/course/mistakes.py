@@ -883,8 +883,8 @@ _PROCESS_ROWS = [
      "Your accuracy is 0 although some guesses are right: either the comparison is never true (the largest logits "
      "themselves, `.max(-1).values`, compared with tokens, or an `.argmax()` without its dim, one index for the "
      "whole tensor: a guess is the position of the largest logit along the last axis, `.argmax(-1)`), or the "
-     "fraction was rounded down to a whole number (an integer division, `//`). Compare "
-     "the argmax with the tokens, then divide as floats: right.float().mean()."),
+     "fraction was rounded down to a whole number (an integer division, `//`, or `.all()`, which is 1 only when "
+     "every guess is right). Compare the argmax with the tokens, then divide as floats: right.float().mean()."),
 ]
 
 _ALL = [r[0] for r in (*_ROWS, *_PROPERTY_ROWS, *_PROCESS_ROWS)]

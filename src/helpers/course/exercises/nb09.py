@@ -639,8 +639,9 @@ CROSS_HINTS = {
     "products of queries and keys of size d_k = w_key.shape[1]: divide by √d_k.",
     "softmax_wrong_axis": "Your softmax normalised each column (over the decoder's tokens). Each decoder token's "
     "row of weights over the encoder's tokens must sum to 1: softmax over the last axis (dim=-1).",
-    "swapped_projections": "Your values are made with w_key. The keys come from x_enc @ w_key, the values from "
-    "x_enc @ w_value.",
+    "swapped_projections": "Your outputs mix the keys, not the values: the weights multiply x_enc @ w_key (values "
+    "made with w_key, or the keys themselves in the last product). The keys come from x_enc @ w_key, the values "
+    "from x_enc @ w_value, and the weights multiply the values.",
 }
 PADDED_HINTS = {
     "not_as_asked:library_attention": LIBRARY_HINT.format(what="it", mask=", the padding mask"),
