@@ -2608,20 +2608,20 @@ def rows_reversed(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
 def large_scores(q: str = "q", k: str = "k", *, x: str | None = None, w_query: str = "w_query",
                  w_key: str = "w_key", top: float = 800.0) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """An edge trial made from the first random trial, with a score of ``top`` (800 by default: above exp's limit
-    in float64, 709, as in float32, 88). Given ``q`` and ``k``: the first query alone scaled (turned round if need
-    be) so that its largest score is ``top``, the other rows as drawn. Given ``x``: the query weights scaled so that
+    in float64, 709, as in float32, 88). Given ``q`` and ``k``: the first query along the first key, scoring
+    ``top`` with it and ``top / 2`` with the second key (made half the first), the other rows as drawn: scores
+    capped anywhere below (`tf.where(s > 80, 80, s)`) tie there. Given ``x``: the query weights scaled so that
     the largest score of all is ``top``. A softmax written out without each row's maximum overflows there (inf /
     inf = NaN), and so does one shifted by another number (the row's minimum, its mean); a right one gives a
     one-hot row. See :func:`overflow_sign`."""
     def edge(first: dict[str, Any]) -> dict[str, Any]:
-        if x is None:
-            qa, ka = np.array(first[q], dtype=float), np.asarray(first[k], dtype=float)
-            row = qa[..., 0, :] @ np.swapaxes(ka, -1, -2) / np.sqrt(ka.shape[-1])
-            peak = float(row.max())
-            if peak <= 0:
-                qa[..., 0, :], peak = -qa[..., 0, :], float(-row.min())
-            qa[..., 0, :] *= top / (peak or 1.0)
-            return {**first, q: qa}
+        if x is None:  # the first query along the first key (a score of top), the second key half the first
+            qa, ka = np.array(first[q], dtype=float), np.array(first[k], dtype=float)  # (a score of top / 2)
+            if ka.shape[-2] > 1:
+                ka[..., 1, :] = 0.5 * ka[..., 0, :]
+            norm = float(np.sum(ka[..., 0, :] ** 2)) or 1.0
+            qa[..., 0, :] = ka[..., 0, :] * (top * np.sqrt(ka.shape[-1]) / norm)
+            return {**first, q: qa, k: ka}
         xa, wq = np.asarray(first[x], dtype=float), np.asarray(first[w_query], dtype=float)
         ka = xa @ np.asarray(first[w_key], dtype=float)
         scores = (xa @ wq) @ ka.T / np.sqrt(ka.shape[-1])

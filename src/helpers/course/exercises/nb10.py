@@ -432,12 +432,15 @@ def loss_inputs(rng=None) -> dict:
 
 
 def answers_off_rule(inputs: dict) -> dict:
-    """The edge trial: the answer tokens of every sequence moved one place (rolled), so they no longer follow the
-    task's rule. The loss and the accuracy compare the guesses with the tokens as they are: a version that rebuilds
-    the answers from the rule (the prompt reversed) shows."""
+    """The edge trial: the answer tokens of every sequence moved one place (rolled) and each one digit on, so they
+    no longer follow the task's rule. The loss and the accuracy compare the guesses with the tokens as they are: a
+    version that rebuilds the answers from the rule (the prompt reversed) shows."""
     tokens = np.array(inputs["tokens"])
     length = (tokens.shape[1] - 1) // 2
-    tokens[:, length + 1:] = np.roll(tokens[:, length + 1:], 1, axis=1)
+    digits = np.asarray(inputs["logits"]).shape[-1] - 1  # the separator is token `digits`
+    # rolled, and every answer digit moved on by one as well: a roll alone changes nothing in a sequence whose
+    # answer digits are all the same
+    tokens[:, length + 1:] = (np.roll(tokens[:, length + 1:], 1, axis=1) + 1) % digits
     return {**inputs, "tokens": tokens}
 
 
@@ -714,9 +717,9 @@ long_sequence.of_first_trial = True
 
 
 def large_logits(first: dict) -> dict:
-    """An edge replay from the first one: a read-out 100 times larger, so the logits reach about ±100 (those of a
-    model trained hard, or with a large learning rate): logits clamped to a "safe" range show."""
-    return {**first, "w_readout_demo": np.asarray(first["w_readout_demo"]) * 100.0}
+    """An edge replay from the first one: a read-out 40 times larger, so the logits reach about ±50 (those of a
+    model trained hard, or with a large learning rate): logits clamped to a "safe" range (±30) show."""
+    return {**first, "w_readout_demo": np.asarray(first["w_readout_demo"]) * 40.0}
 
 
 large_logits.of_first_trial = True
@@ -863,7 +866,7 @@ def _exercises() -> list[Exercise]:
                            "(8 is the number of rows of pos_emb, max_len: if you indexed it with the tokens, index "
                            "it with the positions 0 … seq − 1 instead; position i takes row i.)"),),
             given_as=MODEL_GIVEN,
-            # longer than the notebook's table: positions wrapped or cut at 8 show; logits of ±100: a clamp shows
+            # longer than the notebook's table: positions wrapped or cut at 8 show; logits of ±50: a clamp shows
             edge=(long_sequence, large_logits),
             atol=1e-5,
             points=2,
