@@ -474,6 +474,18 @@ NOT_NUMPY = ("torch", "tf", "tensorflow", "keras", "jax")
 NUMPY_ONLY = dict(framework="numpy", dtype="float64", not_with=NOT_NUMPY)
 
 
+def low_row(first: dict) -> dict:
+    """An edge trial from the first replay: the first row of scores moved down so that its largest is -20, every
+    exp of it below 1e-8 (the softmax of the row is unchanged: it ignores a shift). A division that skips or zeroes
+    small exponentials (`np.divide(..., where=e > 1e-3)`) shows."""
+    s = np.array(first["attn_scores"], dtype=float)
+    s[0] -= s[0].max() + 20.0
+    return {**first, "attn_scores": s}
+
+
+low_row.of_first_trial = True
+
+
 def _value(ex_id, title, answers, reference, world_fn=world, **kw):
     return Exercise(ex_id, notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
                     inputs=upstream_of(world_fn, answers[0]), **NUMPY_ONLY, **kw)
@@ -491,6 +503,7 @@ register(
                   "one sum per token."}),
     _value("05.fixed_weights", "The bug fixed: a softmax for each row of the raw scores", ("fixed_weights",),
            lambda attn_scores, **_: {"fixed_weights": softmax(attn_scores)}, reads=("attn_scores",),
+           edge=low_row,  # a row of scores all far below 0: small exponentials skipped show
            mistakes=FIXED_WEIGHTS_MISTAKES,
            hints={
                "global_softmax": "That is the original's bug again (your weights equal attention_weights): "
