@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-__all__ = ["global_softmax", "max_without_keepdim", "one_sum", "self_attention", "softmax", "sum_normalise",
-           "sums_without_keepdim", "unstable_softmax"]
+__all__ = ["global_softmax", "max_without_keepdim", "one_sum", "projected_scores", "scaled_scores", "self_attention",
+           "softmax", "sum_normalise", "sums_without_keepdim", "unstable_softmax"]
+
+
+def scaled_scores(q: Any, k: Any) -> np.ndarray:
+    """q kᵀ / √d_k in float64, over the last two axes (a batch axis in front, or none)."""
+    q, k = np.asarray(q, dtype=np.float64), np.asarray(k, dtype=np.float64)
+    return q @ np.swapaxes(k, -1, -2) / np.sqrt(k.shape[-1])
+
+
+def projected_scores(x: Any, w_query: Any, w_key: Any) -> np.ndarray:
+    """The scaled scores of the queries x @ w_query against the keys x @ w_key."""
+    x = np.asarray(x, dtype=np.float64)
+    return scaled_scores(x @ np.asarray(w_query, dtype=np.float64), x @ np.asarray(w_key, dtype=np.float64))
 
 
 def softmax(scores: np.ndarray, axis: int = -1) -> np.ndarray:

@@ -32,6 +32,7 @@ import numpy as np
 from ..convert import AnswerError, nonfinite_problem
 from .later_names import CELL_BINDS, GIVEN_LINES, LATER_NAMES
 from .mistakes import MISTAKES
+from .reference import projected_scores
 
 __all__ = ["Exercise", "Outcome", "Plan", "Probe", "REGISTRY", "RowBudget", "behind_note", "draw", "evaluate",
            "exercises_for", "get", "make_plan", "producer", "register"]
@@ -636,11 +637,11 @@ def _clipped(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str
         inside = (got > lo + atol) & (got < hi - atol)  # right numbers between the bounds: evidence of a clamp
         if int(inside.sum()) < 2 or not np.allclose(got, np.clip(want, lo, hi), rtol=rtol, atol=atol):
             return ""
-        cut = [(b, side) for b, side, past in ((hi, "above", want > hi + atol), (lo, "below", want < lo - atol))
+        cut = [b for b, past in ((hi, want > hi + atol), (lo, want < lo - atol))
                if int(past.sum()) >= 2 or (past.any() and int(np.isclose(got, b).sum()) >= 2)]
     if not cut:
         return ""
-    bounds = " and ".join(_fmt(b) for b, _ in cut)
+    bounds = " and ".join(_fmt(b) for b in cut)
     return (f" Your numbers never go past {bounds} where the right ones do, and all the others are right: a clamp "
             "or clip in your code cuts them off. Take it out: the right numbers can be that large.")
 
@@ -2622,9 +2623,8 @@ def large_scores(q: str = "q", k: str = "k", *, x: str | None = None, w_query: s
             norm = float(np.sum(ka[..., 0, :] ** 2)) or 1.0
             qa[..., 0, :] = ka[..., 0, :] * (top * np.sqrt(ka.shape[-1]) / norm)
             return {**first, q: qa, k: ka}
-        xa, wq = np.asarray(first[x], dtype=float), np.asarray(first[w_query], dtype=float)
-        ka = xa @ np.asarray(first[w_key], dtype=float)
-        scores = (xa @ wq) @ ka.T / np.sqrt(ka.shape[-1])
+        wq = np.asarray(first[w_query], dtype=float)
+        scores = projected_scores(first[x], wq, first[w_key])
         peak = float(scores.max())
         if peak <= 0:
             wq, peak = -wq, float(-scores.min())

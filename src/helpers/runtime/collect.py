@@ -1605,10 +1605,10 @@ def _frozen(module: Any) -> list[str]:
         return []
 
 
-def _module_stateful(module: Any, inputs: Mapping[str, Any]) -> bool | None:
-    """Called twice on the first of ``inputs``, does the module give two outputs, or change its parameters or
-    buffers? (See :func:`_called_again_differs`.) The module and torch's generator are left as they were; None when
-    that cannot be told."""
+def _module_stateful(module: Any, inputs: Mapping[str, Any]) -> str | None:
+    """Called twice on the first of ``inputs`` (and on a shorter sequence in between), does the module give two
+    outputs, or change its parameters or buffers? ``"same"`` or ``"shorter"`` as :func:`_called_again_differs` says,
+    else None (also when that cannot be told). The module and torch's generator are left as they were."""
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(module, torch.nn.Module) or not inputs:
         return None

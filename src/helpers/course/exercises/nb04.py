@@ -34,7 +34,15 @@ from functools import partial
 
 import numpy as np
 
-from ..reference import global_softmax, max_without_keepdim, one_sum, softmax, sums_without_keepdim
+from ..reference import (
+    global_softmax,
+    max_without_keepdim,
+    one_sum,
+    projected_scores,
+    scaled_scores,
+    softmax,
+    sums_without_keepdim,
+)
 from ..roles import ROLES, mix_ups
 from ..spec import Exercise, large_scores, one_row, overflow_sign, register, rows_reversed, upstream_of
 
@@ -578,12 +586,11 @@ def ref_scaled_attention(q, k, v):
 
 
 def _qk_scores(q, k, **_):
-    return np.asarray(q, float) @ np.asarray(k, float).T / np.sqrt(np.shape(k)[-1])
+    return scaled_scores(q, k)
 
 
 def _xw_scores(x, w_query, w_key, **_):
-    x = np.asarray(x, float)
-    return _qk_scores(x @ np.asarray(w_query, float), x @ np.asarray(w_key, float))
+    return projected_scores(x, w_query, w_key)
 
 
 FN_MISTAKES = {

@@ -21,6 +21,7 @@ from ..reference import (
     global_softmax,
     max_without_keepdim,
     one_sum,
+    projected_scores,
     self_attention,
     softmax,
     sum_normalise,
@@ -386,9 +387,8 @@ def _attention(x, w_query, w_key, w_value, **how):
     return self_attention(x, w_query, w_key, w_value, **how)[1]
 
 
-def _scaled_scores(x, w_query, w_key, **_):
-    q, k = np.asarray(x, float) @ np.asarray(w_query, float), np.asarray(x, float) @ np.asarray(w_key, float)
-    return q @ k.T / np.sqrt(k.shape[-1])
+def _xw_scores(x, w_query, w_key, **_):
+    return projected_scores(x, w_query, w_key)
 
 
 def _sqrt_width(x):
@@ -632,7 +632,7 @@ register(
         # one token; the same shapes, other numbers; scores of 800 (Part 4's lesson: a softmax without each row's
         # maximum overflows)
         edge=(one_row("x", "w_value"), rows_reversed("x"), large_scores(x="x")),
-        signs={"unstable_softmax": overflow_sign(ref_self_attention, _scaled_scores, 709.0)},  # float64
+        signs={"unstable_softmax": overflow_sign(ref_self_attention, _xw_scores, 709.0)},  # float64
         widths=("w_key", "w_value"),  # "any widths": values wider than the keys in some trial, narrower in another
         points=2,
         depends_on=("05.softmax",),

@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..reference import softmax
+from ..reference import scaled_scores, softmax
 from ..scales import other_scale, scale_explains
 from ..spec import Exercise, RowBudget, register
 
@@ -358,13 +358,12 @@ def _louder(name: str, scores_of, top: float = 40.0):
 
 
 def _qk(i: dict) -> np.ndarray:
-    q, k = np.asarray(i["q"], dtype=np.float64), np.asarray(i["k"], dtype=np.float64)
-    return q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    return scaled_scores(i["q"], i["k"])
 
 
 def _cross_scores(i: dict) -> np.ndarray:
-    return _qk({"q": np.asarray(i["x_dec"]) @ np.asarray(i["w_query"]),
-                "k": np.asarray(i["x_enc"]) @ np.asarray(i["w_key"])})
+    return scaled_scores(np.asarray(i["x_dec"]) @ np.asarray(i["w_query"]),
+                         np.asarray(i["x_enc"]) @ np.asarray(i["w_key"]))
 
 
 def _batch_of_one(inputs: dict) -> dict:
