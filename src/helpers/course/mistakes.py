@@ -83,6 +83,11 @@ _ROWS = [
     ("mask_with_zero", "masked with 0 instead of −∞",
      "A score of 0 still gets weight after the softmax (exp(0) = 1). Fill masked scores with −∞ "
      "(float('-inf') or a very large negative number)."),
+    ("mask_fill_too_small", "hidden scores filled with a finite number that real scores can fall below",
+     "Your mask fills the hidden scores with a finite number that is not low enough. A query whose real scores "
+     "are all below it (here every score of one query is −5000) gives nearly all its weight to the keys it must "
+     "not see. Fill with −∞, or with a number below any score (−1e9, or the lowest number of the scores' "
+     "dtype)."),
     ("loss_capped", "a loss that cannot grow past a cap",
      "On a batch where the model is confidently wrong (the right tokens' probabilities about e^-25) your loss stays "
      "below the right one: something caps it. A small number added inside the log (log(p + 1e-12)) stops it near "
@@ -752,6 +757,10 @@ _PROCESS_ROWS = [
      "Your step runs the model twice: once for the loss it returns and once for the loss it trains on. That doubles "
      "the work, and with dropout on the two are different random draws, so the number you return is not the loss "
      "the step learned from. Run the model once, keep that loss, call backward() on it, and return its .item()."),
+    ("result_overwritten", "a result that the next call overwrites",
+     "Your function returns an array it keeps between calls (in a global, or on the function itself) and fills "
+     "again on the next call: a result a caller holds changes when the function is called again, with other "
+     "inputs. Make a new array for each call's result (np.zeros(...) or np.empty(...) inside the function)."),
     ("stateful_forward", "forward changes the module from call to call",
      "Called twice on the same input, your module gives two different outputs: its `forward` changes the module "
      "as it runs (a weight rescaled or updated in place, a result kept from an earlier call). A forward computes "

@@ -1223,7 +1223,13 @@ def _unused_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
         if feature in how and how[feature] != wanted:
             if feature == "no_grad" and how.get("no_grad_alone"):
                 return _fail(ex, "not_as_asked", _NO_GRAD_ALONE)
-            return _fail(ex, "not_as_asked", _as_asked_hint(ex, feature) or _HOW[feature, wanted])
+            said = _as_asked_hint(ex, feature) or _HOW[feature, wanted]
+            if feature == "library_attention" and record.get("library_via"):
+                said += (f" (Yours calls it through `{record['library_via']}`, a function of your own that calls "
+                         "it.)" if record.get("library_via_own") else
+                         f" (Yours calls it through `{record['library_via']}`, a name bound outside the function: "
+                         "another name for the library's function is still the library's function.)")
+            return _fail(ex, "not_as_asked", said)
     inside = how.get("no_grad_names", record.get("no_grad_names"))
     if ex.how.get("no_grad") and ex.module and how.get("no_grad", True) and isinstance(inside, list) \
             and "*" not in inside and ex.module not in inside:
@@ -1275,6 +1281,10 @@ def _budget_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                 return _fail(ex, budget.code, note=f" (Run again on other inputs, your cell multiplied {used:.0f} rows "
                                                    f"by `{budget.name}`; {limit:.0f} are enough.)")
     return None
+
+
+def _overwritten_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
+    return _fail(ex, "result_overwritten") if record.get("result_overwritten") is True else None
 
 
 def _mutation_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
@@ -2205,7 +2215,7 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
     for early in (_step_probe_problem(ex, record, right=False), _model_carried(ex, plan, record)):
         if early is not None:
             return early
-    code = diagnose(ex, trials)
+    code = diagnose(ex, trials) or _sign(ex, trials)
     if code == "weights_cast_to_int" and (record.get("how") or {}).get("int_cast", record.get("int_cast")) is False:
         code = None  # zeros from another cause (a tf.Variable reset after the cell made it its answer): no cast
     if code:
@@ -2309,7 +2319,7 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
         first = first.replace(" on other inputs", " on another module (other widths, one of its matrices frozen, "
                                                   "one more trainable matrix)")
     return Outcome(ex.id, "fail", 0, ex.points,
-                   "Right on this notebook's numbers (they happen to hide the difference), but not in general: "
+                   "Right on this notebook's numbers, but not in general: "
                    + first + note)
 
 
@@ -2338,7 +2348,8 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
         for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
                       _float32_precision_problem(ex, list(zip(answers, plan.inputs))),
                       _rounded_within_tolerance(ex, list(zip(answers, plan.inputs))),
-                      _mutation_problem(ex, record), _probe_problem(ex, plan, record), _grad_problem(ex, record)):
+                      _mutation_problem(ex, record), _overwritten_problem(ex, record), _probe_problem(ex, plan, record),
+                      _grad_problem(ex, record)):
             if check is not None:
                 return check
         return Outcome(ex.id, "pass", ex.points, ex.points, f"{ex.title}: correct.")
@@ -2483,6 +2494,11 @@ def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
         if kind == "raised" and (typed := _typed_in_problem(ex, plan, record, f" (On other inputs it even fails: "
                                                                                f"{error.get('message')})")):
             return typed
+        if kind == "raised" and ex.kind == "function" and record.get("answers") \
+                and (how := _unused_problem(ex, record)) is not None:
+            # right on the notebook's example, then an error on other inputs from what the step does not allow
+            # (another library's softmax on integer scores): what it does not allow is the thing to fix
+            return how
         answers = record.get("answers") or []
         where = plan.inputs[len(answers)] if ex.kind == "function" and len(answers) < len(plan.inputs) else None
         return outcome_for_error(ex, AnswerError(kind, str(error.get("message"))),
@@ -2645,8 +2661,10 @@ def overflow_sign(reference: Callable[..., Any], scores: Callable[..., np.ndarra
         (got,) = (np.asarray(v, dtype=np.float64) for v in answer.values())
         want = reference(**inputs)
         want = np.asarray(next(iter(want.values())) if isinstance(want, Mapping) else want, dtype=np.float64)
-        if got.shape != want.shape or got.ndim < 2 or not np.isfinite(want).all():
+        if got.shape != want.shape or got.ndim < 1 or not np.isfinite(want).all():
             return False
+        if got.ndim == 1:  # one row of weights (one query's)
+            got, want = got[None], want[None]
         with np.errstate(invalid="ignore"):
             bad = ~np.isfinite(got).all(axis=-1)
             s = np.asarray(scores(**inputs), dtype=np.float64)

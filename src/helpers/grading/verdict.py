@@ -210,6 +210,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
             "error": {"message": _text((err or {}).get("message"), 500)} if isinstance(err, dict) else None,
         }
     record["mutated"] = _names(raw.get("mutated") or [], set(), "the changed inputs")
+    record["result_overwritten"] = raw.get("result_overwritten") is True
     # names the cell bound anew: only the notebook's later-read names and the replay's inputs can be reported
     bindable = set(plan.data.get("later") or ()) | {k for t in plan.data.get("trials") or () if isinstance(t, dict)
                                                     for k in t}
@@ -230,6 +231,10 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         if isinstance(via, dict):
             record["forbidden_via"] = {k: v[:100] for k, v in via.items()
                                        if k in record["forbidden"] and isinstance(v, str) and v.isidentifier()}
+    via = raw.get("library_via")  # the alias through which a function reaches a library's attention
+    if "library_attention" in ex.how and isinstance(via, str) and via.isidentifier() and len(via) <= 100:
+        record["library_via"] = via
+        record["library_via_own"] = raw.get("library_via_own") is True
     record["typed_in"] = _typed_lists(raw.get("typed_in"))
     record["discarded"] = [_text(c, 80) for c in (raw.get("discarded") or [])[:5] if isinstance(c, str)] \
         if isinstance(raw.get("discarded"), list) else []

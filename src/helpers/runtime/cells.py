@@ -369,11 +369,12 @@ def _numbers(node: ast.AST) -> int | None:
 
 
 _LIBRARY_ATTENTION = {"scaled_dot_product_attention", "dot_product_attention", "MultiheadAttention",
-                      "MultiHeadAttention", "multi_head_attention_forward"}
+                      "MultiHeadAttention", "multi_head_attention_forward",
+                      "Attention", "AdditiveAttention"}  # Keras's dot-product (Luong) and additive layers
 _NO_GRAD = {"no_grad", "inference_mode"}
 
 
-def _library_attention(calls: set[str]) -> bool:
+def library_attention(calls: set[str]) -> bool:
     """A library's attention among the calls: one of :data:`_LIBRARY_ATTENTION`, or a kernel of it by another name
     (`torch.ops.aten._scaled_dot_product_attention_math`, `_scaled_dot_product_flash_attention`)."""
     return bool(calls & _LIBRARY_ATTENTION) or any(
@@ -437,6 +438,8 @@ def _no_grad_names(tree: ast.AST) -> list[str]:
         elif isinstance(node, ast.Call) and _callee(node) == "set_grad_enabled" and node.args \
                 and isinstance(node.args[0], ast.Constant) and node.args[0].value is False:
             found.add("*")
+        elif isinstance(node, ast.Call) and no_grad(node.func):  # torch.no_grad()(model): the model wrapped
+            body = [*node.args, *(k.value for k in node.keywords)]
         for statement in body:
             found.update(n.id for n in ast.walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
     return sorted(found)
@@ -639,7 +642,7 @@ def code_features(source: str) -> dict[str, Any] | None:
             implicit = implicit or _implicit_axis(node, imported)
     return {"loop": loop, "nested_loop": _loop_depth(tree) >= 2, "matmul": matmul, "implicit_softmax_dim": implicit,
             "indexed_result": _indexes_a_result(tree), "typed_numbers": _types_numbers(tree),
-            "library_attention": _library_attention(_call_names(tree)), "no_grad": _without_grad(tree),
+            "library_attention": library_attention(_call_names(tree)), "no_grad": _without_grad(tree),
             "no_grad_alone": _no_grad_alone(tree),
             "seeds_in_class": _seeds_in_class(tree), "low_precision": _low_precision(tree),
             "max_of_lengths": _max_of_lengths(tree), "shape_of_result": _shape_of_result(tree),

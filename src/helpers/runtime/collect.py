@@ -52,6 +52,7 @@ from .cells import (
     deleted_names,
     discarded_results,
     free_names,
+    library_attention,
     mentioned_names,
     out_targets,
     typed_lists,
@@ -704,6 +705,34 @@ def _packages_reached(fn: Any, depth: int = 3) -> dict[str, str | None]:
             for package in _packages_reached(value, depth - 1):  # the notebook's own (attention_loops: torch)
                 out.setdefault(package, name)
     return out
+
+
+def _library_attention_reached(fn: Any, depth: int = 3) -> str | None:
+    """The global name through which a function reaches a library's attention without naming it in its own code:
+    an alias bound in another cell (``attend = F.scaled_dot_product_attention``, ``from keras.ops import
+    dot_product_attention as dpa``, a ``functools.partial`` of one), a layer object of one kept in a global, or a
+    function of the notebook that calls one (``depth`` levels down). None if it reaches none."""
+    code = getattr(fn, "__code__", None)
+    glob = getattr(fn, "__globals__", None)
+    if code is None or not isinstance(glob, dict):
+        return None
+    for name in sorted(_global_names(code)):
+        value = glob.get(name)
+        target = value.func if isinstance(value, functools.partial) else value
+        called = {str(getattr(target, "__name__", "")), type(target).__name__}
+        if callable(target) and library_attention(called):
+            return name
+        if depth > 1 and isinstance(target, types.FunctionType) and target is not fn:
+            inner = target.__code__
+            names: set[str] = set()
+            todo = [inner]
+            while todo:
+                c = todo.pop()
+                names.update(c.co_names)
+                todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+            if library_attention(names) or _library_attention_reached(target, depth - 1):
+                return name
+    return None
 
 
 def _is_model(value: Any) -> bool:
@@ -1682,6 +1711,12 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
         record["calls"] = sorted(called_names(own))
     if own is not None:  # what the TO-DO asks for, and what a wrong answer's code says (a float16 cast)
         record["how"] = code_features(own)
+        if record["how"] is not None and not record["how"]["library_attention"] \
+                and (via := _library_attention_reached(fn)):
+            record["how"]["library_attention"] = True
+            record["library_via"] = via
+            # an alias of the library's function, or a function of the notebook that calls it
+            record["library_via_own"] = isinstance(getattr(fn, "__globals__", {}).get(via), types.FunctionType)
         record["discarded"] = discarded_results(own)
     if own is not None:
         record["typed_in"] = typed_lists(own)
@@ -1693,6 +1728,7 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
         record["forbidden_via"] = {p: via for p, via in reached.items() if p in record["forbidden"] and via
                                    and p not in mentioned}
     mutated: set[str] = set()
+    results: list[Any] = []  # what each call returned, as it returned it
     try:
         for i, inputs in enumerate(plan.get("trials") or []):
             args = {k: to_framework(v, framework) for k, v in inputs.items()}
@@ -1703,6 +1739,14 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             if i == 0:
                 record["facts"] = _facts({name: result})
             record["answers"].append({name: to_array(result, f"{name}(...)", finite=False)})
+            results.append(result)
+        # a result a later call changed: the function hands out an array it keeps and fills again (the last one is
+        # checked by one more call, on its inputs doubled: the same shapes, other numbers)
+        copies = [a[name] for a in record["answers"]]
+        if results and not _overwritten(results, copies):
+            _call_quietly(fn, {k: _doubled(v, framework) for k, v in (plan.get("trials") or [])[-1].items()})
+            results, copies = [results[-1], None], [copies[-1], None]
+        record["result_overwritten"] = _overwritten(results, copies)
         # a function that uses what the step rules out (another library) is not measured: that comes first
         record["probes"] = {} if record.get("forbidden") else _probes(plan, fn, name, framework)
         if plan.get("keeps_grad") and framework == "torch" and plan.get("trials") and plan.get("module"):
@@ -1724,9 +1768,43 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
         return {**_error(err.kind, err.message), "globals_read": read, "globals_in": record["globals_in"],
                 "answers": record["answers"] if err.kind == "raised" else [],
                 "scalars_read": record["scalars_read"], "calls": record.get("calls"), "how": record.get("how"),
-                "typed_in": record.get("typed_in", [])}
+                "typed_in": record.get("typed_in", []),
+                # what the step rules out, which may be why it raised (another library's softmax on integers)
+                **{k: record[k] for k in ("unused", "forbidden", "forbidden_via", "library_via", "library_via_own")
+                   if k in record}}
     record["mutated"] = sorted(mutated)
     return record
+
+
+def _doubled(value: Any, framework: str | None) -> Any:
+    """An input for one more call: a float array doubled (the same shape, other numbers); anything else as it is."""
+    a = np.asarray(value) if isinstance(value, (np.ndarray, list)) else None
+    if a is not None and a.dtype.kind == "f":
+        return to_framework(a * 2.0, framework)
+    return to_framework(value, framework)
+
+
+def _call_quietly(fn: Callable[..., Any], args: Mapping[str, Any]) -> None:
+    """Call ``fn`` once more, for what the call does to earlier results; its own result and errors do not matter."""
+    try:
+        with _quiet():
+            fn(*args.values())
+    except Exception:  # noqa: BLE001 — the student's function on other numbers: anything can happen
+        pass
+
+
+def _overwritten(results: Sequence[Any], copies: Sequence[np.ndarray | None]) -> bool:
+    """Is a result of an earlier call no longer what it was when it was returned (``copies``: what it held then)?
+    A function that keeps its output array between calls (in a global, on itself) and returns it hands every caller
+    the same object, which the next call fills again."""
+    for result, copy_ in zip(results[:-1], copies[:-1]):
+        try:
+            now = to_array(result, "", finite=False)
+        except Exception:  # noqa: BLE001 — a result that cannot be read again says nothing here
+            continue
+        if now.shape != copy_.shape or not np.array_equal(now, copy_, equal_nan=True):
+            return True
+    return False
 
 
 def _watched(fn: Callable[..., Any], inputs: Iterable[Any]) -> Callable[..., Any]:

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..reference import global_softmax, max_without_keepdim, softmax, sum_normalise
 from ..roles import ROLES, mix_ups
-from ..spec import Exercise, register, upstream_of
+from ..spec import Exercise, overflow_sign, register, upstream_of
 
 NOTEBOOK = "01_illustrated_self_attention"
 SEED = "000_6403dcf444e40cb5.txt"  # every number it prints must appear in the stored outputs
@@ -129,6 +129,43 @@ def large_numbers(inputs: dict) -> dict:
             break
     full = _world_of(x, wq, wk, wv, _rounded_rows(rng, n))
     return {name: full[name] for name in inputs}
+
+
+NEAR_LIMIT = 86.0  # exp(86) still fits in float32 (up to about 88.7): the softmax written out stays finite
+
+
+def near_limit_arrays(inputs: dict) -> tuple[np.ndarray, ...]:
+    """Tokens whose largest score is between 80.5 and 86, with a second score of its row 74 or more and at least 2
+    below it: the query weights of fresh numbers times a whole number, so every score stays exact in float32. A
+    clamp of the scores "against overflow" anywhere from 50 to 80 changes that row's weights (at 80 it moves weight
+    from the first to the second, below it ties them), while exp() of every score still fits in float32: these
+    notebooks write the softmax as its formula, and that stays right. Drawn from a generator seeded by the
+    replay's own inputs; returns x, w_query, w_key, w_value and rounded weights."""
+    rng = np.random.default_rng([int(2 * v) + 2 for row in inputs["x_list"] for v in row] + [int(NEAR_LIMIT)])
+    for _ in range(2000):
+        n, d_v = int(rng.choice([3, 4, 5])), int(rng.choice([4, 5]))
+        x, wq, wk = fresh_numbers(rng, (n, 4)), fresh_numbers(rng, (4, 3)), fresh_numbers(rng, (4, 3))
+        s = (x @ wq) @ (x @ wk).T
+        if s.max() < -s.min():
+            wq, s = -wq, -s
+        if s.max() <= 0:
+            continue
+        factor = np.floor(NEAR_LIMIT / s.max())
+        top = int(np.argmax(s.max(axis=1)))
+        first, second = np.sort(s[top] * factor)[::-1][:2]
+        if first >= 80.5 and second >= 74.0 and first - second >= 2.0:
+            return x, wq * factor, wk, fresh_numbers(rng, (4, d_v), top=2.0), _rounded_rows(rng, n)
+    raise RuntimeError("no tokens with such scores")  # never: a draw in a few dozen qualifies
+
+
+def near_limit_scores(inputs: dict) -> dict:
+    """An edge replay whose largest score is about 85 (see :func:`near_limit_arrays`)."""
+    full = _world_of(*near_limit_arrays(inputs))
+    return {name: full[name] for name in inputs}
+
+
+def scores_of(attn_scores, **_):
+    return np.asarray(attn_scores, dtype=np.float64)
 
 
 def wide_inputs(inputs: dict) -> dict:
@@ -495,8 +532,11 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
               computed_with=() if tf else ("x", "w_query", "w_key", "w_value"), **own),
         value("scores", "Attention scores", ("attn_scores",), ref_scores, reads=("queries", "keys"),
               mistakes=SCORES_MISTAKES, hints=hints["scores"], dtype="float32", **own),
+        # scores up to 86 too: a clamp of the scores shows (a softmax written as its formula still fits float32)
         value("softmax", "Attention weights (softmax)", ("attn_weights",), ref_softmax,
-              reads=("attn_scores",), mistakes=SOFTMAX_MISTAKES, hints=hints["softmax"], dtype="float32", **own),
+              reads=("attn_scores",), mistakes=SOFTMAX_MISTAKES, hints=hints["softmax"], dtype="float32",
+              edge=(large_numbers, near_limit_scores),
+              signs={"unstable_softmax": overflow_sign(ref_softmax, scores_of, 88.0)}, **own),
         value("outputs", "Outputs", ("outputs",), hints=hints["outputs"], dtype="float32", **outputs_step, **own),
         value("outputs_rounded", "Outputs from the rounded weights", ("outputs_rounded",), ref_rounded,
               reads=("rounded_weights", "values"), hints=hints["outputs_rounded"], dtype="float32", **rounded_step,

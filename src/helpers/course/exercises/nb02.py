@@ -21,6 +21,7 @@ from ..reference import (
     global_softmax,
     max_without_keepdim,
     one_sum,
+    projected_scores,
     self_attention,
     softmax,
     sum_normalise,
@@ -96,6 +97,11 @@ def world(rng: np.random.Generator | None = None, one_width: bool = False, rows:
                 sizes = (n if rows else N, d_model, d_k, d_k if one_width else d_v)
         n, d_model, d_k, d_v = sizes
         x, wq, wk, wv = _fresh(rng, d_k, d_v, n, d_model)
+    return _world_of(x, wq, wk, wv, d_k)
+
+
+def _world_of(x, wq, wk, wv, d_k: int) -> dict:
+    """The notebook's arrays computed from its embeddings and weights."""
     query = x[JOURNEY]
     s2 = x @ query
     s = x @ x.T
@@ -277,6 +283,99 @@ def journey_not_largest(first: dict) -> dict:
 
 journey_not_largest.of_first_trial = True
 
+NEAR_LIMIT = 85.0  # exp(85) still fits in float32 (up to about 88.7): the softmax written as its formula stays finite
+
+
+def _grid(a, step: float) -> np.ndarray:
+    return np.round(np.asarray(a, dtype=np.float64) / step) * step
+
+
+def _near_limit(first: dict, scores: str) -> dict:
+    """An edge trial from the first random one whose largest score is about 85, with a second score of its row a
+    little below it (one word made 0.97 times another: every score with it 0.97 times that word's): a clamp of the
+    scores "against overflow" anywhere from 50 to 80 changes that row's weights, while exp() of every score still
+    fits in float32 (these notebooks write the softmax as its formula, and that stays right). ``scores``: which
+    scores the step takes — ``"x"`` (x·xᵀ, or one row of it: the embeddings scaled) or ``"qk"`` (query 2 against
+    the keys, divided by √d_k: the query weights scaled). Embeddings and weights on a grid of eighths and
+    sixteenths, so that the scores are exact in float32."""
+    x0 = np.asarray(first["x"], dtype=np.float64)
+    wq0 = np.asarray(first.get("w_query", np.zeros((x0.shape[1], D_K))), dtype=np.float64)
+    wk = _grid(first.get("w_key", np.zeros((x0.shape[1], D_K))), 1 / 16)
+    if scores == "x":
+        j = int(np.argmax((x0 * x0).sum(axis=1))) if "attn_scores" in first else int(np.argmax(x0 @ x0[JOURNEY]))
+    else:
+        s = (x0[JOURNEY] @ wq0) @ (x0 @ wk).T
+        j = int(np.argmax(np.abs(s)))
+        wq0 = wq0 * np.sign(s[j])
+    others = [k for k in range(len(x0)) if k not in (j, JOURNEY)]
+    out = first
+    for ratio in (0.97, 0.96, 0.98, 0.95):
+        for k in others:
+            x = x0.copy()
+            x[k] = ratio * x[j]
+            if scores == "x":
+                whole = "attn_scores" in first  # every row's scores, or the journey's only
+                x = _grid(x * np.sqrt(NEAR_LIMIT / float((x @ x.T).max() if whole else (x @ x[JOURNEY]).max())),
+                          1 / 8)
+                row = (x @ x.T)[j] if whole else x @ x[JOURNEY]
+                out = _rebuilt(first, x=x, w_key=wk)
+            else:
+                x = _grid(x, 1 / 8)
+                peak = float(((x[JOURNEY] @ wq0) @ (x @ wk).T).max() / np.sqrt(wk.shape[-1])) or 1.0
+                wq = _grid(wq0 * (NEAR_LIMIT / peak), 1 / 16)
+                row = (x[JOURNEY] @ wq) @ (x @ wk).T / np.sqrt(wk.shape[-1])
+                out = _rebuilt(first, x=x, w_query=wq, w_key=wk)
+            top, second = np.sort(row)[::-1][:2]
+            if 80.0 <= top <= 86.0 and second >= 74.0 and top - second >= 2.0:
+                return out
+    return out  # no pair found (never seen): scores near the limit all the same
+
+
+def near_limit_embeddings(first: dict) -> dict:
+    """:func:`_near_limit` for part 1's scores, x·xᵀ (or the journey's row of it)."""
+    return _near_limit(first, "x")
+
+
+def near_limit_query(first: dict) -> dict:
+    """:func:`_near_limit` for query 2's scores against the keys, divided by √d_k."""
+    return _near_limit(first, "qk")
+
+
+def _rebuilt(first: dict, **given) -> dict:
+    """The world of ``first`` made again from its embeddings and weights, some of them ``given``: every name the
+    step is handed stays consistent with the others."""
+    x = np.asarray(given.get("x", first["x"]), dtype=np.float64)
+    # weights the step is not handed (part 1 comes before them): any of the right shape
+    base = {n: np.asarray(given[n] if n in given else first[n] if n in first else np.zeros((x.shape[1], D_K)),
+                          dtype=np.float64) for n in ("w_query", "w_key", "w_value")}
+    base["x"] = x
+    full = _world_of(base["x"], base["w_query"], base["w_key"], base["w_value"], base["w_key"].shape[-1])
+    return {name: full[name] for name in first}
+
+
+near_limit_embeddings.of_first_trial = True
+near_limit_query.of_first_trial = True
+
+
+def near_limit_inputs(inputs: dict) -> dict:
+    """An edge trial for the function: random inputs scaled so that the largest scaled score is 85 (exp() of every
+    score still fits in float32: this notebook writes the softmax as its formula), drawn (from a generator seeded by
+    the trial's own inputs) until a clamp of the scores at 50, 60 or 80, from above or to ±, changes the outputs."""
+    rng = np.random.default_rng([int(abs(v) * 1e6) % 2**31 for v in np.ravel(inputs["x"])[:8]])
+    for _ in range(200):
+        drawn = _function_inputs(rng)
+        x, v = np.asarray(drawn["x"], dtype=np.float64), drawn["x"] @ drawn["w_value"]
+        wq = np.asarray(drawn["w_query"], dtype=np.float64)
+        s = projected_scores(x, wq, drawn["w_key"])
+        if s.max() < -s.min():  # the largest score positive: a clamp from above shows too
+            wq, s = -wq, -s
+        scale = 85.0 / (float(np.abs(s).max()) or 1.0)
+        s = s * scale
+        if all(np.abs(softmax(np.clip(s, None if low else -top, top)) @ v - softmax(s) @ v).max() > 1e-3
+               for top in (50.0, 60.0, 80.0) for low in (False, True)):
+            break
+    return {**drawn, "w_query": wq * scale}
+
 
 def _one_width_inputs(rng: np.random.Generator | None) -> dict:
     return _function_inputs(rng, one_width=True)
@@ -428,7 +527,7 @@ PART_1 = [
                   "the plain sum of the scores."}),
     _value("02.weights_2", "Weights by softmax", ("attn_weights_2",),
            _one("attn_weights_2", lambda attn_scores_2, **_: softmax(attn_scores_2)), reads=("attn_scores_2",),
-           edge=journey_not_largest,
+           edge=(journey_not_largest, near_limit_embeddings),  # scores up to 85: a clamp shows
            mistakes={
                "sum_normalisation": _one("attn_weights_2", lambda attn_scores_2, **_: sum_normalise(attn_scores_2)),
                "no_softmax": _one("attn_weights_2", lambda attn_scores_2, **_: attn_scores_2),
@@ -497,6 +596,7 @@ PART_1 = [
     _value("02.weights", "All attention weights", ("attn_weights",),
            _one("attn_weights", lambda attn_scores, **_: softmax(attn_scores)), reads=("attn_scores",),
            dtype="float32",  # the next step multiplies it with the float32 x
+           edge=near_limit_embeddings,  # scores up to 85: a clamp shows
            mistakes={
                "softmax_wrong_axis": _one("attn_weights", lambda attn_scores, **_: softmax(attn_scores, axis=0)),
                "max_without_keepdim": _one("attn_weights", lambda attn_scores, **_: max_without_keepdim(attn_scores)),
@@ -664,6 +764,7 @@ PART_2 = [
     _value("02.weights_2_qk", "Weights of query 2, scaled by √d_k", ("attn_weights_2_qk",),
            _one("attn_weights_2_qk", _weights_2_qk), reads=("attn_scores_2_qk", "keys"),
            dtype="float32",  # the next step multiplies it with the float32 values
+           edge=near_limit_query,  # scaled scores up to 85: a clamp shows
            mistakes={
                "scale_by_d_v": _one("attn_weights_2_qk", lambda attn_scores_2_qk, values, **_:
                                     softmax(attn_scores_2_qk / np.sqrt(values.shape[-1]))),
@@ -736,7 +837,8 @@ PART_2 = [
         inputs=_function_inputs,
         reference=attention,
         # one token, values of width 1: the answer is (1, 1), not squeezed; n and d_k in the other order
-        edge=(one_row("x", "w_value"), swapped_n_d_k),
+        # and scores up to 85: a clamp of the scores shows (the softmax written as its formula still fits float32)
+        edge=(one_row("x", "w_value"), swapped_n_d_k, near_limit_inputs),
         widths=("w_key", "w_value"),  # "any size": values wider than the keys in some trial, narrower in another
         mistakes={**ATTENTION_MISTAKES,
                   "scale_by_d_v": lambda **i: attention(**i, scale=float(np.sqrt(i["w_value"].shape[-1])))},

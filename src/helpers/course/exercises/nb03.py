@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..reference import global_softmax, max_without_keepdim, one_sum, softmax, sum_normalise, sums_without_keepdim
-from ..spec import Exercise, one_row, register, upstream_of
+from ..spec import Exercise, one_row, overflow_sign, register, upstream_of
 from . import nb01
 from .nb01 import (
     QKV_MISTAKES,
@@ -123,6 +123,15 @@ def large_numbers(inputs: dict) -> dict:
     big = nb01.large_numbers({**lists, "rounded_weights": None})  # its own tokens, and rounded weights for them
     base = _base_of(*(np.asarray(big[name], dtype=np.float64) for name in lists))
     full = _world_of(base, np.asarray(big["rounded_weights"][0], dtype=np.float64))
+    return {name: full[name] for name in inputs}
+
+
+def near_limit_scores(inputs: dict) -> dict:
+    """An edge replay whose largest score is about 85 (see :func:`nb01.near_limit_arrays`): a clamp of the scores
+    shows; exp() of every score still fits in float32."""
+    lists = {name: inputs[name] for name in ("x_list", "w_query_list", "w_key_list", "w_value_list")}
+    x, wq, wk, wv, rounded = nb01.near_limit_arrays(lists)
+    full = _world_of(_base_of(x, wq, wk, wv), rounded[0])
     return {name: full[name] for name in inputs}
 
 
@@ -337,9 +346,10 @@ def fn_inputs(rng: np.random.Generator | None = None) -> dict:
 
 
 def large_fn_inputs(inputs: dict) -> dict:
-    """An edge trial for the function: random inputs scaled so that the largest score is 36 (every exp(s − max) of a
-    row stays a normal float32 number), drawn (from a generator seeded by the trial's own inputs) until a clamp of
-    the scores at the notebook's 16, from above or to ±16, changes the outputs."""
+    """An edge trial for the function: random inputs scaled so that the largest score is 85 (exp() of every score
+    still fits in float32: this notebook writes the softmax as its formula), drawn (from a generator seeded by the
+    trial's own inputs) until a clamp of the scores at the notebook's 16, at 60 or at 80, from above or to ±, changes
+    the outputs."""
     rng = np.random.default_rng([int(abs(v) * 1e6) % 2**31 for v in np.ravel(inputs["x"])[:8]])
     for _ in range(200):
         drawn = fn_inputs(rng)
@@ -347,9 +357,10 @@ def large_fn_inputs(inputs: dict) -> dict:
         s = (x @ wq) @ (x @ drawn["w_key"]).T
         if s.max() < -s.min():  # the largest score positive: a clamp from above shows too
             wq, s = -wq, -s
-        scale = np.sqrt(36.0 / (float(np.abs(s).max()) or 1.0))
+        scale = np.sqrt(85.0 / (float(np.abs(s).max()) or 1.0))
         s, v = s * scale**2, v * scale
-        if all(np.abs(softmax(np.clip(s, low, 16.0)) @ v - softmax(s) @ v).max() > 1e-3 for low in (None, -16.0)):
+        if all(np.abs(softmax(np.clip(s, None if low else -top, top)) @ v - softmax(s) @ v).max() > 1e-3
+               for top in (16.0, 60.0, 80.0) for low in (False, True)):
             break
     return {**drawn, "x": x * scale, "w_query": wq}
 
@@ -660,7 +671,8 @@ register(
     # the TO-DO uses the predicted axis (dim=softmax_axis): from a wrong prediction, the right code is 🟡
     _value("softmax", "The attention weights", ("attn_weights",), ref_softmax_along,
            reads=("attn_scores", "softmax_axis"), framework="torch", mistakes=SOFTMAX_MISTAKES,
-           how={"implicit_softmax_dim": False}, dtype="float32"),
+           how={"implicit_softmax_dim": False}, dtype="float32", edge=(large_numbers, near_limit_scores),
+           signs={"unstable_softmax": overflow_sign(ref_softmax_along, nb01.scores_of, 88.0)}),
     _predict_shape("predict_weighted", "Prediction: the shape of the weighted values", "weighted_shape",
                    ref_weighted_shape, PREDICT_WEIGHTED_MISTAKES),
     _value("weighted_values", "The weighted values, by broadcasting", ("weighted_values",), ref_weighted_values,
@@ -697,7 +709,8 @@ register(
         "03.attention_outputs", notebook=NOTEBOOK, title="Self-attention as one function",
         answers=("attention_outputs",), kind="function", framework="torch", inputs=fn_inputs,
         reference=ref_fn, mistakes=FN_MISTAKES, atol=1e-5, points=2, hints=HINTS["attention_outputs"],
-        how={"implicit_softmax_dim": False}, dtype="float32", edge=(one_row("x", "w_value"), large_fn_inputs),
+        how={"implicit_softmax_dim": False}, dtype="float32",
+        edge=(one_row("x", "w_value"), large_fn_inputs),
         widths=("w_key", "w_value"),  # "any n, d_model, d_k and d_v": values wider than the keys, and narrower
     ),
 )

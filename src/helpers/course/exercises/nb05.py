@@ -310,6 +310,23 @@ def all_very_negative(inputs: dict) -> dict:
     return {**inputs, "scores": _bounded_rows(inputs["scores"]) - 800.0}
 
 
+def integer_scores(inputs: dict) -> dict:
+    """An edge trial: scores of an integer dtype (dot products of integer embeddings are integers), moderate ones.
+    The weights are float64 all the same: a result cast back to the scores' dtype is all 0s and 1s."""
+    return {"scores": np.rint(np.clip(np.asarray(inputs["scores"], dtype=float), -20, 20)).astype(np.int64)}
+
+
+def _integer_weights(answer, inputs) -> bool:
+    """On :func:`integer_scores`' trial: weights of 0 (and 1 where a weight is 1), the right ones cut to integers —
+    a result cast back to the scores' dtype."""
+    scores = np.asarray(inputs["scores"])
+    if not np.issubdtype(scores.dtype, np.integer):
+        return False
+    (got,) = answer.values()
+    got, want = np.asarray(got, dtype=np.float64), ref_softmax(scores)
+    return got.shape == want.shape and bool(np.array_equal(got, np.floor(want + 1e-9)))
+
+
 def _shifted_below_max(answer, inputs) -> bool:
     """Right on every row it gives finite numbers for, NaN or inf on some row whose mean, median or second-largest
     score lies more than 709 below its maximum, and nowhere else: each row shifted by a number of its own below its
@@ -480,7 +497,13 @@ def low_row(first: dict) -> dict:
     small exponentials (`np.divide(..., where=e > 1e-3)`) shows."""
     s = np.array(first["attn_scores"], dtype=float)
     s[0] -= s[0].max() + 20.0
-    return {**first, "attn_scores": s}
+    # and the names made from the scores before this step, made again from these: a cell may use any of them
+    # (the original's row sums undo its one total: e / row_sums[:, None] / e.sum() is the fix as well)
+    original = global_softmax(s)
+    out = {**first, "attn_scores": s, "attention_weights": original, "row_sums": original.sum(axis=1)}
+    if "values" in first:
+        out["attention_value"] = original @ first["values"]
+    return {n: v for n, v in out.items() if n in first}
 
 
 low_row.of_first_trial = True
@@ -576,11 +599,13 @@ register(
         inputs=softmax_inputs,
         reference=ref_softmax,
         mistakes=SOFTMAX_MISTAKES,
-        signs={"unstable_softmax:hidden": _overflow_hidden, "shifted_by_mean": _shifted_below_max},
+        signs={"unstable_softmax:hidden": _overflow_hidden, "shifted_by_mean": _shifted_below_max,
+               "wrong_dtype:integer_scores": _integer_weights},
         # one row of scores: the answer is (1, n), not squeezed; rows whose top score is far above the rest, and
         # rows whose bottom one is far below (shifted by a number well below or above the maximum, exp() overflows
         # or underflows on every row)
-        edge=(one_row("scores"), far_above, far_below, all_very_negative),
+        # and integer scores: the weights are float64 whatever the scores' dtype
+        edge=(one_row("scores"), far_above, far_below, all_very_negative, integer_scores),
         points=2,
         hints={
             "softmax_wrong_axis": "Your softmax normalised each column. Each row must sum to 1: take the "
@@ -589,6 +614,10 @@ register(
             "check's random scores contain a row near -742, where exp() keeps only a few correct digits, and "
             "a row with scores near 800, where exp() overflows to inf. Subtract each row's own maximum before "
             "np.exp.",
+            "wrong_dtype:integer_scores": "On integer scores your softmax returns integers: every weight below 1 "
+            "becomes 0. The result takes the scores' dtype somewhere (a cast such as .astype(scores.dtype), or an "
+            "array made like the scores, np.zeros_like(scores), filled with the weights). The weights are float64 "
+            "whatever the scores are: leave that cast out.",
             "unstable_softmax:hidden": "Your softmax is right on the rows of ordinary scores but wrong on the rows "
             "with extreme ones (the check's random scores have a row near -742 and rows with scores 800 or more "
             "above the rest), where np.exp of the raw scores overflows to inf or keeps only a few digits. Clipping "

@@ -112,6 +112,56 @@ def causal_edge(inputs: dict) -> dict:
 EDGE_SCORE = 800.0  # above exp's limit in float64 (709) as in float32 (88)
 
 
+FAR_BELOW = -5000.0  # every score of one query: below a finite fill of −100 or −1e3, far above −1e9 and finfo.min
+
+
+def _far_row(q) -> int:
+    """The query :func:`far_below` moves: the second last (in a causal mask it has one hidden key, the last)."""
+    return q.shape[-2] - 2
+
+
+def far_below(inputs: dict) -> dict:
+    """An edge trial: one query (the second last) scores exactly FAR_BELOW with every key, hidden or not. Every key
+    gets 1 as its first entry and that query is −5000·√d_k on its first axis and 0 elsewhere, so its scores are all
+    the same number, exactly: its row of weights is uniform over the keys it may see. A mask that fills hidden
+    scores with a finite number above −5000 (−100, −1e3) gives the hidden keys that row's weight instead; −∞,
+    −1e9, the dtype's lowest, a fill added to the scores, and a softmax renormalised after zeroing all stay exact."""
+    q, k = np.array(inputs["q"], dtype=float), np.array(inputs["k"], dtype=float)
+    row = _far_row(q)
+    q[..., row, :] = 0.0
+    q[..., row, 0] = FAR_BELOW * np.sqrt(q.shape[-1])
+    k[..., 0] = 1.0
+    return {**inputs, "q": q, "k": k}
+
+
+def _fill_leaks(answer, inputs, allowed, ref) -> bool:
+    """On :func:`far_below`'s trial: the moved query's output is the mean of the values of the keys it must not see
+    (a finite fill above its scores), every other row right."""
+    q, v = np.asarray(inputs["q"], dtype=np.float64), np.asarray(inputs["v"], dtype=np.float64)
+    row = _far_row(q)
+    if not (np.all(q[..., row, 1:] == 0) and np.all(q[..., row, 0] < FAR_BELOW)):
+        return False
+    got = np.asarray(_only(answer), dtype=np.float64)
+    hidden = ~np.broadcast_to(allowed, q.shape[:-1] + (v.shape[-2],))[..., row, :]  # (…, keys)
+    if got.shape != ref.shape or not hidden.any(-1).all():
+        return False
+    leak = (hidden[..., :, None] * v).sum(-2) / hidden.sum(-1)[..., None]
+    others = np.arange(q.shape[-2]) != row
+    return bool(np.allclose(got[..., row, :], leak, rtol=1e-4, atol=1e-5)
+                and np.allclose(got[..., others, :], ref[..., others, :], rtol=1e-4, atol=1e-5))
+
+
+def _causal_fill_leaks(answer, inputs) -> bool:
+    q, k, v = (np.asarray(inputs[n], dtype=np.float64) for n in ("q", "k", "v"))
+    return _fill_leaks(answer, inputs, _lower(q.shape[-2]), ref_causal(q, k, v))
+
+
+def _padded_fill_leaks(answer, inputs) -> bool:
+    q, k, v = (np.asarray(inputs[n], dtype=np.float64) for n in ("q", "k", "v"))
+    lengths = inputs["lengths"]
+    return _fill_leaks(answer, inputs, key_allowed(lengths, k.shape[-2]), ref_padded(q, k, v, lengths))
+
+
 def padded_inputs(rng=None) -> dict:
     if rng is None:
         return padded_example()
@@ -126,9 +176,9 @@ def padded_inputs(rng=None) -> dict:
 
 
 def high_p(inputs: dict) -> dict:
-    """An edge trial: a dropout probability of 0.8, above the other trials' 0.5 at most (a p clamped to 0.5, or a
-    rule that holds only up to 0.5, shows)."""
-    return {**inputs, "p": 0.8}
+    """An edge trial: a dropout probability of 0.95, above the other trials' 0.5 at most (a p clamped to 0.5 or
+    0.9, a divisor kept at 0.1 or more, or a rule that holds only up to some p, shows)."""
+    return {**inputs, "p": 0.95}
 
 
 def large_scores(inputs: dict) -> dict:
@@ -284,10 +334,17 @@ def _masked_by_value(answer, inputs) -> bool:
 
 
 def _unshifted(answer, inputs) -> bool:
-    """A softmax written out without its maximum: exp(800) overflows in the last row (inf/inf); the rest is right."""
+    """A softmax written out without its maximum: exp(800) overflows in the last row (inf/inf) of
+    :func:`causal_edge`'s trial, exp(−5000) underflows in the moved row (0/0) of :func:`far_below`'s; the rest is
+    right."""
     q, k, v = (np.asarray(inputs[n], dtype=np.float64) for n in ("q", "k", "v"))
-    return bool(np.all(k[..., 0, :] == 0)) and _rows_nan_rest_right(_only(answer), ref_causal(q, k, v),
-                                                                     [q.shape[-2] - 1])
+    if np.all(k[..., 0, :] == 0):
+        row = q.shape[-2] - 1
+    elif np.all(q[..., _far_row(q), 1:] == 0) and np.all(q[..., _far_row(q), 0] < FAR_BELOW):
+        row = _far_row(q)
+    else:
+        return False
+    return _rows_nan_rest_right(_only(answer), ref_causal(q, k, v), [row])
 
 
 def _only(answer):
@@ -295,7 +352,8 @@ def _only(answer):
     return value
 
 
-CAUSAL_SIGNS = {"mask_by_value": _masked_by_value, "unstable_softmax": _unshifted}
+CAUSAL_SIGNS = {"mask_by_value": _masked_by_value, "unstable_softmax": _unshifted,
+                "mask_fill_too_small": _causal_fill_leaks}
 
 
 def _causal_scaled(inputs, scale):
@@ -825,8 +883,8 @@ def _exercises() -> list[Exercise]:
            "keeps_grad": True,  # the twins of the pieces above: q, k, v (and the weights) reach the result
            # the PyTorch functions above, run and wrapped in a TensorFlow tensor, are not the TensorFlow version
            "not_with": ("torch", "F", "causal_attention", "multi_head_attention", "split_heads", "merge_heads")}
-    causal = {"inputs": causal_inputs, "reference": ref_causal, "mistakes": CAUSAL_MISTAKES, "edge": causal_edge,
-              "signs": CAUSAL_SIGNS,
+    causal = {"inputs": causal_inputs, "reference": ref_causal, "mistakes": CAUSAL_MISTAKES,
+              "edge": (causal_edge, far_below), "signs": CAUSAL_SIGNS,
               "explains": scale_explains(CAUSAL_OTHER_SCALE)}
     mha = {"inputs": mha_inputs, "reference": ref_mha, "mistakes": MHA_MISTAKES, "atol": 1e-5,
            "hints": {"missing_scale": MHA_SCALE_HINT, "scale_by_d_model": MHA_D_MODEL_HINT,
@@ -854,7 +912,10 @@ def _exercises() -> list[Exercise]:
                            "keys when every sentence of a batch is padded, as in a batch padded to a fixed length. "
                            "Make it as wide as the key axis, k.shape[-2].)", ("max", "amax")),),
             how=own,
-            edge=large_scores,  # scores of 300: a softmax written out without its maximum overflows
+            # scores of 300: a softmax written out without its maximum overflows; a query whose every score is
+            # −5000: a finite fill above that gives the padded keys its weight
+            edge=(large_scores, far_below),
+            signs={"mask_fill_too_small": _padded_fill_leaks},
             **torch_,
         ),
         Exercise(

@@ -305,8 +305,11 @@ def _cached(q, k, v, *, mask="offset", how="inf", scale=True, axis=-1, offset=No
     t = n_k - m if offset is None else m if offset == "m" else int(offset)
     i, j = np.arange(m)[:, None], np.arange(n_k)[None, :]
     allowed = {"offset": j <= t + i, "from_zero": j <= i, "off_by_one": j < t + i, "sees_next": j <= t + i + 1,
-               "none": np.ones((m, n_k), bool), "inverted": j > t + i}[mask]
-    return _attend(_scores(q, k, scale), v, allowed, how, axis)
+               "none": np.ones((m, n_k), bool), "inverted": j > t + i, "by_value": j <= t + i}[mask]
+    scores = _scores(q, k, scale)
+    if mask == "by_value":  # the future zeroed (tril) and then every score equal to 0 hidden: a real 0 as well
+        allowed = allowed & (scores != 0)
+    return _attend(scores, v, allowed, how, axis)
 
 
 def ref_cached(q, k, v):
@@ -329,6 +332,18 @@ CACHED_MISTAKES = {
     # t taken as the number of new queries m
     "cache_offset_from_m": lambda **i: _cached(**i, offset="m"),
 }
+
+
+def _cached_by_value(answer, inputs) -> bool:
+    """The mask made from the scores' values (tril, then ``scores == 0`` hidden): on the trial whose first key is
+    all zeros (:func:`_heads_and_zero_key`), that key is hidden from every query as well."""
+    q, k, v = (np.asarray(inputs[n], dtype=np.float64) for n in ("q", "k", "v"))
+    if not np.all(k[..., 0, :] == 0):
+        return False
+    (got,) = answer.values()
+    want = _cached(q, k, v, mask="by_value")
+    got = np.asarray(got, dtype=np.float64)
+    return got.shape == want.shape and bool(np.allclose(got, want, rtol=1e-4, atol=1e-5, equal_nan=True))
 
 
 def cached_inputs(rng=None) -> dict:
@@ -370,6 +385,18 @@ def _batch_of_one(inputs: dict) -> dict:
     """The edge trial of cross-attention: a batch of one sentence pair, (1, n, d_model): the answer keeps that axis
     (a squeeze shows)."""
     return {**inputs, "x_dec": np.asarray(inputs["x_dec"])[:1], "x_enc": np.asarray(inputs["x_enc"])[:1]}
+
+
+def _heads_and_zero_key(first: dict) -> dict:
+    """An edge trial from the first random one: its batch made a heads axis, (1, heads, …, d), as a model's
+    layers call it (a transpose of axes 1 and 2 instead of the last two shows); and the first key all zeros, so that
+    it scores exactly 0 with every query (a mask made from the scores' values, ``scores == 0``, hides it)."""
+    q, k, v = (np.array(first[n], dtype=np.float64)[None] for n in ("q", "k", "v"))
+    k[..., 0, :] = 0.0
+    return {**first, "q": q, "k": k, "v": v}
+
+
+_heads_and_zero_key.of_first_trial = True
 
 
 def _one_query(inputs: dict) -> dict:
@@ -633,6 +660,16 @@ def mask_width_hint(message: str, inputs: dict | None, how: dict) -> str | None:
         return DECODER_WIDTH_HINT.format(n_q=n_q, n_k=n_k)
     return None
 
+def heads_axis_hint(message: str, inputs: dict | None, how: dict) -> str | None:
+    """What an error on the trial with a heads axis, (1, heads, …, d), may come from: axes numbered from the front
+    (``transpose(1, 2)``, right for (batch, n, d) only). Nothing on other trials."""
+    if inputs is None or len(np.shape(inputs["k"])) != 4:
+        return None
+    return ("(It raised on inputs with a heads axis, (batch, heads, tokens, d), as a model's layers call it. Axes "
+            "numbered from the front, such as transpose(1, 2), are the heads and the tokens there: number the last "
+            "two from the end, transpose(-2, -1).)")
+
+
 SCALE_HINT = ("Your scores were not divided by √d_k. Divide them by the square root of the key size "
               "(k.shape[-1]) before the softmax.")
 LIBRARY_HINT = ("Your function calls a library's attention (`scaled_dot_product_attention` or a multi-head attention "
@@ -755,10 +792,13 @@ def _exercises() -> list[Exercise]:
                  answers=("padded_cross_attention",), hints=PADDED_HINTS, **own, **padded, **torch_),
         Exercise("09.cached_attention", title="Attention of the newest queries over a cache",
                  answers=("cached_attention",), inputs=cached_inputs, reference=ref_cached,
-                 mistakes=CACHED_MISTAKES, hints=CACHED_HINTS,
+                 mistakes=CACHED_MISTAKES, hints=CACHED_HINTS, signs={"mask_by_value": _cached_by_value},
                  # one new query, as decoding calls it: the answer keeps its query axis, (…, 1, d_v), not squeezed;
                  # scores of 40: clamped scores show
-                 edge=(_one_query, _louder("q", _qk)),
+                 # a heads axis and a key of zeros: a transpose(1, 2) and a mask by value show
+                 edge=(_one_query, _louder("q", _qk), _heads_and_zero_key),
+                 raised_hints=((r"must match the size of tensor|must be broadcastable|size mismatch|cannot be "
+                                r"multiplied", heads_axis_hint),),
                  explains=scale_explains(CACHED_OTHER_SCALE), **own, **torch_),
         Exercise(
             "09.decode",
