@@ -761,6 +761,11 @@ _PROCESS_ROWS = [
      "Your function returns an array it keeps between calls (in a global, or on the function itself) and fills "
      "again on the next call: a result a caller holds changes when the function is called again, with other "
      "inputs. Make a new array for each call's result (np.zeros(...) or np.empty(...) inside the function)."),
+    ("dropout_not_on_weights", "dropout drawn for the values or the output, not the attention weights",
+     "Your module's own dropout draw (when it is given no keep-mask) drops something other than the attention "
+     "weights: the values, or the output. Both have the same average as dropping weights, but not the same "
+     "randomness. Draw the mask for the weights themselves, (batch, heads, seq, seq), after the softmax and before "
+     "the product with the values, as with a keep-mask given."),
     ("stateful_forward", "forward changes the module from call to call",
      "Called twice on the same input, your module gives two different outputs: its `forward` changes the module "
      "as it runs (a weight rescaled or updated in place, a result kept from an earlier call). A forward computes "

@@ -1473,6 +1473,11 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
                                                          "the same output.)")
         if entry.get("draw_shared"):  # one draw broadcast over the heads or the queries (or the keys)
             return _fail(ex, "dropout_draw_shared", _shared_draw_message(list(entry["draw_shared"])))
+        if entry.get("draw_elsewhere"):  # a draw the shape of the values or of the output, not of the weights
+            shape = "(" + ", ".join(str(n) for n in entry["draw_elsewhere"]) + ")"
+            return _fail(ex, "dropout_not_on_weights", note=f" (In training mode without a draw of the caller's, "
+                                                            f"keep=None, {where} drew its dropout for a tensor of "
+                                                            f"shape {shape}.)")
         mean, spread = tr.mean(axis=0), tr.std(axis=0) / np.sqrt(len(tr))
         if np.isnan(tr).any() or (np.abs(mean - ev[0]) > 6 * spread + 1e-3).any():
             return Outcome(ex.id, "fail", 0, ex.points,
@@ -1858,12 +1863,16 @@ def _sign(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> s
     such trial, or not exactly one such mistake)."""
     if not ex.signs:
         return None
-    wrong = [(got, inputs) for got, inputs in trials
-             if not _close(got, ex.expected(inputs), ex.answers, ex.rtol, ex.atol)]
+    wrong, right = [], []
+    for got, inputs in trials:
+        (right if _close(got, ex.expected(inputs), ex.answers, ex.rtol, ex.atol) else wrong).append((got, inputs))
     found = []
     for code, test in ex.signs.items():
         try:
-            if wrong and all(test(got, inputs) for got, inputs in wrong):
+            # a sign that computes the answer the mistake gives (``refutable``) must also hold where the answer is
+            # right: there, that mistake would have given another number
+            if wrong and all(test(got, inputs) for got, inputs in wrong) \
+                    and not (getattr(test, "refutable", False) and not all(test(got, inputs) for got, inputs in right)):
                 found.append(code)
         except Exception:  # noqa: BLE001 — an answer of another shape or kind: not that sign
             continue
@@ -2317,7 +2326,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                        "notebook or typed in digits stays the example's when the sizes change." + note)
     if ex.module and isinstance(world0.get(ex.module), Mapping):  # the replays hand the cell other modules
         first = first.replace(" on other inputs", " on another module (other widths, one of its matrices frozen, "
-                                                  "one more trainable matrix)")
+                                                  "one more trainable matrix, in a submodule and in float64, and a "
+                                                  "buffer)")
     return Outcome(ex.id, "fail", 0, ex.points,
                    "Right on this notebook's numbers, but not in general: "
                    + first + note)

@@ -282,7 +282,13 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                     if entry.get("error") else
                     {**{k: decode_array(entry[k]) for k in ("eval", "train", "without_buffer")
                         if entry.get(k) is not None},
-                     **{k: entry[k] for k in ("same_draw", "rng_reset", "keep_ignored") if type(entry.get(k)) is bool}})
+                     **{k: entry[k] for k in ("same_draw", "rng_reset", "keep_ignored") if type(entry.get(k)) is bool},
+                     # how the module's own draw is shaped: axes it is shared by, or a shape not of the weights
+                     **({"draw_shared": [a for a in entry["draw_shared"] if a in ("batch", "heads", "query", "key")]}
+                        if isinstance(entry.get("draw_shared"), list) else {}),
+                     **({"draw_elsewhere": [int(n) for n in entry["draw_elsewhere"][:6]]}
+                        if isinstance(entry.get("draw_elsewhere"), list)
+                        and all(type(n) is int and 0 < n < 10**6 for n in entry["draw_elsewhere"]) else {})})
                 continue
             if probe.kind == "module_grad":
                 record["probes"][probe.kind] = {} if type(entry.get("keeps_grad")) is not bool else {

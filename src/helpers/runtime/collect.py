@@ -162,11 +162,14 @@ def _module_like(params: Mapping[str, Any], module: Any) -> Any:
     """A copy of ``module`` whose parameters are ``params`` (by name; by order when the student named them
     otherwise, as long as there are as many), each as trainable as the student's own. ``params`` of the form
     ``{"trainable": {name: array}, "frozen": {name: array}}`` make a module of their own instead, with exactly
-    these parameters (those of ``frozen`` with requires_grad=False)."""
+    these parameters (those of ``frozen`` with requires_grad=False; see :func:`_module_of` for ``buffers`` and
+    ``double``)."""
     import torch
 
-    if set(params) == {"trainable", "frozen"} and all(isinstance(v, Mapping) for v in params.values()):
-        return _module_of(params["trainable"], params["frozen"])
+    if {"trainable", "frozen"} <= set(params) <= {"trainable", "frozen", "buffers", "double"} \
+            and all(isinstance(params[k], Mapping) for k in ("trainable", "frozen")):
+        return _module_of(params["trainable"], params["frozen"], params.get("buffers") or {},
+                          params.get("double") or ())
     clone = copy.deepcopy(module)
     own = [name for name, _ in clone.named_parameters()]
     if set(params) <= set(own):
@@ -184,16 +187,36 @@ def _module_like(params: Mapping[str, Any], module: Any) -> Any:
     return clone
 
 
-def _module_of(trainable: Mapping[str, Any], frozen: Mapping[str, Any]) -> Any:
-    """A plain ``nn.Module`` whose parameters are the given arrays (float32), in that order, those of ``frozen``
-    with requires_grad=False: other counts, sizes and frozen parameters than the student's own module."""
+def _module_of(trainable: Mapping[str, Any], frozen: Mapping[str, Any], buffers: Mapping[str, Any] | None = None,
+               double: Iterable[str] = ()) -> Any:
+    """A plain ``nn.Module`` whose parameters are the given arrays (float32, or float64 for the names in
+    ``double``), in that order, those of ``frozen`` with requires_grad=False, and ``buffers`` registered as buffers
+    kept out of the state_dict:
+    other counts, sizes and frozen parameters than the student's own module. A dotted name (``proj.w_out``) puts
+    the parameter in a submodule of that name."""
     import torch
 
     module = torch.nn.Module()
+    double = set(double)
+
+    def owner(name: str) -> tuple[Any, str]:
+        path, _, attr = name.rpartition(".")
+        at = module
+        for part in path.split(".") if path else ():
+            if not hasattr(at, part):
+                at.add_module(part, torch.nn.Module())
+            at = getattr(at, part)
+        return at, attr
+
     for group, grad in ((trainable, True), (frozen, False)):
         for name, arr in group.items():
-            module.register_parameter(name, torch.nn.Parameter(torch.as_tensor(np.asarray(arr), dtype=torch.float32),
-                                                               requires_grad=grad))
+            at, attr = owner(name)
+            dtype = torch.float64 if name in double else torch.float32
+            at.register_parameter(attr, torch.nn.Parameter(torch.as_tensor(np.asarray(arr), dtype=dtype),
+                                                           requires_grad=grad))
+    for name, arr in (buffers or {}).items():
+        at, attr = owner(name)
+        at.register_buffer(attr, torch.as_tensor(np.asarray(arr), dtype=torch.float32), persistent=False)
     return module
 
 
@@ -1120,6 +1143,9 @@ def _draw_facts(module: Any, args: list[Any]) -> dict[str, Any]:
                 shared = _draw_shared_axes(draws.shapes, module, args)
                 if shared is not None:
                     out["draw_shared"] = shared
+                elsewhere = _draw_elsewhere(draws.shapes, module, args)
+                if elsewhere is not None:
+                    out["draw_elsewhere"] = elsewhere
         out["same_draw"] = _same_tensor(results[0], results[1])
         out["rng_reset"] = bool(torch.equal(states[0], states[1]))
     except Exception:  # noqa: BLE001 — the student's module: anything can happen
@@ -1167,6 +1193,19 @@ def _draw_recorder() -> Any:
             return result
 
     return Draws()
+
+
+def _draw_elsewhere(shapes: list[tuple[int, ...]], module: Any, args: list[Any]) -> list[int] | None:
+    """The shape of the module's largest own dropout draw when it is not one for the attention weights, (batch,
+    heads, query, key): a draw whose last axis is not the keys' (seq) drops something else — the values, (batch,
+    heads, seq, d_head), or the output, (batch, seq, d_model). None otherwise (a 1-D draw reshaped says nothing)."""
+    heads, x = getattr(module, "num_heads", None), args[0] if args else None
+    if not shapes or not isinstance(heads, int) or not hasattr(x, "shape") or len(x.shape) != 3:
+        return None
+    largest = max(shapes, key=lambda s: int(np.prod(s)))
+    if len(largest) < 2 or int(np.prod(largest)) < int(x.shape[1]) or largest[-1] == int(x.shape[1]):
+        return None
+    return [int(n) for n in largest]
 
 
 def _draw_shared_axes(shapes: list[tuple[int, ...]], module: Any, args: list[Any]) -> list[str] | None:

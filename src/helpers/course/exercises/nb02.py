@@ -371,8 +371,9 @@ def near_limit_inputs(inputs: dict) -> dict:
             wq, s = -wq, -s
         scale = 85.0 / (float(np.abs(s).max()) or 1.0)
         s = s * scale
-        if all(np.abs(softmax(np.clip(s, None if low else -top, top)) @ v - softmax(s) @ v).max() > 1e-3
-               for top in (50.0, 60.0, 80.0) for low in (False, True)):
+        if s.max(axis=1).min() >= 0 and all(  # a shift by the largest score of all stays exact in float32
+                np.abs(softmax(np.clip(s, None if low else -top, top)) @ v - softmax(s) @ v).max() > 1e-3
+                for top in (50.0, 60.0, 80.0) for low in (False, True)):
             break
     return {**drawn, "w_query": wq * scale}
 
@@ -434,8 +435,12 @@ def _trainable_inputs(rng: np.random.Generator | None = None) -> dict:
     weights = {name: rng.uniform(0.0, 1.0, size=(d_model, d_k)) for name in names}
     frozen = str(rng.choice(names))
     trainable = {name: w for name, w in weights.items() if name != frozen}
-    trainable["w_out"] = rng.uniform(-1.0, 1.0, size=(d_k, m))  # m ≠ 3: not three matrices of one shape
-    module = {"trainable": trainable, "frozen": {frozen: weights[frozen]}}
+    # m ≠ 3: not three matrices of one shape; in a submodule (a count over .modules() adds it twice), and in float64
+    # (bytes / 4 is not the count); and a buffer, which is no parameter (kept out of the state_dict, as a causal
+    # mask's often is: a count of the state_dict's entries is then that of every parameter, frozen ones too)
+    trainable["proj.w_out"] = rng.uniform(-1.0, 1.0, size=(d_k, m))
+    module = {"trainable": trainable, "frozen": {frozen: weights[frozen]},
+              "buffers": {"mask": np.ones((int(rng.choice([2, 3])), m + 1))}, "double": ["proj.w_out"]}
     return {"x": x, "d_model": d_model, "d_k": d_k, "sa_v1": module}
 
 

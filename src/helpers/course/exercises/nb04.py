@@ -127,6 +127,11 @@ def world(rng: np.random.Generator | None = None, widths: bool = False, levels: 
             s = (words @ wq) @ (words @ wk).T / np.sqrt(d_k)
             if _extreme(s, wide) if levels else softmax(s).max() < 0.99:
                 break
+    return _world_from(words, wq, wk, wv)
+
+
+def _world_from(words, wq, wk, wv) -> dict:
+    """Every name of the notebook, computed from its words and weights."""
     x = np.asarray(words, dtype=np.int64)
     out: dict = {f"word_{i + 1}": x[i : i + 1] for i in range(4)}
     out["word_emb_stack"] = x[np.newaxis]
@@ -978,6 +983,43 @@ def narrow_keys(inputs: dict) -> dict:
     return {name: full[name] for name in inputs}
 
 
+def repeated_word(first: dict) -> dict:
+    """An edge replay from the first one with its second word the same as its first (a sentence may repeat a token):
+    words deduplicated on the way (through a dict or a set) show."""
+    words = np.concatenate([np.asarray(first[f"word_{i}"]) for i in range(1, 5)])
+    words[1] = words[0]
+    d = words.shape[1]
+    wq, wk, wv = (np.asarray(first.get(n, np.zeros((d, 4), dtype=np.int64))) for n in ("w_query", "w_key", "w_value"))
+    full = _world_from(words, wq, wk, wv)
+    return {name: full[name] for name in first}
+
+
+repeated_word.of_first_trial = True
+
+
+def near_limit_weights(inputs: dict) -> dict:
+    """An edge replay whose largest scaled score is between 80 and 86, with a second of its row 60 or more and at
+    least 2 below it: the words of a fresh draw times a whole number. A clamp of the scores "against overflow" at 60
+    or below ties that row's two largest; exp() of every score still fits in float32. Drawn from a generator seeded
+    by the replay's own words."""
+    rng = np.random.default_rng([int(v) + 5 for v in np.ravel(inputs["word_1"])] + [86])
+    for _ in range(2000):
+        base = world(rng, widths=True)
+        words, wq, wk, wv = (np.asarray(base[n]) for n in ("x", "w_query", "w_key", "w_value"))
+        s = (words @ wq) @ (words @ wk).T / np.sqrt(wk.shape[-1])
+        if s.max() <= 0:
+            continue
+        factor = int(np.floor(np.sqrt(86.0 / s.max())))
+        top = int(np.argmax(s.max(axis=1)))
+        first, second = np.sort(s[top] * factor**2)[::-1][:2]
+        # and every row's largest score 0 or more: a shift by the largest score of all (not each row's) keeps every
+        # exponential a normal float32 number (e^-87 is one), so it stays as exact as the row-wise shift
+        if factor >= 1 and first >= 80.0 and second >= 60.0 and first - second >= 2.0 and s.max(axis=1).min() >= 0:
+            full = _world_from(words * factor, wq, wk, wv)
+            return {name: full[name] for name in inputs}
+    raise RuntimeError("no words with such scores")  # never: a draw in a few hundred qualifies
+
+
 def _exercises() -> list[Exercise]:
     def value(ex_id, title, answers, reference, independent=(), widths=False, levels=False, **kw):
         kw.setdefault("framework", "tensorflow")
@@ -991,7 +1033,7 @@ def _exercises() -> list[Exercise]:
     values = tuple(f"value_{j}" for j in range(1, 5))
     return [
         value("04.stack", "The stacked words", ("word_emb_stack",), ref_stack, reads=WORDS_NAMES,
-              mistakes=STACK_MISTAKES,
+              mistakes=STACK_MISTAKES, edge=repeated_word,  # a word repeated: words deduplicated show
               hints={
                   "stack_wrong_axis": "Your stack has shape (4, 1, 4): tf.stack put the new axis first (axis 0, "
                   "its default), so each word became a sentence of its own. The words must run along axis 1, "
@@ -1049,7 +1091,8 @@ def _exercises() -> list[Exercise]:
         value("04.scores", "The score matrix", ("attn_scores",), ref_scores, reads=("queries", "keys"),
               mistakes=SCORES_MISTAKES, hints=SCORES_HINTS, dtype="int32"),
         value("04.weights", "The weight matrix", ("attn_weights",), ref_weights, reads=("attn_scores", "keys"),
-              mistakes=WEIGHTS_MISTAKES, hints=WEIGHTS_HINTS, dtype="float32", widths=True, **TIGHT),
+              mistakes=WEIGHTS_MISTAKES, hints=WEIGHTS_HINTS, dtype="float32", widths=True,
+              edge=(narrow_keys, near_limit_weights), **TIGHT),  # scaled scores up to 86: a clamp shows
         value("04.attention", "The outputs of all four words", ("outputs",), ref_outputs,
               reads=("attn_weights", "values"), mistakes=OUTPUTS_MISTAKES,
               hints={**OUTPUTS_HINTS, "not_as_asked": ONE_PRODUCT}, how={"matmul": True, "loop": False},

@@ -250,6 +250,25 @@ def mha_inputs(rng=None) -> dict:
     return {"x": rng.normal(size=(b, s, d)), **_weights(rng, d), "num_heads": h}
 
 
+def loud_head(first: dict) -> dict:
+    """An edge trial from the first random one: the first head's query weights scaled so that its largest score (in
+    size) is 150, while the other heads' stay a few units. Each row of weights is a softmax of its own: a shift by
+    one maximum over the heads (or the batch) leaves the quiet heads' exponentials at e^-150, 0 in float32, and
+    their rows 0/0 = NaN; a shift by each row's maximum stays exact."""
+    x, wq, wk = (np.asarray(first[n], dtype=np.float64) for n in ("x", "w_query", "w_key"))
+    h = int(first["num_heads"])
+    dh = wq.shape[1] // h
+    q0, k0 = x @ wq[:, :dh], x @ wk[:, :dh]
+    s0 = q0 @ np.swapaxes(k0, -1, -2) / np.sqrt(dh)
+    peak = float(s0.max()) if s0.max() >= -s0.min() else float(s0.min())  # the largest in size, with its sign
+    wq = wq.copy()
+    wq[:, :dh] *= 150.0 / (peak or 1.0)  # positive: a query whose first head scores 150 with some key
+    return {**first, "w_query": wq}
+
+
+loud_head.of_first_trial = True
+
+
 # --- building blocks (NumPy, float64) ----------------------------------------------------
 
 
@@ -887,6 +906,7 @@ def _exercises() -> list[Exercise]:
               "edge": (causal_edge, far_below), "signs": CAUSAL_SIGNS,
               "explains": scale_explains(CAUSAL_OTHER_SCALE)}
     mha = {"inputs": mha_inputs, "reference": ref_mha, "mistakes": MHA_MISTAKES, "atol": 1e-5,
+           "edge": loud_head,  # one head's scores 150, the others' a few units: a max over the heads shows
            "hints": {"missing_scale": MHA_SCALE_HINT, "scale_by_d_model": MHA_D_MODEL_HINT,
                      "missing_output_projection": OUTPUT_PROJECTION_HINT,
                      "heads_merged_without_transpose": MERGE_ONLY_HINT, "scale_by_d": MHA_TWICE_HINT,

@@ -403,6 +403,7 @@ def _not_shifted_at_guesses(answer, inputs) -> bool:
     return bool(np.isclose(float(np.asarray(next(iter(answer.values())), dtype=np.float64)), wrong, atol=1e-6))
 
 
+_not_shifted_at_guesses.refutable = True  # the mistake's own number: where the answer is right, it would differ
 ACCURACY_SIGNS = {"accuracy_rounded_down": _rounded_down, "targets_not_shifted": _not_shifted_at_guesses}
 
 ACCURACY_HINTS = {
