@@ -153,13 +153,15 @@ def _exact_number_text(x: Any, name: str) -> str:
             f"next cells compute with floats{why}. Convert it with float(...).")
 
 
-def nonfinite_problem(arr: np.ndarray, name: str) -> AnswerError | None:
-    """An :class:`AnswerError` describing the first NaN or inf in ``arr``, or None."""
+def nonfinite_problem(arr: np.ndarray, name: str, masks: bool = True) -> AnswerError | None:
+    """An :class:`AnswerError` describing the first NaN or inf in ``arr``, or None (``masks``: the step has masks,
+    so a row with every key hidden is among the causes worth naming)."""
     if arr.dtype.kind != "f":
         return None
     for found, kind, advice in (
-        (np.isnan(arr), "nan", "NaN usually comes from exp() overflowing (inf/inf) or from 0/0, such as a softmax "
-         "over a row whose every key is masked (all −inf): look at the step that produced it."),
+        (np.isnan(arr), "nan", "NaN usually comes from exp() overflowing (inf/inf) or from 0/0, "
+         + ("such as a softmax over a row whose every key is masked (all −inf)" if masks else
+            "such as a row whose exponentials all underflow to 0") + ": look at the step that produced it."),
         (np.isinf(arr), "inf", "Did exp() overflow? Subtract the row maximum before exponentiating."),
     ):
         if found.any():

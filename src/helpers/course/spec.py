@@ -359,6 +359,9 @@ def _close(a: Arrays, b: Arrays, names: Sequence[str], rtol: float, atol: float,
     return True
 
 
+_MASKED_NOTEBOOKS = ("06", "07", "09", "10")  # the notebooks whose steps hide keys with masks
+
+
 def _allclose(a: np.ndarray, b: np.ndarray, rtol: float, atol: Any) -> bool:
     """``np.allclose(a, b, rtol, atol, equal_nan=True)`` for arrays of one shape, without its generality (the draws
     compare every pair of variants: this is where a check spends most of its time)."""
@@ -489,6 +492,7 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
                       # wrong prediction used as the TO-DO asks is an earlier answer gone wrong (🟡)
                       - set(ex.reads)),
         "module": ex.module,
+        "in_eval": ex.in_eval,
         "probes": [{"kind": p.kind, "inputs": pi, "stream": p.stream, "buffer": p.buffer}
                    for p, pi in zip(ex.probes, probe_inputs)],
     }
@@ -660,7 +664,7 @@ def _compare(ex: Exercise, got: Arrays, want: Arrays, trial: str = "", *, produc
         if name not in got:
             return f"{label} was not produced{trial}."
         g, w = got[name], want[name]
-        problem = nonfinite_problem(g, label.strip("`"))
+        problem = nonfinite_problem(g, label.strip("`"), masks=ex.notebook[:2] in _MASKED_NOTEBOOKS)
         if problem and not (g.shape == w.shape and np.array_equal(g, w, equal_nan=True)):
             return _beyond_float32(label, g, w) or problem.message
         if g.shape != w.shape:
@@ -1333,6 +1337,20 @@ def _deleted_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
                  "this one.")
 
 
+def _module_changed_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
+    """A step that judges a trained model as it is (:attr:`Exercise.in_eval`) whose cell also changes that model
+    beyond its mode: its mask buffer filled, its dropout set, its parameters frozen."""
+    changes = list(record.get("module_changes") or [])
+    if not changes:
+        return None
+    lines = "; ".join(f"`{c}`" for c in changes)
+    return _fail(ex, "overwrites_variable",
+                 f"Your cell also changes `{ex.module}` itself ({lines}): the trained model the cells further down "
+                 f"use is no longer the one that was trained. Evaluating it takes only `{ex.module}.eval()` and "
+                 f"`torch.no_grad()`: take that line out, run again the cells that make and train `{ex.module}`, "
+                 "then this one.")
+
+
 def _reassigned_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     """The cell binds anew an earlier step's answer, and that answer is no longer right (04.weights_1 flattening
     `attn_scores_1` on the way): the earlier step is undone."""
@@ -1461,6 +1479,8 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
                          f"In training mode without a draw of the caller's (keep=None), {where} drops nothing: its "
                          "outputs equal those of evaluation mode. When no draw is given, the module makes one of its "
                          "own (each weight kept with probability 1 − p, then divided by 1 − p).")
+        if entry.get("changes_itself"):
+            return _stateful_forward(ex, "same")
         if entry.get("keep_ignored"):
             return _fail(ex, "given_draw_ignored", ex.hints.get("given_draw_ignored"))
         if entry.get("same_draw"):
@@ -1539,6 +1559,7 @@ def _module_grad_problem(ex: Exercise, entry: Any) -> Outcome | None:
     whom = "its weights" if not entry["keeps_grad"] else ", ".join(f"`{n}`" for n in cut)
     return _fail(ex, "gradient_cut", f"The output of `{ex.module}` is cut off from {whom}: a `.detach()`, "
                                      "`torch.no_grad()` or a trip through NumPy (or a Python list) inside its forward, "
+                                     "or a tensor it keeps from an earlier call (one made under `no_grad`, say), "
                                      "so `loss.backward()` cannot reach them and training cannot change them (making "
                                      "the result require a gradient again, with `requires_grad_()` or "
                                      "`torch.tensor(…, requires_grad=True)`, starts a new tensor and does not "
@@ -2177,7 +2198,7 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                       _float32_precision_problem(ex, right_trials), _rounded_within_tolerance(ex, right_trials),
                       _items_problem(ex, record.get("facts") or {}),
                       _mutation_problem(ex, record), _rebound_problem(ex, record), _deleted_problem(ex, record),
-                      _reassigned_problem(ex, record),
+                      _module_changed_problem(ex, record), _reassigned_problem(ex, record),
                       _module_problem(ex, record), _grad_off_problem(ex, record),
                       _parameters_problem(ex, record), _grad_problem(ex, record), _budget_problem(ex, plan, record),
                       _module_probe_problem(ex, plan, record), _step_probe_problem(ex, record, right=True)):

@@ -318,7 +318,8 @@ _STATE_WORDS = {"pass": "right", "fail": "not right yet", "not_done": "not done 
 _PLACEHOLDER = re.compile(r"^The TO-DO cell for (?P<what>.{1,400}?) still has its placeholder: replace the "
                           r"`raise NotImplementedError\(\.\.\.\)` line with your code and run the cell\.")
 _STALE = re.compile(r"^(?P<head>The cell that defines .{1,400}? raised .{1,600}?) the last time it ran, so "
-                    r"(?P<name>`[^`]{1,200}`) (?:still holds an older value \(or none\)|may be only partly computed)\. "
+                    r"(?P<name>`[^`]{1,200}`) (?:may still hold an older value \(or none\)|may be only partly "
+                    r"computed)\. "
                     r"Fix that cell and run it again\.")
 _NOT_DEFINED = re.compile(r"^`(?P<name>[^`]{1,200})` is not defined yet\. Fill in the TO-DO cell above and run it\.")
 
@@ -416,7 +417,7 @@ def _page_message(ex: dict[str, Any], failed_cells: set[int]) -> str:
     message = str(ex.get("message") or "")
     message = _PLACEHOLDER.sub(r"The TO-DO cell for \g<what> still has its placeholder line "
                                r"(`raise NotImplementedError(...)`): this step was not done.", message)
-    message = _STALE.sub(r"\g<head>, so \g<name> was not (fully) computed.", message)
+    message = _STALE.sub(r"\g<head>, so \g<name> may not have been (fully) computed.", message)
     message = message.replace(", then run this cell again.", ".")
     m = _NOT_DEFINED.match(message)
     if not m:

@@ -211,6 +211,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         }
     record["mutated"] = _names(raw.get("mutated") or [], set(), "the changed inputs")
     record["result_overwritten"] = raw.get("result_overwritten") is True
+    if ex.in_eval and isinstance(raw.get("module_changes"), list):  # lines of the cell that change the model
+        record["module_changes"] = [_text(c, 80) for c in raw["module_changes"][:3] if isinstance(c, str)]
     # names the cell bound anew: only the notebook's later-read names and the replay's inputs can be reported
     bindable = set(plan.data.get("later") or ()) | {k for t in plan.data.get("trials") or () if isinstance(t, dict)
                                                     for k in t}
@@ -282,7 +284,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                     if entry.get("error") else
                     {**{k: decode_array(entry[k]) for k in ("eval", "train", "without_buffer")
                         if entry.get(k) is not None},
-                     **{k: entry[k] for k in ("same_draw", "rng_reset", "keep_ignored") if type(entry.get(k)) is bool},
+                     **{k: entry[k] for k in ("same_draw", "rng_reset", "keep_ignored", "changes_itself")
+                        if type(entry.get(k)) is bool},
                      # how the module's own draw is shaped: axes it is shared by, or a shape not of the weights
                      **({"draw_shared": [a for a in entry["draw_shared"] if a in ("batch", "heads", "query", "key")]}
                         if isinstance(entry.get("draw_shared"), list) else {}),

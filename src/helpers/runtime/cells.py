@@ -585,6 +585,35 @@ _OUT_OF_PLACE = {"masked_fill", "masked_scatter", "transpose", "permute", "resha
                  "matmul", "sqrt", "nan_to_num"}
 
 
+_MODE_METHODS = {"eval", "train", "zero_grad"}  # what evaluating or stepping a model may call on it
+
+
+def module_changes(source: str, root: str) -> list[str]:
+    """The statements of a cell that change the object ``root`` names (a trained model) beyond its mode: an
+    attribute of it assigned (``model.attn.dropout = 0.0``), or an in-place method called on something reached from
+    it (``model.attn.causal_mask.fill_(False)``, ``model.requires_grad_(False)``), as source, at most three."""
+    tree = _parse(source)
+    if tree is None:
+        return []
+
+    def rooted(node: ast.AST) -> bool:
+        while isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        return isinstance(node, ast.Name) and node.id == root
+
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, (ast.Attribute, ast.Subscript)) and rooted(t) for t in targets):
+                found.append(ast.unparse(node)[:80])
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and rooted(node.func.value) \
+                and node.func.attr.endswith("_") and not node.func.attr.startswith("_") \
+                and node.func.attr not in _MODE_METHODS:
+            found.append(ast.unparse(node)[:80])
+    return found[:3]
+
+
 def discarded_results(source: str) -> list[str]:
     """Calls whose new tensor is thrown away: a statement of its own such as ``scores.masked_fill(mask, -inf)``
     (which changes nothing; ``masked_fill_`` or ``scores = scores.masked_fill(...)`` would). The last line of a cell

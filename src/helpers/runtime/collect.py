@@ -54,6 +54,7 @@ from .cells import (
     free_names,
     library_attention,
     mentioned_names,
+    module_changes,
     out_targets,
     typed_lists,
 )
@@ -266,8 +267,8 @@ def _stale_error(history: History | None, run: Run | None, names: Sequence[str],
     at = f" on line {run.line}" if run.line else ""
     if stale:
         return _error("cell_raised", f"The cell that defines {what} raised {run.error}{at} the last time it ran, "
-                                     f"so `{name}` still holds an older value (or none). Fix that cell and run it "
-                                     "again.")
+                                     f"so `{name}` may still hold an older value (or none). Fix that cell and run "
+                                     "it again.")
     return _error("cell_raised", f"The cell that defines {what} raised {run.error}{at} the last time it ran, so "
                                  f"`{name}` may be only partly computed. Fix that cell and run it again.")
 
@@ -890,6 +891,8 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
     if source is not None:
         record["how"] = code_features(_without_given(source, plan.get("given") or ()))
         record["discarded"] = discarded_results(_without_given(source, plan.get("given") or ()))
+        if plan.get("in_eval") and plan.get("module"):  # a trained model judged as it is: the cell must not change it
+            record["module_changes"] = module_changes(_without_given(source, plan.get("given") or ()), plan["module"])
         record["typed_in"] = typed_lists(_without_given(source, plan.get("given") or ()))
         # other steps' answers the cell reads besides the ones it starts from (a predicted axis as `dim=`); a name
         # the cell only assigns (the TensorFlow half computing `outputs` again) is not used
@@ -1157,7 +1160,19 @@ def _draw_facts(module: Any, args: list[Any]) -> dict[str, Any]:
         try:
             with contextlib.redirect_stdout(io.StringIO()):
                 first, second = (module(*few, keep=keep) for _ in range(2))
-            out["keep_ignored"] = not _same_tensor(first, second)  # NaN (a row with no key left) equals NaN here
+                # two calls in evaluation mode that differ: the module changes itself as it runs (a buffer flipped
+                # in place), which is what makes the two calls with one keep differ, not a draw of its own
+                kept = _tensor_state(module)
+                try:
+                    module.eval()
+                    changes = not _same_tensor(module(*few), module(*few))
+                finally:
+                    module.train()
+                    _restore_tensor_state(module, kept)
+            if changes:
+                out["changes_itself"] = True
+            else:
+                out["keep_ignored"] = not _same_tensor(first, second)  # NaN (a row with no key left) equals NaN
         except Exception:  # noqa: BLE001
             pass
     return out
@@ -1223,7 +1238,11 @@ def _draw_shared_axes(shapes: list[tuple[int, ...]], module: Any, args: list[Any
         return None
     padded = (1,) * (len(full) - len(largest)) + largest
     if any(a not in (1, f) for a, f in zip(padded, full)):
-        return None
+        # or the draw's axes from the front, broadcast over the last ones (torch.rand(w.shape[:-1])[..., None]: one
+        # number per query, for all its keys)
+        padded = largest + (1,) * (len(full) - len(largest))
+        if any(a not in (1, f) for a, f in zip(padded, full)):
+            return None
     shared = [name for name, a, f in zip(("batch", "heads", "query", "key"), padded, full) if a == 1 and f > 1]
     return shared or None
 

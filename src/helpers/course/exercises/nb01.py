@@ -538,7 +538,9 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
               reads=("attn_scores",), mistakes=SOFTMAX_MISTAKES, hints=hints["softmax"], dtype="float32",
               edge=(large_numbers, near_limit_scores),
               signs={"unstable_softmax": overflow_sign(ref_softmax, scores_of, 88.0)}, **own),
-        value("outputs", "Outputs", ("outputs",), hints=hints["outputs"], dtype="float32", **outputs_step, **own),
+        # numbers with three decimals too: values sent through float16 show (the other replays' halves are exact in it)
+        value("outputs", "Outputs", ("outputs",), hints=hints["outputs"], dtype="float32",
+              edge=(large_numbers, precise_numbers), **outputs_step, **own),
         value("outputs_rounded", "Outputs from the rounded weights", ("outputs_rounded",), ref_rounded,
               reads=("rounded_weights", "values"), hints=hints["outputs_rounded"], dtype="float32", **rounded_step,
               **own),

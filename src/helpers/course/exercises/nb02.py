@@ -28,7 +28,7 @@ from ..reference import (
     sums_without_keepdim,
 )
 from ..roles import mix_ups
-from ..spec import Exercise, Probe, one_row, register, upstream_of
+from ..spec import Exercise, Probe, one_row, register, rows_reversed, upstream_of
 
 NOTEBOOK = "02_dot_products_to_trainable_weights"
 SEED = "001_8601a33d321beecd.txt"  # every number it prints must appear in the stored outputs
@@ -329,6 +329,19 @@ def _near_limit(first: dict, scores: str) -> dict:
             if 80.0 <= top <= 86.0 and second >= 74.0 and top - second >= 2.0:
                 return out
     return out  # no pair found (never seen): scores near the limit all the same
+
+
+def negative_score(first: dict) -> dict:
+    """An edge trial from the first random one whose score of query 2 against key 2 is negative (the query weights
+    negated where it is not): one number, so a clamp at 0 or an abs() shows on this trial whatever the draws."""
+    wq = np.asarray(first["w_query"], dtype=np.float64)
+    x = np.asarray(first["x"], dtype=np.float64)
+    if (x[JOURNEY] @ wq) @ (x[JOURNEY] @ np.asarray(first["w_key"], dtype=np.float64)) > 0:
+        wq = -wq
+    return _rebuilt(first, w_query=wq)
+
+
+negative_score.of_first_trial = True
 
 
 def near_limit_embeddings(first: dict) -> dict:
@@ -732,6 +745,7 @@ PART_2 = [
            _one("attn_score_22", lambda query_2, key_2, **_: query_2 @ key_2), reads=("query_2", "key_2"),
            plain_number=True,  # "a single number": a Python float (.item()) is one too
            dtype="float32",  # the next cell compares it with a float32 entry, which torch refuses across dtypes
+           edge=negative_score,  # a negative score on one trial at least: a clamp at 0 or an abs() shows
            # float32's own error stays below 1e-6 here; an answer rounded to 4 decimals is 1.5e-5 off on the notebook's
            rtol=5e-6, atol=3e-6,
            mistakes={
@@ -843,7 +857,8 @@ PART_2 = [
         reference=attention,
         # one token, values of width 1: the answer is (1, 1), not squeezed; n and d_k in the other order
         # and scores up to 85: a clamp of the scores shows (the softmax written as its formula still fits float32)
-        edge=(one_row("x", "w_value"), swapped_n_d_k, near_limit_inputs),
+        # and the first trial's tokens in reverse order (the same shapes): a result kept by shape shows
+        edge=(one_row("x", "w_value"), swapped_n_d_k, near_limit_inputs, rows_reversed("x")),
         widths=("w_key", "w_value"),  # "any size": values wider than the keys in some trial, narrower in another
         mistakes={**ATTENTION_MISTAKES,
                   "scale_by_d_v": lambda **i: attention(**i, scale=float(np.sqrt(i["w_value"].shape[-1])))},
@@ -933,8 +948,9 @@ PART_2 = [
                "parameters with p.requires_grad: that is what marks a trainable one (p.grad cannot tell: it stays "
                "None for every parameter until a backward pass; a state_dict() cannot either: it holds plain "
                "tensors).",
-               "counted_from_shapes": "You computed the count from the sizes (three d_model × d_k matrices, or one "
-               "matrix's .numel() times 3): right only for a module made exactly like SelfAttentionV1 with every "
+               "counted_from_shapes": "Your count comes to three d_model × d_k matrices whatever the module holds "
+               "(computed from the sizes, one matrix's .numel() times 3, or the same weights counted whether they "
+               "train or not): right only for a module made exactly like SelfAttentionV1 with every "
                "weight trainable. Count what sa_v1 itself holds: the entries (.numel()) of its parameters that "
                "require a gradient.",
                "counted_inputs": "You counted the numbers of the inputs x, which happen to be 18 too. Training "

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..reference import global_softmax, max_without_keepdim, one_sum, softmax, sum_normalise, sums_without_keepdim
-from ..spec import Exercise, one_row, overflow_sign, register, upstream_of
+from ..spec import Exercise, one_row, overflow_sign, register, rows_reversed, upstream_of
 from . import nb01
 from .nb01 import (
     QKV_MISTAKES,
@@ -679,6 +679,7 @@ register(
     _value("weighted_values", "The weighted values, by broadcasting", ("weighted_values",), ref_weighted_values,
            reads=("attn_weights", "values"), framework="torch", mistakes=WEIGHTED_MISTAKES,
            how={"loop": False}, dtype="float32",
+           edge=(large_numbers, precise_numbers),  # three decimals too: values sent through float16 show
            hints={"not_as_asked": "Your numbers are right, but your cell loops over the queries. This step is about "
                   "broadcasting: one product of two tensors, one of them given a new axis, makes every weighted "
                   "value at once."}),
@@ -711,7 +712,8 @@ register(
         answers=("attention_outputs",), kind="function", framework="torch", inputs=fn_inputs,
         reference=ref_fn, mistakes=FN_MISTAKES, atol=1e-5, points=2, hints=HINTS["attention_outputs"],
         how={"implicit_softmax_dim": False}, dtype="float32",
-        edge=(one_row("x", "w_value"), large_fn_inputs),
+        # and the first trial's tokens in reverse order (the same shapes): a result kept by shape shows
+        edge=(one_row("x", "w_value"), large_fn_inputs, rows_reversed("x")),
         widths=("w_key", "w_value"),  # "any n, d_model, d_k and d_v": values wider than the keys, and narrower
     ),
 )

@@ -868,7 +868,8 @@ NUMPY_HINTS = {
     "computes everything again: the values from x_np and w_value_np.",
     "copied_answer": "You converted TensorFlow's results to NumPy. A cross-check must compute the outputs "
     "again, independently: from x_np, w_query_np, w_key_np and w_value_np with NumPy operations only.",
-    "unstable_softmax": "You took np.exp of the scores as they are. For large scores that overflows: np.exp of "
+    "unstable_softmax": "Your np.exp overflows on large scores: what goes into it is not each score minus its own "
+    "row's maximum (the scores as they are, or minus another number). np.exp of "
     "anything above about 709 is inf in float64, and inf / inf is nan. Subtract each row's maximum first "
     "(s.max(axis=-1, keepdims=True)), as the step asks: the softmax stays the same and no exponent is above 0.",
     "global_max_subtraction": "You subtracted one maximum for the whole matrix. A row whose scores all lie far "

@@ -310,23 +310,6 @@ def all_very_negative(inputs: dict) -> dict:
     return {**inputs, "scores": _bounded_rows(inputs["scores"]) - 800.0}
 
 
-def integer_scores(inputs: dict) -> dict:
-    """An edge trial: scores of an integer dtype (dot products of integer embeddings are integers), moderate ones.
-    The weights are float64 all the same: a result cast back to the scores' dtype is all 0s and 1s."""
-    return {"scores": np.rint(np.clip(np.asarray(inputs["scores"], dtype=float), -20, 20)).astype(np.int64)}
-
-
-def _integer_weights(answer, inputs) -> bool:
-    """On :func:`integer_scores`' trial: weights of 0 (and 1 where a weight is 1), the right ones cut to integers —
-    a result cast back to the scores' dtype."""
-    scores = np.asarray(inputs["scores"])
-    if not np.issubdtype(scores.dtype, np.integer):
-        return False
-    (got,) = answer.values()
-    got, want = np.asarray(got, dtype=np.float64), ref_softmax(scores)
-    return got.shape == want.shape and bool(np.array_equal(got, np.floor(want + 1e-9)))
-
-
 def _shifted_below_max(answer, inputs) -> bool:
     """Right on every row it gives finite numbers for, NaN or inf on some row whose mean, median or second-largest
     score lies more than 709 below its maximum, and nowhere else: each row shifted by a number of its own below its
@@ -509,6 +492,25 @@ def low_row(first: dict) -> dict:
 low_row.of_first_trial = True
 
 
+def far_row(first: dict) -> dict:
+    """An edge trial from the first replay: in the second row of scores, every score but the largest moved 4 000
+    below it, so that their exponentials are exactly 0 (even divided by √d_k), the largest's a normal number. The
+    weights of that row are one 1 and zeros. A division told to skip zero exponentials (`np.divide(..., where=e > 0)`
+    without `out=`) leaves those entries as whatever the memory held."""
+    s = np.array(first["attn_scores"], dtype=float)
+    top = int(np.argmax(s[1]))
+    s[1] = np.where(np.arange(s.shape[1]) == top, s[1], s[1, top] - 4000.0)
+    original, fixed = global_softmax(s), softmax(s)
+    out = {**first, "attn_scores": s, "attention_weights": original, "row_sums": original.sum(axis=1),
+           "fixed_weights": fixed}
+    if "values" in first:
+        out["attention_value"], out["fixed_value"] = original @ first["values"], fixed @ first["values"]
+    return {n: v for n, v in out.items() if n in first}
+
+
+far_row.of_first_trial = True
+
+
 def _value(ex_id, title, answers, reference, world_fn=world, **kw):
     return Exercise(ex_id, notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
                     inputs=upstream_of(world_fn, answers[0]), **NUMPY_ONLY, **kw)
@@ -526,7 +528,9 @@ register(
                   "one sum per token."}),
     _value("05.fixed_weights", "The bug fixed: a softmax for each row of the raw scores", ("fixed_weights",),
            lambda attn_scores, **_: {"fixed_weights": softmax(attn_scores)}, reads=("attn_scores",),
-           edge=low_row,  # a row of scores all far below 0: small exponentials skipped show
+           # a row of scores all far below 0: small exponentials skipped show; a row with exponentials of exactly 0:
+           # a division that skips them without out= shows
+           edge=(low_row, far_row),
            mistakes=FIXED_WEIGHTS_MISTAKES,
            hints={
                "global_softmax": "That is the original's bug again (your weights equal attention_weights): "
@@ -569,6 +573,7 @@ register(
            }),
     _value("05.scaled_weights", "The scaling by √d_k, as its own step", ("scaled_weights",), ref_scaled,
            reads=("attn_scores", "keys"), mistakes=SCALED_WEIGHTS_MISTAKES, world_fn=world_any_n,
+           edge=far_row,  # exponentials of exactly 0: a division that skips them without out= shows
            hints={
                "missing_scale": "These are the weights of the raw scores (your fixed_weights again). Divide "
                "attn_scores by √d_k before the softmax.",
@@ -599,13 +604,11 @@ register(
         inputs=softmax_inputs,
         reference=ref_softmax,
         mistakes=SOFTMAX_MISTAKES,
-        signs={"unstable_softmax:hidden": _overflow_hidden, "shifted_by_mean": _shifted_below_max,
-               "wrong_dtype:integer_scores": _integer_weights},
+        signs={"unstable_softmax:hidden": _overflow_hidden, "shifted_by_mean": _shifted_below_max},
         # one row of scores: the answer is (1, n), not squeezed; rows whose top score is far above the rest, and
         # rows whose bottom one is far below (shifted by a number well below or above the maximum, exp() overflows
         # or underflows on every row)
-        # and integer scores: the weights are float64 whatever the scores' dtype
-        edge=(one_row("scores"), far_above, far_below, all_very_negative, integer_scores),
+        edge=(one_row("scores"), far_above, far_below, all_very_negative),
         points=2,
         hints={
             "softmax_wrong_axis": "Your softmax normalised each column. Each row must sum to 1: take the "
@@ -614,15 +617,13 @@ register(
             "check's random scores contain a row near -742, where exp() keeps only a few correct digits, and "
             "a row with scores near 800, where exp() overflows to inf. Subtract each row's own maximum before "
             "np.exp.",
-            "wrong_dtype:integer_scores": "On integer scores your softmax returns integers: every weight below 1 "
-            "becomes 0. The result takes the scores' dtype somewhere (a cast such as .astype(scores.dtype), or an "
-            "array made like the scores, np.zeros_like(scores), filled with the weights). The weights are float64 "
-            "whatever the scores are: leave that cast out.",
             "unstable_softmax:hidden": "Your softmax is right on the rows of ordinary scores but wrong on the rows "
             "with extreme ones (the check's random scores have a row near -742 and rows with scores 800 or more "
-            "above the rest), where np.exp of the raw scores overflows to inf or keeps only a few digits. Clipping "
-            "the scores or replacing inf and NaN (np.nan_to_num) hides that instead of avoiding it, and changes the "
-            "weights: subtract each row's own maximum before np.exp, so that the largest exponential is exp(0) = 1.",
+            "above the rest). There, np.exp of anything but each score minus its own row's maximum overflows to inf "
+            "or keeps only a few digits, and whatever is done about it afterwards (a clip of the scores, "
+            "np.nan_to_num, a division told to skip some entries with where=) changes the weights. Subtract each "
+            "row's own maximum before np.exp, so that the largest exponential is exp(0) = 1, and divide every "
+            "entry by its row's sum.",
             "missing_keepdim": "Your row maxima are right, but your row sums lost their axis: an (n,) vector, "
             "which NumPy lines up with the columns, so entry (i, j) was divided by the sum of row j. Keep the "
             "axis: keepdims=True (or [:, None]), as for the maxima.",

@@ -181,6 +181,12 @@ def high_p(inputs: dict) -> dict:
     return {**inputs, "p": 0.95}
 
 
+def nothing_kept(inputs: dict) -> dict:
+    """An edge trial: a keep-mask of zeros, every weight dropped (likely for a small tensor at a large p): the
+    answer is all zeros (a draw that drops everything is not a reason to keep everything)."""
+    return {**inputs, "keep": np.zeros_like(np.asarray(inputs["keep"], dtype=float))}
+
+
 def large_scores(inputs: dict) -> dict:
     """An edge trial: the queries scaled so that the largest score of a real key is 300, far above exp's limit in
     float32 (88): a softmax written out without its maximum overflows to inf / inf = NaN."""
@@ -947,7 +953,7 @@ def _exercises() -> list[Exercise]:
             mistakes=DROPOUT_MISTAKES,
             signs={"given_draw_ignored": _own_draw},
             hints=DROPOUT_HINTS,
-            edge=(one_hot_row, high_p),
+            edge=(one_hot_row, high_p, nothing_kept),
             **torch_,
         ),
         Exercise(

@@ -335,11 +335,12 @@ def learned_inputs(rng=None) -> dict:
 def long_sentence(inputs: dict) -> dict:
     """The edge trial: a batch of one sentence of 12 tokens and a table of exactly 12 positions, longer than any
     random draw, so that positions wrapped around at some length (`arange(n) % 8`), a table cut from its end
-    (`table[:-(len(table) - n)]`, empty here) and a squeezed batch axis show."""
+    (`table[:-(len(table) - n)]`, empty here) and a squeezed batch axis show; the table's numbers 8 times larger."""
     x, table = np.asarray(inputs["x"], dtype=float), np.asarray(inputs["table"], dtype=float)
     rows = np.concatenate([x, -0.5 * x + 0.25, 1.5 * x - 0.75, x[::-1]], axis=-2)[..., :12, :]
     more = np.concatenate([table, 0.5 - table, 1.25 * table + 0.1, -table], axis=0)[:12]
-    return {**inputs, "x": rows[None], "table": more}
+    # and a table of larger numbers (a trained one's can be): a table clamped "for safety" shows
+    return {**inputs, "x": rows[None], "table": 8.0 * more}
 
 
 def ref_learned(x, table):

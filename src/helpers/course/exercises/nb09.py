@@ -399,6 +399,16 @@ def _heads_and_zero_key(first: dict) -> dict:
 _heads_and_zero_key.of_first_trial = True
 
 
+def _without_batch(*names: str):
+    """An edge trial from the first random one: its first sentence alone, without the batch axis (the TO-DO takes
+    inputs with or without one): a 2-D branch that only works at the notebook's own sizes shows."""
+    def edge(first: dict) -> dict:
+        return {**first, **{n: np.asarray(first[n])[0] for n in names}}
+
+    edge.of_first_trial = True
+    return edge
+
+
 def _one_query(inputs: dict) -> dict:
     """The draw with only its newest query (m = 1): the step decoding makes at every token; and a batch of one
     sentence, so that a function that squeezes an axis of length 1 away shows."""
@@ -786,7 +796,7 @@ def _exercises() -> list[Exercise]:
     return [
         Exercise("09.cross_attention", title="Cross-attention", answers=("cross_attention",), inputs=cross_inputs,
                  reference=ref_cross, mistakes=CROSS_MISTAKES, hints=CROSS_HINTS,
-                 edge=(_batch_of_one, _louder("w_query", _cross_scores)),
+                 edge=(_batch_of_one, _louder("w_query", _cross_scores), _without_batch("x_dec", "x_enc")),
                  explains=scale_explains(CROSS_OTHER_SCALE), **own, **torch_),
         Exercise("09.padded_cross_attention", title="Cross-attention over a padded batch of sources",
                  answers=("padded_cross_attention",), hints=PADDED_HINTS, **own, **padded, **torch_),
@@ -796,7 +806,7 @@ def _exercises() -> list[Exercise]:
                  # one new query, as decoding calls it: the answer keeps its query axis, (…, 1, d_v), not squeezed;
                  # scores of 40: clamped scores show
                  # a heads axis and a key of zeros: a transpose(1, 2) and a mask by value show
-                 edge=(_one_query, _louder("q", _qk), _heads_and_zero_key),
+                 edge=(_one_query, _louder("q", _qk), _heads_and_zero_key, _without_batch("q", "k", "v")),
                  raised_hints=((r"must match the size of tensor|must be broadcastable|size mismatch|cannot be "
                                 r"multiplied", heads_axis_hint),),
                  explains=scale_explains(CACHED_OTHER_SCALE), **own, **torch_),
