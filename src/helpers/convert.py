@@ -161,7 +161,8 @@ def nonfinite_problem(arr: np.ndarray, name: str, masks: bool = True) -> AnswerE
     for found, kind, advice in (
         (np.isnan(arr), "nan", "NaN usually comes from exp() overflowing (inf/inf) or from 0/0, "
          + ("such as a softmax over a row whose every key is masked (all −inf)" if masks else
-            "such as a row whose exponentials all underflow to 0") + ": look at the step that produced it."),
+            "such as a row whose exponentials all underflow to 0, or from the log or square root of a negative "
+            "number") + ": look at the step that produced it."),
         (np.isinf(arr), "inf", "Did exp() overflow? Subtract the row maximum before exponentiating."),
     ):
         if found.any():

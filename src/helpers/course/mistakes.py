@@ -81,7 +81,8 @@ _ROWS = [
      "a real score of exactly 0 is hidden as well, and a query whose only visible score is 0 sees nothing (NaN). "
      "Build the mask from the positions (key j after query i), not from the scores."),
     ("mask_with_zero", "masked with 0 instead of −∞",
-     "A score of 0 still gets weight after the softmax (exp(0) = 1). Fill masked scores with −∞ "
+     "Your masked scores are 0, or near it (−1e-9 is not −1e9): a score of 0 still gets weight after the softmax "
+     "(exp(0) = 1). Fill masked scores with −∞ "
      "(float('-inf') or a very large negative number)."),
     ("mask_fill_too_small", "hidden scores filled with a finite number that real scores can fall below",
      "Your mask fills the hidden scores with a finite number that is not low enough. A query whose real scores "
@@ -97,8 +98,9 @@ _ROWS = [
      "You reshaped (batch, seq, d) to (batch, heads, seq, d_head) directly, which mixes tokens "
      "between heads. Reshape to (batch, seq, heads, d_head) and then transpose axes 1 and 2."),
     ("missing_keepdim", "a row sum without keepdim",
-     "Your row sums lost their axis, so the division lined each sum up with a column instead of its own row. "
-     "Keep the axis: `.sum(dim=-1, keepdim=True)` (NumPy: `keepdims=True`)."),
+     "A row reduction of yours (the row sums you divide by, or a logsumexp you subtract) lost its axis, so it "
+     "lined each row's number up with a column instead of its own row. Keep the axis: `keepdim=True` (NumPy: "
+     "`keepdims=True`)."),
     ("elementwise_with_transpose", "`*` with `.T` instead of `@`",
      "You multiplied element by element with a transpose (`a * b.T`). On square matrices that runs but "
      "pairs up single entries; a score is a dot product of whole rows: `a @ b.T`."),

@@ -923,7 +923,8 @@ def _grad_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
         return None
     if ex.kind == "function" and ex.module:  # the function runs a module: the module's output must keep it
         if record.get("module_grad") is False:
-            return _fail(ex, "gradient_cut", f"The output of `{ex.module}` is cut off from the module's own weights: a "
+            return _fail(ex, "gradient_cut", f"The output of `{ex.module}` is cut off from the module's own weights "
+                                             "(all of them, or some): a "
                                              "`.detach()`, `torch.no_grad()` or a trip through NumPy in `forward`, so "
                                              "`loss.backward()` cannot reach its layers and training cannot change "
                                              "them. Keep every step of `forward` in torch operations; detach only to "
@@ -1073,18 +1074,19 @@ def _float32_precision_problem(ex: Exercise, trials: Sequence[tuple[Arrays, Mapp
     if rounded := _rounded_answer(ex, trials, (FLOAT64_RTOL, FLOAT64_ATOL)):
         return rounded
     names = ", ".join(f"`{n}`" for n in ex.answers) if ex.kind == "value" else f"`{ex.answers[0]}(...)`'s result"
+    agree = "agree" if ex.kind == "value" and len(ex.answers) > 1 else "agrees"
     if not all(_close(got, want, ex.answers, 4e-6, 1e-7) for (got, _), want in zip(trials, wants)):
         return None  # further off than precision: another mistake
     error = _largest_relative_error(trials, wants, ex.answers)
     if error > 1e-8:  # float32 leaves errors of 1e-8 or more
-        return _fail(ex, "wrong_dtype", f"{names} agree with the double-precision result only to about 7 significant "
+        return _fail(ex, "wrong_dtype", f"{names} {agree} with the double-precision result only to about 7 significant "
                                          "digits, float32's precision: on the way the numbers went through float32 (a "
                                          "cast there and back, or tensors of another framework). This step asks for "
                                          "float64 all the way: keep NumPy's float64 arrays from start to end.")
     if error > FLOAT64_RTOL:  # off by less than float32 leaves, on no grid of decimals: say how far, not why
         digits = max(int(-np.log10(error)), 1)
         return Outcome(ex.id, "fail", 0, ex.points,
-                       f"{names} agree with the double-precision result only to about {digits} significant digits. "
+                       f"{names} {agree} with the double-precision result only to about {digits} significant digits. "
                        "This step asks for it right to double precision (about 15 digits): float64 all the way, "
                        "nothing rounded or perturbed on the way.")
     return None
@@ -1169,10 +1171,14 @@ def _parameters_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | No
                                          "Name them as asked, one attribute per matrix: code outside the class finds "
                                          f"a weight by its name (`{ex.module}.{ex.parameters[0]}`).")
     if extra := [p for p in params if str(p[0]) not in ex.parameters]:
-        listed = ", ".join(f"`{p[0]}` ({int(np.prod(p[1]))} numbers)" for p in extra)
+        sizes = [int(np.prod(p[1])) for p in extra]
+        listed = ", ".join(f"`{p[0]}` ({k} number{'' if k == 1 else 's'})" for p, k in zip(extra, sizes))
+        trained = [p for p in extra if len(p) < 3 or p[2]]
+        why = ("an extra parameter is trained too, and it changes the count of trainable numbers of the next step"
+               if trained else "a fixed number belongs in a plain attribute (or a buffer), not among the "
+               "parameters an optimizer is handed")
         return _fail(ex, "not_as_asked", f"Your `{ex.module}` has a parameter the step does not ask for: {listed}. The "
-                                         f"step asks for {wanted} only; an extra parameter is trained too, and it "
-                                         "changes the count of trainable numbers of the next step.")
+                                         f"step asks for {wanted} only; {why}.")
     return None
 
 
@@ -1753,8 +1759,12 @@ def _own_agreement(ex: Exercise, record: Mapping[str, Any]) -> float:
     return min(shares) if len(shares) == len(ex.answers) else 0.0
 
 
-def _inlined_message(ex: Exercise, name: str) -> str:
+def _inlined_message(ex: Exercise, name: str, record: Mapping[str, Any] | None = None) -> str:
     """The message for a cell that uses this notebook's value of ``name`` instead of the variable."""
+    if name in ((record or {}).get("rebound") or ()):  # the cell binds the given name anew before it uses it
+        return (f"Your cell assigns `{name}` itself (typed in, or made again), so its answer comes from that and "
+                f"not from the `{name}` the notebook gives it: it is wrong for any other `{name}`. Leave `{name}` as "
+                "it is and compute from it.")
     if ex.module and name in ex.given_as:
         return (f"Your module does not use the `{name}` it is given: its output is what this notebook's `{name}` "
                 f"gives (a number typed in, or the value rebuilt another way), so it is wrong for a module made or "
@@ -1831,6 +1841,12 @@ def diagnose(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -
         if 2 <= len(finite) < len(trials):
             code = _diagnose(ex, finite, False) or _diagnose(ex, finite, True)
     return code
+
+
+def _finite_trials(trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> list[tuple[Arrays, Mapping[str, Any]]]:
+    """The trials whose answer holds no NaN or inf (an answer computed another way than the step asks, which
+    overflows on the large-scores trial, is judged nearly right on the others)."""
+    return [t for t in trials if all(_all_finite(v) for v in t[0].values())]
 
 
 def _all_finite(value: Any) -> bool:
@@ -1949,6 +1965,7 @@ def _rounded_answer(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, An
     for k in range(1, 11 if ex.dtype == "float64" else 7):
         step = 10.0 ** -k
         rounded: set[str] = set()
+        entries = 0
         try:
             for got, want in wrong:  # every answer either right or the right numbers rounded, one of them rounded
                 for n in ex.answers:
@@ -1958,8 +1975,11 @@ def _rounded_answer(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, An
                     if not _rounded_to(g, w, step, grid):
                         raise ValueError
                     rounded.add(n)
+                    entries += int(np.sum(~np.isclose(g, w, rtol=rtol, atol=atol)))
         except (KeyError, TypeError, ValueError):
             continue
+        if rounded and k <= 2 and entries < 2:  # one wrong number on a grid of 0.1 or 0.01 may be there by chance
+            return None
         if rounded:
             which = "Your numbers are" if len(ex.answers) == 1 else \
                 f"Your {', '.join(f'`{n}`' for n in sorted(rounded))} {'holds' if len(rounded) == 1 else 'hold'}"
@@ -2250,7 +2270,7 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
         code = None  # zeros from another cause (a tf.Variable reset after the cell made it its answer): no cast
     if code:
         return _fail(ex, code, note=note)
-    if _nearly_right(ex, trials) and (how := _unused_problem(ex, record)):
+    if _nearly_right(ex, _finite_trials(trials)) and (how := _unused_problem(ex, record)):
         # off by rounding error only, computed another way than the step asks (the polarisation identity for a
         # matrix product): the way is what to fix
         return how
@@ -2269,7 +2289,7 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
         # a size read off a tensor of the notebook (len(x_list), outputs.shape): the example's, whatever the sizes
         return _fail(ex, "not_as_asked", ex.hints["not_as_asked:shape_read"], note)
     if inlined := _inlined(ex, plan, replays):
-        return _fail(ex, "hard_coded", _inlined_message(ex, inlined), note)
+        return _fail(ex, "hard_coded", _inlined_message(ex, inlined, record), note)
     if replays and all(_same(got[n], got0[n], ex) for got in replays for n in ex.answers) and \
             not _close(want0, ex.expected(plan.inputs[1]), ex.answers, ex.rtol, ex.atol) and \
             _close(got0, want0, ex.answers, TYPED_IN, TYPED_IN):
@@ -2395,9 +2415,14 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
         return _fail(ex, "reads_globals", _reads_globals(ex, record, "so it computes with this notebook's sizes "
                                                                      "whatever it is given. Use the parameters the "
                                                                      "function is given."))
+    if code == "hard_coded" and (scalars := record.get("scalars_read")):
+        # or from numbers of the notebook it reads (`num_heads * d_head`), which change what it gives
+        return _fail(ex, "reads_globals", _reads_scalars(ex, scalars, "so it computes with this notebook's sizes "
+                                                                      "whatever it is given. Take every size from "
+                                                                      "its arguments."))
     if code:
         return _fail(ex, code)
-    if _nearly_right(ex, trials) and (how := _unused_problem(ex, record)):
+    if _nearly_right(ex, _finite_trials(trials)) and (how := _unused_problem(ex, record)):
         return how
     if explained := _explained(ex, trials, record):
         return explained
@@ -2513,6 +2538,11 @@ def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
                     return _fail(ex, code, note=f" Watched on {watched['inputs']}: {watched['what']}." if watched
                                  else f" Here: {text}")
         if code := _raising_mistake(ex, plan, record):
+            if code == "hard_coded" and (scalars := record.get("scalars_read")):  # read, not typed in
+                return _fail(ex, "reads_globals", _reads_scalars(ex, scalars, "so it computes with this notebook's "
+                                                                              "sizes whatever it is given, and on "
+                                                                              "other inputs it fails: "
+                                                                              f"{error.get('message')}"))
             return _fail(ex, code, note=f" (On other inputs it even fails: {error.get('message')})")
         if error.get("kind") == "raised" and (scalars := _blamed_scalars(ex, plan, record)):
             return _fail(ex, "reads_globals", _reads_scalars(ex, scalars, "and on other inputs it fails: "
@@ -2658,10 +2688,11 @@ def large_scores(q: str = "q", k: str = "k", *, x: str | None = None, w_query: s
     """An edge trial made from the first random trial, with a score of ``top`` (800 by default: above exp's limit
     in float64, 709, as in float32, 88). Given ``q`` and ``k``: the first query along the first key, scoring
     ``top`` with it and ``top / 2`` with the second key (made half the first), the other rows as drawn: scores
-    capped anywhere below (`tf.where(s > 80, 80, s)`) tie there. Given ``x``: the query weights scaled so that
-    the largest score of all is ``top``. A softmax written out without each row's maximum overflows there (inf /
-    inf = NaN), and so does one shifted by another number (the row's minimum, its mean); a right one gives a
-    one-hot row. See :func:`overflow_sign`."""
+    capped anywhere below (`tf.where(s > 80, 80, s)`) tie there. Given ``x``: one more token, 0.97 times the
+    token of the top score's key (so the top row scores it 0.97 times as much: two large scores), then the query
+    weights scaled so that the largest score of all is ``top``. A softmax written out without each row's maximum
+    overflows there (inf / inf = NaN), and so does one shifted by another number (the row's minimum, its mean); a
+    right one gives a one-hot row. See :func:`overflow_sign`."""
     def edge(first: dict[str, Any]) -> dict[str, Any]:
         if x is None:  # the first query along the first key (a score of top), the second key half the first
             qa, ka = np.array(first[q], dtype=float), np.array(first[k], dtype=float)  # (a score of top / 2)
@@ -2670,12 +2701,16 @@ def large_scores(q: str = "q", k: str = "k", *, x: str | None = None, w_query: s
             norm = float(np.sum(ka[..., 0, :] ** 2)) or 1.0
             qa[..., 0, :] = ka[..., 0, :] * (top * np.sqrt(ka.shape[-1]) / norm)
             return {**first, q: qa, k: ka}
-        wq = np.asarray(first[w_query], dtype=float)
-        scores = projected_scores(first[x], wq, first[w_key])
-        peak = float(scores.max())
-        if peak <= 0:
-            wq, peak = -wq, float(-scores.min())
-        return {**first, w_query: wq * (top / (peak or 1.0))}
+        wq, xa = np.asarray(first[w_query], dtype=float), np.array(first[x], dtype=float)
+        scores = projected_scores(xa, wq, first[w_key])
+        if scores.max() <= 0:
+            wq, scores = -wq, -scores
+        if xa.ndim == 2:  # one more token, 0.97 times the top key's: every query scores it 0.97 times as much, so
+            a = int(np.unravel_index(int(np.argmax(scores)), scores.shape)[1])  # the top row holds two large
+            xa = np.concatenate([xa, 0.97 * xa[a:a + 1]])  # scores, which a clamp anywhere below ties
+            scores = projected_scores(xa, wq, first[w_key])
+        peak = float(scores.max()) or 1.0
+        return {**first, x: xa, w_query: wq * (top / peak)}
 
     edge.of_first_trial = True
     return edge

@@ -586,6 +586,7 @@ _OUT_OF_PLACE = {"masked_fill", "masked_scatter", "transpose", "permute", "resha
 
 
 _MODE_METHODS = {"eval", "train", "zero_grad"}  # what evaluating or stepping a model may call on it
+_CHANGING_METHODS = {"half", "double", "float", "bfloat16", "to", "cuda", "cpu", "apply", "load_state_dict"}
 
 
 def module_changes(source: str, root: str) -> list[str]:
@@ -608,8 +609,9 @@ def module_changes(source: str, root: str) -> list[str]:
             if any(isinstance(t, (ast.Attribute, ast.Subscript)) and rooted(t) for t in targets):
                 found.append(ast.unparse(node)[:80])
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and rooted(node.func.value) \
-                and node.func.attr.endswith("_") and not node.func.attr.startswith("_") \
-                and node.func.attr not in _MODE_METHODS:
+                and (node.func.attr.endswith("_") and not node.func.attr.startswith("_")
+                     or node.func.attr in _CHANGING_METHODS and isinstance(node.func.value, ast.Name)) \
+                and node.func.attr not in _MODE_METHODS:  # a module's .half() or .to() changes it in place
             found.append(ast.unparse(node)[:80])
     return found[:3]
 

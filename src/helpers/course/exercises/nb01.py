@@ -422,8 +422,9 @@ def _hints(framework: str) -> dict[str, dict[str, str]]:
             "transposed_scores": "Your weights are the softmax of the transposed scores (each column "
             f"normalised, then transposed). Apply the softmax to attn_scores itself, along each row ({axis}).",
             "softmax_wrong_axis": f"Your softmax normalised each column. Each query's row must sum to 1: {axis}.",
-            "missing_keepdim": "Your row sums lost their axis, so the division lined each sum up with a column "
-            f"instead of its own row. Keep the axis: {keep}.",
+            "missing_keepdim": "A row reduction of yours (the row sums you divide by, or a logsumexp you subtract) "
+            f"lost its axis, so it lined each row's number up with a column instead of its own row. Keep the axis: "
+            f"{keep}.",
             "max_without_keepdim": "Your row maxima lost their axis, so the subtraction lined each maximum up with a "
             "column: entry (i, j) was shifted by the maximum of row j, which the softmax does not cancel. Keep the "
             f"axis: {keep_max}.",

@@ -283,6 +283,17 @@ def journey_not_largest(first: dict) -> dict:
 
 journey_not_largest.of_first_trial = True
 
+
+def negative_sum(first: dict) -> dict:
+    """An edge trial from the first random one: its scores moved down so that they add up to −0.5 (the notebook's
+    own example shows a negative score): a division told to do something else when the sum is not positive
+    shows."""
+    s = np.asarray(first["attn_scores_2"], dtype=float)
+    return {**first, "attn_scores_2": s - (float(s.sum()) + 0.5) / s.size}
+
+
+negative_sum.of_first_trial = True
+
 NEAR_LIMIT = 85.0  # exp(85) still fits in float32 (up to about 88.7): the softmax written as its formula stays finite
 
 
@@ -329,6 +340,15 @@ def _near_limit(first: dict, scores: str) -> dict:
             if 80.0 <= top <= 86.0 and second >= 74.0 and top - second >= 2.0:
                 return out
     return out  # no pair found (never seen): scores near the limit all the same
+
+
+def wider_keys(first: dict) -> dict:
+    """An edge trial from the first random one with d_k one more than d_model (the random sizes are all different,
+    but d_model - 1 can happen to be d_k on every trial): a width taken as len(x_2) - 1 shows."""
+    return {**first, "d_k": int(first["d_model"]) + 1}
+
+
+wider_keys.of_first_trial = True
 
 
 def negative_score(first: dict) -> dict:
@@ -534,7 +554,7 @@ PART_1 = [
            }),
     _value("02.weights_2_sum", "Weights by dividing by the sum", ("attn_weights_2_sum",),
            _one("attn_weights_2_sum", lambda attn_scores_2, **_: sum_normalise(attn_scores_2)),
-           reads=("attn_scores_2",), dtype="float32", edge=small_scores,
+           reads=("attn_scores_2",), dtype="float32", edge=(small_scores, negative_sum),
            mistakes={"softmax_instead_of_sum": _one("attn_weights_2_sum",
                                                     lambda attn_scores_2, **_: softmax(attn_scores_2)),
                      "abs_sum_normalisation": _one("attn_weights_2_sum", lambda attn_scores_2, **_:
@@ -667,6 +687,7 @@ PART_2 = [
            # replayed with other numbers of words, d_model and d_k: a size taken from something else that happens
            # to be 2 or 3 here (len(x_2) - 1, x.shape[0] // 2) shows
            reads=("x", "x_2", "d_model", "d_k"), one_width=True,
+           edge=wider_keys,  # d_k one more than d_model: a width taken as d_model - 1 shows on every check
            mistakes={
                "swapped_projections": lambda d_k, d_model, **_: {
                    **_drawn(d_k, d_model), "w_query": _drawn(d_k, d_model)["w_key"],
@@ -942,12 +963,12 @@ PART_2 = [
                "counted_all_tensors": "You counted the weight tensors, not the numbers in them (and every tensor, "
                "frozen ones too). Add up the number of entries (a tensor's .numel()) of the parameters that require "
                "a gradient.",
-               "counted_frozen": "Your count takes in frozen parameters too. Here every parameter of sa_v1 requires "
-               "a gradient, so the count comes out right; on a module with a frozen parameter (requires_grad=False, "
-               "like the cell's `frozen` below) it counts numbers that training never changes. Keep only the "
-               "parameters with p.requires_grad: that is what marks a trainable one (p.grad cannot tell: it stays "
-               "None for every parameter until a backward pass; a state_dict() cannot either: it holds plain "
-               "tensors).",
+               "counted_frozen": "Your count takes in frozen parameters too: on a module with a frozen parameter "
+               "(requires_grad=False, like the cell's `frozen` below) it counts numbers that training never changes "
+               "(on one whose every parameter is trainable, as the notebook's sa_v1, it happens to come out right). "
+               "Keep only the parameters with p.requires_grad: that is what marks a trainable one (p.grad cannot "
+               "tell: it stays None for every parameter until a backward pass; a state_dict() cannot either: it "
+               "holds plain tensors).",
                "counted_from_shapes": "Your count comes to three d_model × d_k matrices whatever the module holds "
                "(computed from the sizes, one matrix's .numel() times 3, or the same weights counted whether they "
                "train or not): right only for a module made exactly like SelfAttentionV1 with every "

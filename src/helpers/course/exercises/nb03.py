@@ -489,8 +489,9 @@ HINTS = {
         "not_as_asked": _STATE_AXIS + "1 (or dim=-1).",
         "transposed_scores": "Your weights are the softmax of the transposed scores. Apply the softmax to "
         "attn_scores itself, along each row.",
-        "missing_keepdim": "Your row sums lost their axis, so the division lined each sum up with a column "
-        "instead of its own row. Keep the axis: .sum(dim=1, keepdim=True).",
+        "missing_keepdim": "A row reduction of yours (the row sums you divide by, or a logsumexp you subtract) lost "
+        "its axis, so it lined each row's number up with a column instead of its own row. Keep the axis: "
+        "keepdim=True (.sum(dim=1, keepdim=True)).",
         "max_without_keepdim": "Your row maxima lost their axis: `.max(dim).values` is an (n,) tensor, which lines "
         "up with the columns, so entry (i, j) was shifted by the maximum of row j, which the softmax does not "
         "cancel. Keep the axis: `.max(dim=softmax_axis, keepdim=True).values` (torch.softmax subtracts the "

@@ -1078,6 +1078,7 @@ def _exercises() -> list[Exercise]:
               dtype="float32", widths=True, **TIGHT),
         value("04.attention_1", "The output of word 1", ("output_1",), ref_output_1,
               reads=("attn_weights_1", *values), mistakes=OUTPUT_1_MISTAKES, hints=OUTPUT_1_HINTS,
+              computed_with=("attn_weights_1",),  # the weights of the step before, not made again in this cell
               # atol: this notebook's weights of 3e-7 times a value of 4 is 1.2e-6 — an answer that leaves
               # them out (word 4's value alone) is told apart by the replays, not by the last digits
               dtype="float32", rtol=1e-5, atol=1e-5),

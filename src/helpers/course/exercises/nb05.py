@@ -511,6 +511,20 @@ def far_row(first: dict) -> dict:
 far_row.of_first_trial = True
 
 
+def large_weights_scores(first: dict) -> dict:
+    """An edge replay from the first one with the query weights scaled so that the largest scaled score is 800
+    (see :func:`spec.large_scores`, which also moves one token), the names made from them (q, k) made again: a
+    softmax without each row's
+    maximum, the step's own or one written in the cell, overflows there."""
+    out = large_scores(x="x")(first)
+    xs = np.asarray(out["x"], dtype=np.float64)
+    out["q"], out["k"] = xs @ np.asarray(out["w_query"], dtype=np.float64), xs @ np.asarray(out["w_key"], dtype=float)
+    return {n: v for n, v in out.items() if n in first}
+
+
+large_weights_scores.of_first_trial = True
+
+
 def _value(ex_id, title, answers, reference, world_fn=world, **kw):
     return Exercise(ex_id, notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
                     inputs=upstream_of(world_fn, answers[0]), **NUMPY_ONLY, **kw)
@@ -635,6 +649,7 @@ register(
     _value("05.weights", "Attention weights of 'how are you doing'", ("attn_weights",), ref_weights,
            reads=("x", "w_query", "w_key"), mistakes={**WEIGHTS_MISTAKES, **WEIGHTS_MIX_UPS[0]},
            computed_with=("softmax",),  # "with your softmax": an inline, unshifted one gives the same numbers here
+           edge=large_weights_scores,  # scaled scores of 800: an unshifted softmax (the step's or the cell's) shows
            hints={"not_computed_with": "Your cell never calls your `softmax`: the step asks for the weights "
                   "with it. A softmax written again inline (often without subtracting the row maximum) gives "
                   "the same numbers on these small scores and overflows on large ones.",

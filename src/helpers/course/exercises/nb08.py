@@ -376,9 +376,13 @@ def rope_inputs(rng=None) -> dict:
 
 
 def far_positions(inputs: dict) -> dict:
-    """An edge trial: the same vectors at positions 100 and beyond (the other trials stay below 20): positions
-    wrapped at a maximum length (`% 64`), or a table of angles cut short, show."""
+    """An edge trial from the first random one: the same vectors at positions 100 and beyond (the other trials
+    stay below 20): positions wrapped at a maximum length (`% 64`), or a table of angles cut short, show; and, the
+    shapes being the first trial's, so do angles kept from an earlier call of the same shapes."""
     return {**inputs, "positions": np.asarray(inputs["positions"]) + 100}
+
+
+far_positions.of_first_trial = True
 
 
 def ref_rope(x, positions):

@@ -445,6 +445,24 @@ def answers_off_rule(inputs: dict) -> dict:
     return {**inputs, "tokens": tokens}
 
 
+def separator_loudest(first: dict) -> dict:
+    """An edge trial from the first random one: at every sequence's first answer guess, the separator's logit the
+    largest and the right token's the second: that guess is wrong (the model guesses the separator). An argmax over
+    the digits only (the separator's logit dropped) counts it right."""
+    logits, tokens = np.array(first["logits"], dtype=float), np.asarray(first["tokens"])
+    n = tokens.shape[1]
+    guess = n // 2  # the first guess of an answer token (the separator's position)
+    sep = logits.shape[-1] - 1
+    rows = np.arange(len(tokens))
+    top = logits[rows, guess].max(axis=-1)
+    logits[rows, guess, tokens[rows, guess + 1]] = top + 1.0
+    logits[rows, guess, sep] = top + 2.0
+    return {**first, "logits": logits}
+
+
+separator_loudest.of_first_trial = True
+
+
 def one_digit(first: dict) -> dict:
     """An edge trial from the first random one: prompts of one digit, so one guess per sequence (guesses of shape
     (batch, 1)): a squeeze that drops that axis too, and then compares (batch,) with (batch, 1), shows. The first
@@ -923,7 +941,7 @@ def _exercises() -> list[Exercise]:
             answers=("answer_accuracy",),
             kind="function",
             inputs=accuracy_inputs,
-            edge=(answers_off_rule, one_digit),
+            edge=(answers_off_rule, one_digit, separator_loudest),
             reference=ref_accuracy,
             mistakes=ACCURACY_MISTAKES,
             signs=ACCURACY_SIGNS,
