@@ -105,6 +105,8 @@ def _scaled_up(x, wq, wk, wv):
     if second(-scores) > second(scores):
         wq, scores = -wq, -scores
     x = x * _half_steps_up_to(np.sqrt(40.0 / (float(np.abs(scores).max()) or 1.0)) - 1e-9)
+    if (x @ wv).max() < -(x @ wv).min():  # the largest value positive: a clamp from above shows too
+        wv = -wv
     wv = wv * _half_steps_up_to(40.0 / (float(np.abs(x @ wv).max()) or 1.0))
     return x, wq, wk, wv
 
