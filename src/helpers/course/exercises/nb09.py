@@ -184,12 +184,16 @@ def _two_lengths(rng) -> tuple[int, int]:
     return n_q, n_k
 
 
+D_K_CROSS = 4  # the width of the notebook's own queries and keys in part 1
+
+
 def cross_inputs(rng=None) -> dict:
     if rng is None:
         return cross_example()
     batch = (int(rng.integers(2, 4)),)  # the notebook's example has no batch axis; these always have one
     n_q, n_k = _two_lengths(rng)
     d_model, d_k = (int(rng.integers(2, 7)) for _ in range(2))
+    d_k = 5 if d_k == D_K_CROSS else d_k  # never the notebook's 4: a √4 typed in (in a 2-D branch, say) shows
     d_v = int(rng.choice([w for w in range(2, 7) if w != n_k]))  # a scale by √n_k never looks like one by √d_v
     return {"x_dec": rng.normal(size=(*batch, n_q, d_model)), "x_enc": rng.normal(size=(*batch, n_k, d_model)),
             "w_query": rng.normal(size=(d_model, d_k)) / np.sqrt(d_model),
