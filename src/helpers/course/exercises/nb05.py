@@ -480,12 +480,17 @@ def low_row(first: dict) -> dict:
     small exponentials (`np.divide(..., where=e > 1e-3)`) shows."""
     s = np.array(first["attn_scores"], dtype=float)
     s[0] -= s[0].max() + 20.0
-    # and the names made from the scores before this step, made again from these: a cell may use any of them
-    # (the original's row sums undo its one total: e / row_sums[:, None] / e.sum() is the fix as well)
-    original = global_softmax(s)
-    out = {**first, "attn_scores": s, "attention_weights": original, "row_sums": original.sum(axis=1)}
+    return _with_scores(first, s)
+
+
+def _with_scores(first: dict, s: np.ndarray) -> dict:
+    """``first`` with the scores ``s`` and the names made from them before the step made again: a cell may use any
+    of them (the original's row sums undo its one total: e / row_sums[:, None] / e.sum() is the fix as well)."""
+    original, fixed = global_softmax(s), softmax(s)
+    out = {**first, "attn_scores": s, "attention_weights": original, "row_sums": original.sum(axis=1),
+           "fixed_weights": fixed}
     if "values" in first:
-        out["attention_value"] = original @ first["values"]
+        out["attention_value"], out["fixed_value"] = original @ first["values"], fixed @ first["values"]
     return {n: v for n, v in out.items() if n in first}
 
 
@@ -500,12 +505,7 @@ def far_row(first: dict) -> dict:
     s = np.array(first["attn_scores"], dtype=float)
     top = int(np.argmax(s[1]))
     s[1] = np.where(np.arange(s.shape[1]) == top, s[1], s[1, top] - 4000.0)
-    original, fixed = global_softmax(s), softmax(s)
-    out = {**first, "attn_scores": s, "attention_weights": original, "row_sums": original.sum(axis=1),
-           "fixed_weights": fixed}
-    if "values" in first:
-        out["attention_value"], out["fixed_value"] = original @ first["values"], fixed @ first["values"]
-    return {n: v for n, v in out.items() if n in first}
+    return _with_scores(first, s)
 
 
 far_row.of_first_trial = True
@@ -513,9 +513,8 @@ far_row.of_first_trial = True
 
 def large_weights_scores(first: dict) -> dict:
     """An edge replay from the first one with the query weights scaled so that the largest scaled score is 800
-    (see :func:`spec.large_scores`, which also moves one token), the names made from them (q, k) made again: a
-    softmax without each row's
-    maximum, the step's own or one written in the cell, overflows there."""
+    (see :func:`spec.large_scores`, which also adds a token), the names made from them (q, k) made again: a
+    softmax without each row's maximum, the step's own or one written in the cell, overflows there."""
     out = large_scores(x="x")(first)
     xs = np.asarray(out["x"], dtype=np.float64)
     out["q"], out["k"] = xs @ np.asarray(out["w_query"], dtype=np.float64), xs @ np.asarray(out["w_key"], dtype=float)
