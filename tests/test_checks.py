@@ -982,3 +982,42 @@ def test_the_grader_reads_the_gradient_agreement_the_mode_probe_and_gradients_le
     off = spec.get("10.trained")
     record = {"answers": [{"fresh_predictions": np.zeros(3)}], "grad_off": True}
     assert _round_trip(off, spec.make_plan(off, np.random.default_rng(0)), record).status == "fail"
+
+
+def test_a_name_that_a_later_part_makes_anew_is_told_so():
+    """Notebook 01's TensorFlow half gives Part 1's names TensorFlow tensors: checking Part 1 again afterwards says so,
+    instead of asking to build with torch what the student's cell does build with torch (simulation 20)."""
+    torch = pytest.importorskip("torch")
+    tf = pytest.importorskip("tensorflow")
+    ex = spec.get("01.x")
+    ns = {**answer_namespace(ex, None, "torch"), "torch": torch, "tf": tf}
+    ns["x"] = tf.constant(np.asarray(to_array(ns["x"]), dtype=np.float32))  # as the TensorFlow half leaves it
+    message = judge(ex, ns, cell="x = torch.tensor(x_list, dtype=torch.float32)").message
+    assert "01.tf_x" in message and "run this part's cells again" in message, message
+    # a cell that itself makes a TensorFlow tensor is told to build it with torch
+    ns = {**answer_namespace(ex, None, "torch"), "torch": torch, "tf": tf}
+    ns["x"] = tf.constant(np.asarray(to_array(ns["x"]), dtype=np.float32))
+    message = judge(ex, ns, cell="x = tf.constant(x_list, dtype=tf.float32)").message
+    assert "01.tf_x" not in message and "torch" in message, message
+
+
+def test_an_answer_bound_anew_by_another_steps_cell_is_judged_by_its_own_cell():
+    """04.weights' cell binding `attn_weights_1` anew (to the same numbers) made 04.weights_1's check replay that
+    cell, and tell the student that "your cell" computes it from the wrong names (simulation 20): the step's own cell,
+    the one that holds the lines the notebook gives there, is what is judged."""
+    from helpers.runtime.history import History
+
+    tf = pytest.importorskip("tensorflow")
+    ex = spec.get("04.weights_1")
+    ns = answer_namespace(ex, None, "tensorflow") | {"tf": tf}
+    history = History()
+    own = ("attn_weights_1 = tf.nn.softmax(tf.cast(tf.reshape(attn_scores_1, [-1]), tf.float32) / "
+           "key_1.shape[-1] ** 0.5)\nprint(attn_weights_1)")
+    other = "attn_weights_1 = tf.identity(attn_weights_1)  # kept in step with row 1\nprint(attn_weights)"
+    ns["attn_weights"] = ns["attn_weights_1"][None]
+    for source in (own, other):
+        history.pre(source, ns)
+        exec(source, ns)  # noqa: S102 — the cells, run as the notebook runs them
+        history.post(source, ns, None)
+    outcome = judge(ex, ns, history=history)
+    assert outcome.status == "pass", outcome.message

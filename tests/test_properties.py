@@ -221,3 +221,18 @@ def test_scores_divided_by_another_size_are_named_on_every_draw(ex):
                 if code is not None or outcome is None or what not in outcome.message:
                     missed.append((draw, what, spec.diagnose(ex, trials), outcome and outcome.message[:160]))
     assert not missed, missed
+
+
+def test_a_default_taken_before_its_function_was_defined_anew_is_found():
+    """`def train_step(..., loss_fn=answer_loss)` run while an older `answer_loss` was bound keeps that one, whatever
+    `answer_loss` holds later (simulation 20); a default that is still the notebook's function is not stale, nor a
+    lambda or a value."""
+    from helpers.runtime.collect import _stale_defaults
+
+    namespace: dict = {}
+    exec("def answer_loss(a, b):\n    return 0\n"  # noqa: S102 — the student's cells, run as the notebook runs them
+         "def train_step(model, opt, tokens, loss_fn=answer_loss, scale=2.0, key=lambda t: t):\n"
+         "    return loss_fn(model, tokens)\n", namespace)
+    assert _stale_defaults(namespace["train_step"]) == []
+    exec("def answer_loss(a, b):\n    return 1\n", namespace)  # noqa: S102 — fixed, and its cell run again
+    assert _stale_defaults(namespace["train_step"]) == ["answer_loss"]

@@ -163,11 +163,16 @@ def nonfinite_problem(arr: np.ndarray, name: str, masks: bool = True) -> AnswerE
          + ("such as a softmax over a row whose every key is masked (all −inf)" if masks else
             "such as a row whose exponentials all underflow to 0, or from the log or square root of a negative "
             "number") + ": look at the step that produced it."),
-        (np.isinf(arr), "inf", "Did exp() overflow? Subtract the row maximum before exponentiating."),
+        (np.isposinf(arr), "inf", "Did exp() overflow? Subtract the row maximum before exponentiating (or look "
+         "for a division by 0)."),
+        (np.isneginf(arr), "-inf", "−∞ comes from a fill meant for masking (`masked_fill(…, float('-inf'))` or "
+         "`torch.where(…, -inf)`) applied where nothing is to be hidden, or from the log of 0: look at the line that "
+         "puts it there."),
     ):
         if found.any():
             where = tuple(int(i) for i in np.argwhere(found)[0])
-            return AnswerError(kind, f"`{name}` contains {'NaN' if kind == 'nan' else 'inf'} "
+            shown = {"nan": "NaN", "inf": "inf", "-inf": "−inf"}[kind]
+            return AnswerError("inf" if kind == "-inf" else kind, f"`{name}` contains {shown} "
                                f"(first at index {where}). {advice}")
     return None
 

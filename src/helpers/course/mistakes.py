@@ -727,6 +727,9 @@ _PROPERTY_ROWS = [
     ("copied_answer", "an earlier result copied instead of computed",
      "Your answer is a copy of an earlier result that happens to be equal here. This step asks you to compute it "
      "yourself, from its own inputs."),
+    ("small_values_zeroed", "the small numbers set to 0",
+     "Your numbers are right except that the small ones are set to 0. Keep every number as it is computed: a small "
+     "weight is still a weight, and a small output is not 0."),
     ("rounded_answer", "the right numbers rounded",
      "Your numbers are the right ones rounded to a few decimals. Keep them at full precision: round only what you "
      "print."),
@@ -739,6 +742,9 @@ _PROPERTY_ROWS = [
      "line of its own): it changes nothing. Assign its result to a name and use that name."),
     ("cell_raised", "the cell that defines the answer raised",
      "The cell that defines this answer raised an error the last time it ran: fix it and run it again."),
+    ("stale_value", "an older value kept from before a cell ran again",
+     "Your code keeps an older value of a name that a cell has defined anew since (a function's default taken "
+     "when its `def` ran): run again the cell that keeps it."),
 ]
 _PROCESS_ROWS = [
     ("not_as_asked", "computed another way than the step asks",

@@ -178,6 +178,11 @@ class Exercise:
     # value steps whose ``module`` must be in evaluation mode: wrong answers from a module left in training mode
     # are named (dropout_in_eval)
     in_eval: bool = False
+    # value steps with a ``module``: from one replay's inputs, the arguments of the module's call on them, of one more
+    # call of the module that replay made (in evaluation mode, after the cell's own calls) and the output a forward
+    # that computes every call from its own inputs gives there; another output, or an error where the first call
+    # works, is a forward that keeps something from an earlier call (a padding mask or a length stored on `self`)
+    again: Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, Any], np.ndarray]] | None = None
     # value steps: names the cell must use to compute its answer (e.g. the trained ``model`` whose
     # guesses are asked for); a cell that never mentions one is not doing the step, whatever it gives
     computed_with: tuple[str, ...] = ()
@@ -481,6 +486,11 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
         "count_rows": [b.name for b in ex.budgets],
         "later": list(LATER_NAMES.get(ex.id, ())) if ex.kind == "value" else [],
         "given": list(GIVEN_LINES.get(ex.id, ())) if ex.kind == "value" else [],
+        # the lines the notebook gives in the other steps' cells (and not in this one's): a later cell that binds this
+        # step's answer anew and holds one of them is another step's cell, not a new try at this one
+        "others_given": sorted({line for other in exercises_for(ex.notebook) if other is not ex
+                                for line in GIVEN_LINES.get(other.id, ())} - set(GIVEN_LINES.get(ex.id, ())))
+        if ex.kind == "value" else [],
         "others": sorted({n for other in exercises_for(ex.notebook) for n in other.answers} - set(ex.answers)),
         # the answers of the steps above: a cell that binds one anew (to something that step would not accept)
         # undoes it
@@ -493,6 +503,8 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
                       - set(ex.reads)),
         "module": ex.module,
         "in_eval": ex.in_eval,
+        "again": [dict(zip(("first", "then"), ex.again(w)[:2])) for w in fresh]
+        if ex.again is not None and ex.kind == "value" else [],
         "probes": [{"kind": p.kind, "inputs": pi, "stream": p.stream, "buffer": p.buffer}
                    for p, pi in zip(ex.probes, probe_inputs)],
     }
@@ -524,6 +536,24 @@ def _size_signs(trial: Mapping[str, Any], notebook: Mapping[str, Any]) -> Iterat
                 yield (k, a), int(n > ref.shape[a]) - int(n < ref.shape[a]) if n >= 0 else 2
         elif _scalar(v) and _scalar(ref):
             yield (k, "="), int(v > ref) - int(v < ref)
+    # and the aspect of every matrix (or list of rows) among them: wider than tall in some trial, so that a slice of
+    # its columns to the rows' count (`values[:, :len(x)]`, `keys[:, :n]`) cuts something
+    for k, v in trial.items():
+        if k in notebook and _PROJECTED.match(k) and len(shape := _shape_of(v)) == 2 and shape[1] > shape[0]:
+            yield (k, "wide"), 1
+
+
+# the inputs, projections and weight matrices of the first notebooks, whose rows and columns both change size
+_PROJECTED = re.compile(r"^(?:x|queries|keys|values|w_(?:query|key|value))(?:_list|_np)?$")
+
+
+def _shape_of(value: Any) -> tuple[int, ...]:
+    """The shape of an array, or of a list of equal rows; () for anything else."""
+    if isinstance(value, np.ndarray):
+        return value.shape
+    if isinstance(value, list) and value and all(isinstance(r, list) and len(r) == len(value[0]) for r in value):
+        return (len(value), len(value[0]))
+    return ()
 
 
 def _width_signs(ex: Exercise, trial: Mapping[str, Any]) -> Iterator[tuple[str, int]]:
@@ -751,7 +781,8 @@ def _compare_axis(ex: Exercise, got: Arrays, want: Arrays) -> str | None:
                 f"(or -{ex.ndim} to -1 counted from the right).")
     if a % ex.ndim == round(float(w)):
         return None
-    return f"`{name}` = {a} is not the axis the step asks for."
+    raw = round(float(raw)) if _integral(raw := np.asarray(getattr(g, "raw", g))) else a
+    return f"`{name}` = {raw}{f' (axis {a})' if raw != a else ''} is not the axis the step asks for."
 
 
 def _integral(a: np.ndarray) -> bool:
@@ -781,8 +812,18 @@ def _as_axis(ex: Exercise, answers: Arrays) -> dict[str, np.ndarray]:
     out = dict(answers)
     for name, a in answers.items():
         if _integral(a) and -ex.ndim <= round(float(a)) < 0:
-            out[name] = np.asarray(float(round(float(a)) + ex.ndim))
+            out[name] = _Axis(float(round(float(a)) + ex.ndim))
+            out[name].raw = round(float(a))  # as written, for the messages
     return out
+
+
+class _Axis(np.ndarray):
+    """A predicted axis counted from the left, which remembers how it was written (``raw``: -1)."""
+
+    raw: int
+
+    def __new__(cls, value: float) -> _Axis:
+        return np.asarray(value).view(cls)
 
 
 def shape_message(label: str, g: np.ndarray, w: np.ndarray, product: bool = True) -> str:
@@ -858,6 +899,16 @@ def _framework_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None
                 text = f"{label} {verb} " + _container_text(ex, container, facts.get("items", {}).get(name))
                 return _fail(ex, "wrong_framework", text.replace("  ", " "))
             got = _FRAMEWORK_NAMES.get(str(fw), "something else")
+            steps = exercises_for(ex.notebook)
+            later = next((o for o in steps[steps.index(ex) + 1:] if o.kind == "value" and o.framework == fw
+                          and name in o.answers), None) if ex.kind == "value" and ex in steps else None
+            if later is not None and (facts.get("replayed") or {}).get(name) == ex.framework:
+                # the cell itself makes the right kind; 01's TensorFlow half gives Part 1's names TensorFlow tensors
+                return _fail(ex, "wrong_framework",
+                             f"`{name}` is {got} now: a later step of this notebook ({later.id}) gives the same "
+                             f"name {got}, and your cell itself makes {_FRAMEWORK_NAMES[ex.framework]}. To check "
+                             "this step again, run this part's cells again from its top (they make its tensors "
+                             "again), then this check.")
             came = [n for n, f in (facts.get("inputs") or {}).items() if f == fw and n != name]
             if ex.kind == "value" and came:  # the cell's own operations are fine: an input it starts from is not
                 which = ", ".join(f"`{n}`" for n in came)
@@ -992,6 +1043,27 @@ def _dtype_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
     return None
 
 
+def _through_float32(trials: Sequence[tuple[Arrays, Mapping[str, Any]]], wants: Sequence[Arrays],
+                     names: Sequence[str]) -> bool:
+    """Whether the answers' errors look like float32's: spread over nearly every entry. Of the entries whose right
+    value float32 cannot hold, fewer than a quarter agree to double precision (a computation in float64 that
+    changes only some entries, such as small weights set to 0, leaves most of them exact)."""
+    exact = total = 0
+    for (got, _), want in zip(trials, wants):
+        for name in names:
+            try:
+                g, w = np.asarray(got[name], float), np.asarray(want[name], float)
+            except Exception:  # noqa: BLE001 — answers that are not numbers
+                continue
+            if g.shape != w.shape:
+                continue
+            with np.errstate(over="ignore", invalid="ignore"):
+                held = np.isfinite(w) & (w.astype(np.float32).astype(float) != w)
+                exact += int(np.sum(held & (np.abs(g - w) <= 1e-12 * np.abs(w))))
+            total += int(held.sum())
+    return total == 0 or exact < total / 4
+
+
 def _integer_where_float(ex: Exercise, facts: Mapping[str, Any]) -> bool:
     """An answer of an integer dtype where the step asks for floats."""
     return bool(ex.dtype and ex.dtype.startswith("float")) and any(
@@ -1078,7 +1150,7 @@ def _float32_precision_problem(ex: Exercise, trials: Sequence[tuple[Arrays, Mapp
     if not all(_close(got, want, ex.answers, 4e-6, 1e-7) for (got, _), want in zip(trials, wants)):
         return None  # further off than precision: another mistake
     error = _largest_relative_error(trials, wants, ex.answers)
-    if error > 1e-8:  # float32 leaves errors of 1e-8 or more
+    if error > 1e-8 and _through_float32(trials, wants, ex.answers):  # float32 leaves errors of 1e-8 or more
         return _fail(ex, "wrong_dtype", f"{names} {agree} with the double-precision result only to about 7 significant "
                                          "digits, float32's precision: on the way the numbers went through float32 (a "
                                          "cast there and back, or tensors of another framework). This step asks for "
@@ -1142,6 +1214,11 @@ def _module_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
         return _fail(ex, "not_trainable", f"`{ex.module}` has {len(trainable)} trainable weight tensor(s); it "
                                           f"should have {ex.trainable}. {why[0].upper() + why[1:]}, so that "
                                           "module.parameters() lists it and an optimizer can train it.")
+    if facts.get("own_call"):
+        return _fail(ex, "not_as_asked", f"`{ex.module}`'s class defines `__call__` itself instead of `forward`: "
+                                         "calling the module then skips nn.Module's own call, which runs `forward` "
+                                         "and the hooks around it (and `forward` stays missing). Name the method "
+                                         "`forward`; `module(x)` calls it for you.")
     if read := facts.get("globals_read"):
         names = ", ".join(f"`{n}`" for n in read)
         where = facts.get("globals_in") or f"{ex.module}'s class"
@@ -1311,6 +1388,9 @@ def _mutation_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None
                                       "values now.")
 
 
+_ASSIGNED = re.compile(r"\s*([A-Za-z_]\w*)\s*=[^=]")  # a line that binds one name
+
+
 def _rebound_problem(ex: Exercise, record: Mapping[str, Any], names: Sequence[str] | None = None) -> Outcome | None:
     """The cell binds anew a name that later cells of the notebook read (``record["rebound"]``, or ``names``)."""
     rebound = list(names if names is not None else record.get("rebound") or [])
@@ -1320,6 +1400,12 @@ def _rebound_problem(ex: Exercise, record: Mapping[str, Any], names: Sequence[st
     owner = producer(ex, name)
     whose = f"the answer of {owner.id}" if owner else "a variable the notebook defines earlier"
     others = f" (and {', '.join(f'`{n}`' for n in rebound[1:])})" if len(rebound) > 1 else ""
+    given = {m.group(1): line for line in GIVEN_LINES.get(ex.id, ()) if (m := _ASSIGNED.match(line))}
+    if name in given:
+        return _fail(ex, "overwrites_variable",
+                     f"Your cell also assigns `{name}`{others} after the line the notebook gives it "
+                     f"(`{given[name]}`): the cells further down read it, and after your cell it holds something "
+                     "else. Keep your own results under new names, then run this cell again.")
     if name in LATER_NAMES.get(ex.id, ()):
         harm = "which the cells further down read: after your cell it holds something else, and they go wrong"
     else:
@@ -1350,11 +1436,13 @@ def _module_changed_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome 
     if not changes:
         return None
     lines = "; ".join(f"`{c}`" for c in changes)
+    training = ", and leaves it in training mode" if (record.get("module") or {}).get("training") else ""
     return _fail(ex, "overwrites_variable",
-                 f"Your cell also changes `{ex.module}` itself ({lines}): the trained model the cells further down "
-                 f"use is no longer the one that was trained. Evaluating it takes only `{ex.module}.eval()` and "
-                 f"`torch.no_grad()`: take that line out, run again the cells that make and train `{ex.module}`, "
-                 "then this one.")
+                 f"Your cell also changes `{ex.module}` itself ({lines}){training}. A cell that evaluates the trained "
+                 "model must leave it as it is: whatever such a line does not put back, the cells further down meet "
+                 f"another model than the one that was trained. Evaluating takes only `{ex.module}.eval()` and "
+                 f"`torch.no_grad()`: take those lines out (if the model kept a change, run again the cells that "
+                 f"make and train `{ex.module}`), then run this cell again.")
 
 
 def _reassigned_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
@@ -1410,7 +1498,22 @@ def _probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outco
 
 def _stateful_forward(ex: Exercise, how: Any) -> Outcome:
     """``stateful_forward``, told the way the calls showed it: two calls on one input that differ (the catalogue's
-    message), or a call on a shorter sequence that broke the next, longer one."""
+    message), a call on a shorter sequence that broke the next, longer one, a call that changed weights of other
+    values (``"weights"``), or a call on another batch after the cell's own calls that does not give what a first
+    call gives (``"again"``)."""
+    if how == "again":
+        return _fail(ex, "stateful_forward",
+                     f"Called once more after your cell's own calls, on another batch (one token shorter, its "
+                     f"sentences in another order), `{ex.module}` fails or gives another output than a module whose "
+                     "forward computes everything from the call's own inputs: it keeps something from an earlier call "
+                     "(a padding mask, a sequence length or a mask stored on `self`). Compute each call's masks from "
+                     "that call's `x` and `lengths`, in local names.")
+    if how == "weights":
+        return _fail(ex, "stateful_forward",
+                     f"Given other weights (of both signs, some above 1), `{ex.module}`'s forward changes them as it "
+                     "runs: a clamp or a rescaling in place (`.data.clamp_(…)`, `.mul_(…)`), a no-op only while the "
+                     "weights are those it starts with. A forward computes its output from its input and the "
+                     "parameters as they are, and leaves them unchanged: only the optimizer changes the weights.")
     if how != "shorter":
         return _fail(ex, "stateful_forward")
     return _fail(ex, "stateful_forward",
@@ -1419,6 +1522,23 @@ def _stateful_forward(ex: Exercise, how: Any) -> Outcome:
                  "`self.causal_mask = self.causal_mask[:n, :n]`, which keeps only the first call's part of the mask "
                  "for good). Take a slice into a new local name and leave the module's buffers and parameters as "
                  "they are: a forward must work for every length up to the one the module was built for.")
+
+
+def _module_again_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome | None:
+    """The module each replay made, called once more on another batch (:attr:`Exercise.again`): it must give what a
+    forward computed from that call's inputs alone gives, and not raise."""
+    if ex.again is None:
+        return None
+    for world, got in zip(plan.inputs[1:], record.get("module_again") or ()):
+        if got is None:
+            continue
+        if isinstance(got, Mapping):  # it raised (where the cell's own calls, on the replay's batch, did not)
+            return _stateful_forward(ex, "again")
+        want = np.asarray(ex.again(world)[2], float)
+        got = np.asarray(got, float)
+        if got.shape != want.shape or not np.allclose(got, want, rtol=ex.rtol, atol=ex.atol, equal_nan=True):
+            return _stateful_forward(ex, "again")
+    return None
 
 
 def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome | None:
@@ -1445,6 +1565,13 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
         if probe.kind == "module_grad" and (problem := _module_grad_problem(ex, measured.get(probe.kind))):
             return _module_grad_carried(ex) or problem
         drops = measured.get(probe.kind)
+        if probe.kind == "module_drops" and isinstance(drops, Mapping) and drops.get("differ") is False \
+                and drops.get("keep_handed"):
+            return _fail(ex, probe.code, f"`{ex.module}`, made with a dropout above 0 and run twice in training mode, "
+                                         "gives the same output both times: its forward hands the attention layer "
+                                         "a second argument, which the layer takes for the keep-mask (`keep`), so "
+                                         "it draws nothing of its own. Call the layer with the hidden vectors alone: "
+                                         "with keep=None it draws its dropout itself in training mode.")
         if probe.kind == "module_drops" and isinstance(drops, Mapping) and drops.get("differ") is False \
                 and drops.get("layer_differs") is not False:  # a layer that never draws: its own step says so
             return _fail(ex, probe.code, ex.hints.get(probe.code) or
@@ -1560,6 +1687,15 @@ def _module_grad_problem(ex: Exercise, entry: Any) -> Outcome | None:
                                          "a layer detached while the residual around it is not. Every parameter "
                                          "still gets a gradient, but not the right one, so training follows a wrong "
                                          "slope. Detach nothing inside forward.")
+    if entry["keeps_grad"] and not cut and (train := list(entry.get("train_cut") or entry.get("train_partial") or [])):
+        names = ", ".join(f"`{n}`" for n in train)
+        how = "does not reach" if entry.get("train_cut") else "misses part of the way the output depends on"
+        return _fail(ex, "gradient_cut", f"In evaluation mode the gradient of `{ex.module}`'s output reaches every "
+                                         f"weight, but in training mode, the mode it is trained in, it {how} {names}: "
+                                         "a branch that runs only in training (`if self.training:`, a dropout) "
+                                         "computes under `torch.no_grad()` or with a `.detach()`. A random draw needs "
+                                         "no gradient, but what the weights compute must stay in the graph: keep it "
+                                         "outside `no_grad` and detach nothing.")
     if entry["keeps_grad"] and not cut:
         return None
     whom = "its weights" if not entry["keeps_grad"] else ", ".join(f"`{n}`" for n in cut)
@@ -1786,6 +1922,12 @@ def _blamed_scalars(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> dict
     return dict(scalars)
 
 
+# the names of sizes and counts in the notebooks: a function that reads one of them from the notebook's globals reads
+# what its arguments' shapes say
+_SIZE_NAME = re.compile(r"^(?:d(?:_\w+)?|n(?:_\w+)?|num_\w+|seq(?:_len)?|max_len|block(?:_size)?|batch(?:_size)?|"
+                        r"heads|n_heads|length|LENGTH|SEQ_LEN|D_MODEL|D_K)$")
+
+
 def _reads_scalars(ex: Exercise, scalars: Mapping[str, float], then: str) -> str:
     names = ", ".join(f"`{n}` (= {v:g} here)" for n, v in scalars.items())
     return f"`{ex.answers[0]}` reads the notebook's {names} instead of its own arguments, {then}"
@@ -1805,6 +1947,13 @@ def _module_init_problem(ex: Exercise, probe: Probe, inputs: Mapping[str, Any], 
             state = "is not all finite numbers (torch.empty leaves whatever was in memory)" if not finite else \
                 "has every entry equal"
             return _fail(ex, "init_not_random", note=f" ({made} `{name}` {state}.)")
+    for name, share in (entry.get("repeated") or {}).items():
+        if any(p[0] == name for p in square):
+            return _fail(ex, "init_not_random", f"{made} `{name}` starts with {share:.1%} of its entries equal, as "
+                                                "an identity matrix (torch.eye) does: its spread may look right, but "
+                                                "it is no random draw, and the features it starts from are not "
+                                                "mixed. Start every weight random: torch.randn(d_model, d_model) / "
+                                                "√d_model.")
     means = entry.get("means") or {}
     for name, _, spread, _constant, _finite in square:
         mean = means.get(name)
@@ -2021,6 +2170,52 @@ def _rounded_within_tolerance(ex: Exercise, trials: Sequence[tuple[Arrays, Mappi
     return None
 
 
+def _zeroed_small(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> Outcome | None:
+    """An answer that is right except that its small numbers are set to 0 (``w[w < 1e-5] = 0``, ``torch.where(
+    out.abs() > 1e-3, out, 0)``): on some trial it holds exact zeros where the right number is not ~0 (above 1e-30
+    for an answer that is never negative, whose float32 exponentials do not underflow there; above 1e-5 of its
+    largest entry otherwise, where no rounding of a right float32 sum lands exactly on 0), every entry whose size
+    is below the largest of those is 0 too (a threshold, not a ReLU), those are all small (at most 5 % of the
+    largest entry of any trial), and every other entry is right."""
+    zeroed, largest = 0, 0.0
+    for name in ex.answers:
+        pairs = []
+        for got, inputs in trials:
+            try:
+                g, w = np.asarray(got[name], float), np.asarray(ex.expected(inputs)[name], float)
+            except Exception:  # noqa: BLE001 — answers that are not numbers, a reference that cannot say
+                return None
+            if g.shape == w.shape and g.size > 1 and np.isfinite(w).all() and np.isfinite(g).all():
+                pairs.append((g, w))  # (one number set to 0 is no threshold: a count of 0 bytes, say)
+        # (a right float32 sum is off by a few of float32's steps of the array's largest entry; float64, by far less)
+        noise = 1e-12 if ex.dtype == "float64" else 2e-6
+        moved = any(((g != 0) & (np.abs(g - w) > noise * float(np.abs(w).max()) + 1e-300)).any() for g, w in pairs)
+        if moved and any(all(_rounded_to(g, w, 10.0 ** -k) for g, w in pairs) for k in range(1, 16)):
+            return None  # rounded to k decimals (which sets the smallest to 0 too, and moves others): said elsewhere
+        # (the largest entry of every trial: one of small numbers may have every entry cut)
+        scale = max((float(np.abs(w).max()) for _, w in pairs), default=0.0)
+        for g, w in pairs:
+            floor = 1e-30 if (w >= 0).all() else 1e-5 * float(np.abs(w).max())
+            cut = (g == 0) & (np.abs(w) > floor)
+            if not cut.any():
+                if not np.allclose(g, w, rtol=ex.rtol, atol=ex.atol):
+                    return None  # wrong in another way
+                continue
+            top = float(np.abs(w[cut]).max())
+            below = (np.abs(w) > floor) & (np.abs(w) <= top)
+            if top > 0.05 * scale or (g[below] != 0).any() or \
+                    not np.allclose(g[~cut], w[~cut], rtol=ex.rtol, atol=ex.atol):
+                return None
+            zeroed, largest = zeroed + int(cut.sum()), max(largest, top)
+    if not zeroed:
+        return None
+    return _fail(ex, "small_values_zeroed",
+                 f"Your numbers are right except that the small ones are set to 0: {zeroed} of them, the largest "
+                 f"{largest:.3g}, are 0 where they should not be (a line such as `x[x.abs() < 1e-3] = 0` or a "
+                 "`where` that keeps only the larger ones). Keep every number as it is computed: a small weight is "
+                 "still a weight (without it a row of weights no longer sums to 1), and a small output is not 0.")
+
+
 def _rounded_to(got: np.ndarray, want: np.ndarray, step: float, grid: float = 1e-6) -> bool:
     if got.shape != want.shape or got.size == 0 or not np.all(np.isfinite(got)) or not np.all(np.isfinite(want)):
         return False
@@ -2214,22 +2409,34 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                                               "model. Use its `model` argument.")
         right_trials = [(got0, world0)] + [(got, plan.inputs[i]) for i, got in enumerate(replays, start=1)
                                            if i < len(plan.inputs)]
-        for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
+        for check in (_unused_problem(ex, record), _zeroed_small(ex, right_trials),
+                      _dtype_problem(ex, record.get("facts") or {}),
                       _float32_precision_problem(ex, right_trials), _rounded_within_tolerance(ex, right_trials),
                       _items_problem(ex, record.get("facts") or {}),
                       _mutation_problem(ex, record), _rebound_problem(ex, record), _deleted_problem(ex, record),
                       _module_changed_problem(ex, record), _reassigned_problem(ex, record),
                       _module_problem(ex, record), _grad_off_problem(ex, record),
                       _parameters_problem(ex, record), _grad_problem(ex, record), _budget_problem(ex, plan, record),
-                      _module_probe_problem(ex, plan, record), _step_probe_problem(ex, record, right=True)):
+                      _module_probe_problem(ex, plan, record), _module_again_problem(ex, plan, record),
+                      _step_probe_problem(ex, record, right=True)):
             if check is not None:
                 return check
         return Outcome(ex.id, "pass", ex.points, ex.points, f"{ex.title}: correct.")
 
+    if fail0 is not None and (stale := record.get("stale_defaults")) and ex.functions:
+        names = ", ".join(f"`{n}`" for n in stale)
+        return _fail(ex, "stale_value",
+                     f"`{ex.functions[0]}` keeps an older {names} as the default value of a parameter: a default is "
+                     f"taken once, when the `def` runs, and {names} {'was' if len(stale) == 1 else 'were'} defined "
+                     f"anew since. Run the cell that defines `{ex.functions[0]}` again (after the one that defines "
+                     f"{names}), then this one.")
     if fail0 is None and _integer_where_float(ex, record.get("facts") or {}) and \
             (integer := _dtype_problem(ex, record.get("facts") or {})):
         # right here, wrong (or raising) on other inputs because integers cut the fractions away: the dtype says why
         return integer
+    if not replay_error and (zeroed := _zeroed_small(ex, [(got0, world0)] + [
+            (got, plan.inputs[i]) for i, got in enumerate(replays, start=1) if i < len(plan.inputs)])):
+        return zeroed  # small numbers cut to 0, found where the threshold reaches above the tolerance
     upstream = {n: _predicted_axis(ex, n, a) for n, a in (record.get("upstream") or {}).items() if n in world0}
     wrong_up = [n for n in ex.reads if n in upstream and not _same(upstream[n], np.asarray(world0[n], float), ex)]
     # an input that is wrong because this very cell changed it (in place, or bound anew): that is what to fix
@@ -2389,6 +2596,15 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
     if fail is None and record.get("models_read"):  # right here only because the notebook's model is the one given
         return _fail(ex, "reads_globals", _reads_globals(ex, record, "so it trains or runs that model whatever "
                                                                      "model it is given. Use its `model` argument."))
+    if fail is None and (written := record.get("globals_written")):  # right, but it changes the notebook's data
+        names = ", ".join(f"`{n}`" for n in written)
+        return _fail(ex, "overwrites_variable",
+                     f"`{ex.answers[0]}` assigns the notebook's {names} (a `global` statement): every call "
+                     f"overwrites {'it' if len(written) == 1 else 'them'}, so the cells that read "
+                     f"{'it' if len(written) == 1 else 'them'} afterwards get what the last call left there, whatever "
+                     "that call was given. Keep what the function computes "
+                     "in local names and return it; then run again the cell that makes "
+                     f"{'it' if len(written) == 1 else 'them'}.")
     if fail is None and (answers_read := _answers_read(ex, record)):  # right, but only where those exist
         names = ", ".join(f"`{n}`" for n in answers_read)
         return _fail(ex, "reads_globals", f"`{ex.answers[0]}` reads the notebook's {names}: its results come out right "
@@ -2396,7 +2612,8 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
                                           "raises a NameError wherever that variable does not exist. Use only the "
                                           "parameters the function is given.")
     if fail is None:
-        for check in (_unused_problem(ex, record), _dtype_problem(ex, record.get("facts") or {}),
+        for check in (_unused_problem(ex, record), _zeroed_small(ex, list(zip(answers, plan.inputs))),
+                      _dtype_problem(ex, record.get("facts") or {}),
                       _float32_precision_problem(ex, list(zip(answers, plan.inputs))),
                       _rounded_within_tolerance(ex, list(zip(answers, plan.inputs))),
                       _mutation_problem(ex, record), _overwritten_problem(ex, record), _probe_problem(ex, plan, record),
@@ -2405,6 +2622,8 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
                 return check
         return Outcome(ex.id, "pass", ex.points, ex.points, f"{ex.title}: correct.")
     trials = list(zip(answers, plan.inputs))
+    if zeroed := _zeroed_small(ex, trials):
+        return zeroed
     for probe, inputs in zip(ex.probes, plan.probe_inputs):  # the long inputs say something too
         entry = (record.get("probes") or {}).get(probe.kind)
         if isinstance(entry, Mapping) and entry.get("answer") is not None:
@@ -2420,6 +2639,10 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
         return _fail(ex, "reads_globals", _reads_scalars(ex, scalars, "so it computes with this notebook's sizes "
                                                                       "whatever it is given. Take every size from "
                                                                       "its arguments."))
+    if not code and (sizes := {n: v for n, v in (record.get("scalars_read") or {}).items() if _SIZE_NAME.match(n)}):
+        # a size of the notebook's own (07's d_k = 32 of the timing cell) that changes what the function gives
+        return _fail(ex, "reads_globals", _reads_scalars(ex, sizes, "and what it gives changes with it. Take every "
+                                                                    "size from the arguments (`q.shape[-1]`, …)."))
     if code:
         return _fail(ex, code)
     if _nearly_right(ex, _finite_trials(trials)) and (how := _unused_problem(ex, record)):
@@ -2678,6 +2901,30 @@ def rows_reversed(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     keyed by the shape) shows."""
     def edge(first: dict[str, Any]) -> dict[str, Any]:
         return {**first, name: np.ascontiguousarray(np.asarray(first[name])[::-1])}
+
+    edge.of_first_trial = True
+    return edge
+
+
+def scaled_down(name: str, factor: float = 2.0 ** -10) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """An edge trial made from the first random trial: ``name`` times ``factor`` (a power of 2: exact in float32), so
+    that what the function computes from it is small (values of about 0.001): a line that sets small numbers to 0
+    shows."""
+    def edge(first: dict[str, Any]) -> dict[str, Any]:
+        return {**first, name: np.asarray(first[name], dtype=float) * factor}
+
+    edge.of_first_trial = True
+    return edge
+
+
+def zero_row(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """An edge trial made from the first random trial: the same inputs with the last row of ``name`` all zeros (a
+    token of zeros, whose scores are exactly 0: code that takes a score of 0 for padding, or a sparse softmax that
+    drops zero entries, shows)."""
+    def edge(first: dict[str, Any]) -> dict[str, Any]:
+        a = np.array(first[name], dtype=float)
+        a[..., -1, :] = 0.0
+        return {**first, name: a}
 
     edge.of_first_trial = True
     return edge

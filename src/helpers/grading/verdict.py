@@ -56,8 +56,9 @@ class RunResult:
 
 def _stateful(value: Any) -> str | None:
     """How a module's forward showed it changes the module (see collect's ``_called_again_differs``): "same" (two
-    calls on one input differ), "shorter" (a call on a shorter sequence broke the longer one), else None."""
-    return value if value in ("same", "shorter") else None
+    calls on one input differ), "shorter" (a call on a shorter sequence broke the longer one), "weights" (a call
+    changed weights of other values), else None."""
+    return value if value in ("same", "shorter", "weights") else None
 
 
 def _text(value: Any, limit: int = MAX_TEXT) -> str:
@@ -187,7 +188,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                        "grad": _bool_map(facts.get("grad"), answers_names, "the answers' gradients"),
                        "container": _containers(facts.get("container"), answers_names),
                        "inputs": _text_map(facts.get("inputs"), starts_from, "the inputs' frameworks"),
-                       "input_dtypes": _text_map(facts.get("input_dtypes"), starts_from, "the inputs' dtypes")}
+                       "input_dtypes": _text_map(facts.get("input_dtypes"), starts_from, "the inputs' dtypes"),
+                       "replayed": _text_map(facts.get("replayed"), answers_names, "the replays' frameworks")}
     if ex.keeps_grad and isinstance(raw.get("keeps_grad"), bool):
         record["keeps_grad"] = raw["keeps_grad"]
     if ex.module and (stateful := _stateful(raw.get("module_stateful"))):
@@ -211,6 +213,10 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         }
     record["mutated"] = _names(raw.get("mutated") or [], set(), "the changed inputs")
     record["result_overwritten"] = raw.get("result_overwritten") is True
+    again = raw.get("module_again")  # the module called once more on another batch: its output, or that it raised
+    if ex.again is not None and isinstance(again, list) and len(again) < len(plan.inputs):
+        record["module_again"] = [{"error": True} if isinstance(a, dict) and "error" in a and len(a) == 1
+                                  else decode_array(a) if a is not None else None for a in again]
     if ex.in_eval and isinstance(raw.get("module_changes"), list):  # lines of the cell that change the model
         record["module_changes"] = [_text(c, 80) for c in raw["module_changes"][:3] if isinstance(c, str)]
     # names the cell bound anew: only the notebook's later-read names and the replay's inputs can be reported
@@ -255,6 +261,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     record["globals_read"] = _names(raw.get("globals_read") or [], set(), "the globals read")
     record["globals_in"] = _names(raw.get("globals_in") or [], set(), "where the globals are read")
     record["models_read"] = _names(raw.get("models_read") or [], set(), "the models read")
+    record["globals_written"] = _names(raw.get("globals_written") or [], set(), "the globals written")
+    record["stale_defaults"] = _names(raw.get("stale_defaults") or [], set(), "the stale defaults")
     record["scalars_read"] = _scalars(raw.get("scalars_read"))
     if raw.get("calls") is not None:
         record["calls"] = _identifiers(raw.get("calls"))
@@ -270,6 +278,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
             "globals_read": _names(module.get("globals_read") or [], set(ex.reads) or {""}, "the globals read"),
             "globals_in": _text(module.get("globals_in"), 100) if module.get("globals_in") else None,
             "training": module.get("training") is True,
+            "own_call": module.get("own_call") is True,
         }
     probes = raw.get("probes")
     if isinstance(probes, dict):
@@ -297,9 +306,12 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                 record["probes"][probe.kind] = {} if type(entry.get("keeps_grad")) is not bool else {
                     "keeps_grad": entry["keeps_grad"], "ignores_input": entry.get("ignores_input") is True,
                     "stateful": _stateful(entry.get("stateful")),
-                    "partial": _names(entry.get("partial") or [], {p[0] for p in (record.get("module") or {})
-                                                                   .get("params", [])} or {""},
-                                      "the parameters whose gradient misses a path"),
+                    **{key: _names(entry.get(key) or [], {p[0] for p in (record.get("module") or {})
+                                                         .get("params", [])} or {""}, what)
+                       for key, what in (("partial", "the parameters whose gradient misses a path"),
+                                         ("train_cut", "the parameters cut off in training mode"),
+                                         ("train_partial", "the parameters whose gradient misses a path in training "
+                                                           "mode"))},
                     **({"inplace_error": _text(entry["inplace_error"], 300)} if entry.get("inplace_error") else {}),
                     # only the module's own parameters can be named
                     "cut": _names(entry.get("cut") or [], {p[0] for p in (record.get("module") or {}).get("params", [])}
@@ -338,10 +350,14 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                         and isinstance(p[2], (int, float)) and not isinstance(p[2], bool)],
                     "means": {_text(k, 100): float(v) for k, v in list((entry.get("means") or {}).items())[:100]
                               if isinstance(v, (int, float)) and not isinstance(v, bool)}
-                    if isinstance(entry.get("means"), dict) else {}}
+                    if isinstance(entry.get("means"), dict) else {},
+                    "repeated": {_text(k, 100): float(v) for k, v in list((entry.get("repeated") or {}).items())[:100]
+                                 if isinstance(v, (int, float)) and not isinstance(v, bool) and 0.5 < v <= 1}
+                    if isinstance(entry.get("repeated"), dict) else {}}
                 continue
             if probe.kind == "module_drops":
-                record["probes"][probe.kind] = {k: entry[k] for k in ("differ", "layer_differs", "eval_differ")
+                record["probes"][probe.kind] = {k: entry[k] for k in ("differ", "layer_differs", "eval_differ",
+                                                                      "keep_handed")
                                                 if type(entry.get(k)) is bool}
                 continue
             peak, reads = entry.get("peak_bytes"), entry.get("reads", 1)

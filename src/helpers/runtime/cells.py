@@ -660,8 +660,13 @@ def code_features(source: str) -> dict[str, Any] | None:
                 for a in node.names if a.name in _SOFTMAXES | _SOFTMAX_MODULES}
     loop = matmul = implicit = False
     for node in ast.walk(tree):
-        if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp,
-                             ast.GeneratorExp)):
+        if isinstance(node, (ast.For, ast.AsyncFor)) and _over_named_things(node.iter):
+            pass  # `for w in (w_key, w_value)`: one product per matrix, not one per input
+        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)) \
+                and all(_over_named_things(g.iter) for g in node.generators):
+            pass
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp,
+                               ast.GeneratorExp)):
             loop = True
         elif isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, ast.MatMult):
             matmul = True
@@ -680,6 +685,29 @@ def code_features(source: str) -> dict[str, Any] | None:
             "shape_read": _reads_a_shape(tree), "forward_called": _calls_forward(tree),
             "sequence_mask_without_maxlen": _sequence_mask_without_maxlen(tree), "int_cast": _int_cast(tree),
             "no_grad_names": _no_grad_names(tree)}
+
+
+_WEIGHT_NAME = re.compile(r"(?:^|_)(?:w|W|weights?|Wq|Wk|Wv|Wo|w[qkvo])(?:_|$)")
+
+
+def _over_named_things(node: ast.AST) -> bool:
+    """An iterable written out as a tuple, list or set of weight matrices (``(w_key, w_value)``,
+    ``[("w_query", w_query), …]``, ``(self.w_key, self.w_value)``) or a ``zip`` with one: the loop goes through the
+    projections, whatever the number of inputs (a tuple of the inputs themselves, ``(word_1, word_2)``, is a loop
+    over the inputs)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "zip" and node.args:
+        return any(_over_named_things(a) for a in node.args)
+    if not isinstance(node, (ast.Tuple, ast.List, ast.Set)) or not node.elts:
+        return False
+
+    def weight(e: ast.AST) -> bool:
+        if isinstance(e, ast.Tuple):
+            return any(weight(x) for x in e.elts) and all(
+                weight(x) or isinstance(x, ast.Constant) and isinstance(x.value, str) for x in e.elts)
+        name = e.attr if isinstance(e, ast.Attribute) else e.id if isinstance(e, ast.Name) else None
+        return name is not None and bool(_WEIGHT_NAME.search(name))
+
+    return all(weight(e) for e in node.elts)
 
 
 def _int_cast(tree: ast.AST) -> bool:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import dis
 import functools
 import io
@@ -609,6 +610,34 @@ def _global_names(code: types.CodeType) -> set[str]:
     return names
 
 
+def _stale_defaults(fn: Any) -> list[str]:
+    """The functions a function keeps as default values of its parameters (``loss_fn=answer_loss``) that are no
+    longer what the notebook's name holds: the default was taken when the ``def`` ran, before the name was bound
+    anew (a function fixed and run again since)."""
+    glob = getattr(fn, "__globals__", None)
+    if not isinstance(glob, dict):
+        return []
+    defaults = [*(getattr(fn, "__defaults__", None) or ()), *(getattr(fn, "__kwdefaults__", None) or {}).values()]
+    return sorted({d.__name__ for d in defaults if callable(d) and isinstance(getattr(d, "__name__", None), str)
+                   and d.__name__ in glob and glob[d.__name__] is not d and callable(glob[d.__name__])})[:10]
+
+
+def _data_globals_written(fn: Any) -> list[str]:
+    """The globals a function assigns (``global attn_scores`` then ``attn_scores = …``, in it or in a function inside
+    it) that hold notebook data now (an array, a tensor, a model)."""
+    code, glob = getattr(fn, "__code__", None), getattr(fn, "__globals__", None)
+    if code is None or not isinstance(glob, dict):
+        return []
+    names: set[str] = set()
+    todo = [code]
+    while todo:
+        c = todo.pop()
+        names.update(ins.argval for ins in dis.get_instructions(c) if ins.opname == "STORE_GLOBAL")
+        todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return [n for n in sorted(names) if (v := glob.get(n)) is not None
+            and (framework_of(v) in ("torch", "tensorflow", "numpy") and hasattr(v, "shape") or _is_model(v))][:20]
+
+
 def _data_globals(fn: Any) -> tuple[list[str], str | None]:
     """Names of notebook data (arrays, tensors, models) the function reads from its globals — or, when it reads
     none itself, that the methods of a class of the notebook it uses read (a module's ``forward``), with
@@ -779,6 +808,10 @@ def _module_facts(module: Any, reads: Iterable[str] = ()) -> dict[str, Any] | No
              if framework_of(value) == "torch" and hasattr(value, "requires_grad") and not name.startswith("_")]
     facts: dict[str, Any] = {"params": params, "plain_tensors": plain, "globals_read": [], "globals_in": None,
                              "training": bool(getattr(module, "training", False))}
+    # a class of the student's that defines __call__ itself: nn.Module's call (which runs forward, and the hooks
+    # around it) is bypassed
+    facts["own_call"] = any("__call__" in vars(cls) for cls in type(module).__mro__
+                            if cls.__module__.split(".")[0] not in ("torch", "builtins"))
     wanted = set(reads)
     for cls in type(module).__mro__:
         if cls.__module__.split(".")[0] in ("torch", "builtins"):
@@ -833,15 +866,17 @@ class OneShot:
 # ----------------------------------------------------------------------------- collect
 
 
-def _misspelled_error(plan: Mapping[str, Any], history: History | None, run: Run | None) -> dict[str, Any] | None:
+def _misspelled_error(plan: Mapping[str, Any], history: History | None, run: Run | None,
+                      namespace: Mapping[str, Any]) -> dict[str, Any] | None:
     if history is None:
         return None
     found = history.misspelled(plan["answers"], run, plan.get("others") or ())
     if found is None:
         return None
     name, typo = found
-    return _error("misspelled_name", f"Your latest run of this step's cell assigns `{typo}`, not `{name}`: `{name}` "
-                                     "still holds what an earlier run gave it, and that is not what you just wrote. "
+    held = f"`{name}` still holds what an earlier run gave it, and that is not what you just wrote" \
+        if name in namespace else f"`{name}` is not defined at all"
+    return _error("misspelled_name", f"Your latest run of this step's cell assigns `{typo}`, not `{name}`: {held}. "
                                      f"Name it `{name}` and run the cell again.")
 
 
@@ -849,7 +884,7 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
                   run: Run | None, cell: Any, shell: Any) -> dict[str, Any]:
     answers = list(plan["answers"])
     what = ", ".join(f"`{n}`" for n in answers)
-    if err := _stale_error(history, run, answers, what) or _misspelled_error(plan, history, run):
+    if err := _stale_error(history, run, answers, what) or _misspelled_error(plan, history, run, namespace):
         return err
     if history is not None and (refill := history.refilled(answers, run)):  # a buffer the cell does not create
         return _error("refilled", f"Your cell fills `{refill[0]}` entry by entry but does not create it: it "
@@ -914,6 +949,10 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
     rebound: set[str] = set()
     deleted: set[str] = set()
     later = [n for n in plan.get("later") or () if n not in answers]
+    # and what the lines the notebook gives in this cell bind for the cells below (02's `query = x[1]`): it must
+    # still hold that after the cell (a stray `query = x_i` after the loop does not)
+    given_binds = assigned_names("\n".join(plan.get("given") or ())) if plan.get("given") else set()
+    later += sorted(n for n in given_binds & set(plan.get("reads") or ()) if n not in answers and n not in later)
     earlier = set(plan.get("earlier") or ()) - set(answers)
     reassigned: set[str] = set()
     if record["replay"]["available"]:
@@ -959,7 +998,12 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
                     break
             if record["replay"]["error"]:
                 break
+            if i == 1:  # the framework the cell itself gives them (the notebook's may come from a later cell)
+                record["facts"]["replayed"] = {n: framework_of(ns[n]) for n in answers}
             record["answers"].append(got)
+            if plan.get("module") and i <= len(plan.get("again") or ()) and plan["again"][i - 1]:
+                record.setdefault("module_again", []).append(
+                    _module_again(ns.get(plan["module"]), plan["again"][i - 1], plan.get("framework")))
             # the inputs of the step that the cell computes itself (01's TensorFlow half: the weights and the outputs
             # in one cell), as this replay made them: the step is also judged from those
             own_up = {}
@@ -992,6 +1036,9 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
         reassigned |= assigned_names(source) & earlier
     record["reassigned"] = _snapshot({n: namespace[n] for n in sorted(reassigned - rebound) if n in namespace})
     record["reassigned_dtypes"] = {n: dtype_name(namespace[n]) for n in record["reassigned"]}
+    # the step's own functions that keep an older function of the notebook as a default (`loss_fn=answer_loss`)
+    record["stale_defaults"] = sorted({n for f in plan.get("functions") or () if callable(namespace.get(f))
+                                       for n in _stale_defaults(namespace[f])})
     # the step's own functions that the cell calls (10.train_step): a model read from the notebook's globals
     record["models_read"] = sorted({n for f in plan.get("functions") or () if callable(namespace.get(f))
                                     for n in _data_globals(namespace[f])[0]
@@ -1022,6 +1069,37 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
     return record
 
 
+def _module_again(module: Any, call: Mapping[str, Any], framework: str | None) -> Any:
+    """The module a replay made, called in evaluation mode (without gradients) on ``call["first"]``'s values (the
+    replay's own batch), then once more on ``call["then"]``'s, in order: the second output as an array, or
+    ``{"error": …}`` when it raised there. The module's mode, its parameters and buffers, and torch's generator are
+    left as they were; None when there is no module to call, when the first call raises, or when a third call gives
+    another output (it draws)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(module, torch.nn.Module):
+        return None
+    first = [to_framework(v, framework) for v in (call.get("first") or {}).values()]
+    args = [to_framework(v, framework) for v in (call.get("then") or {}).values()]
+    was_training, state, kept = bool(module.training), torch.get_rng_state(), _tensor_state(module)
+    try:
+        module.eval()
+        with torch.no_grad(), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            try:
+                module(*first)
+            except Exception:  # noqa: BLE001 — not callable on its own batch this way: nothing to say here
+                return None
+            out = to_array(module(*args), "the module's output", finite=False)
+            # a module that still draws in evaluation mode gives another output each time: that is another mistake
+            return out if np.array_equal(out, to_array(module(*args), "", finite=False), equal_nan=True) else None
+    except Exception as exc:  # noqa: BLE001 — the student's module: anything can happen
+        return {"error": f"{type(exc).__name__}: {_first_line(exc)}"}
+    finally:
+        module.train(was_training)
+        torch.set_rng_state(state)
+        _restore_tensor_state(module, kept)
+
+
 def _module_init(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
     """A new module of the same class, made with the probe's inputs as keyword arguments: for each of its
     parameters, the name, the shape, the spread of its entries (their standard deviation), and whether they
@@ -1034,7 +1112,7 @@ def _module_init(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fresh = type(module)(**probe["inputs"])
-        params, means = [], {}
+        params, means, repeated = [], {}, {}
         with torch.no_grad():
             for name, p in fresh.named_parameters():
                 values = p.detach().double().reshape(-1)
@@ -1044,11 +1122,15 @@ def _module_init(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
                 params.append([str(name), [int(n) for n in p.shape], spread, constant, finite])
                 if finite and values.numel():
                     means[str(name)] = float(values.mean())
+                if values.numel() > 1 and not constant:  # most entries one number (an identity: 0 off the diagonal)
+                    share = float(torch.unique(values, return_counts=True)[1].max()) / values.numel()
+                    if share > 0.5:
+                        repeated[str(name)] = share
     except Exception as exc:  # noqa: BLE001 — the student's class: anything can happen
         return {"error": f"{type(exc).__name__}: {_first_line(exc)}"}
     finally:
         torch.set_rng_state(state)
-    return {"params": params, "means": means}
+    return {"params": params, "means": means, "repeated": repeated}
 
 
 def _module_drops(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
@@ -1070,7 +1152,19 @@ def _module_drops(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
             fresh = type(module)(**make)
             fresh.train()
             tokens = to_framework(np.asarray(probe["inputs"]["on"]), "torch")
-            out["differ"] = not bool(torch.equal(fresh(tokens), fresh(tokens)))
+            handed: list[bool] = []  # whether its attention layer is handed something in keep's place
+            attention = next((m for m in fresh.modules() if m is not fresh
+                              and isinstance(getattr(m, "num_heads", None), int)), None)
+            hook = attention.register_forward_pre_hook(
+                lambda _m, args, kwargs: handed.append(len(args) > 1 and args[1] is not None
+                                                       or kwargs.get("keep") is not None), with_kwargs=True) \
+                if attention is not None else None
+            try:
+                out["differ"] = not bool(torch.equal(fresh(tokens), fresh(tokens)))
+            finally:
+                if hook is not None:
+                    hook.remove()
+            out["keep_handed"] = any(handed)
             fresh.eval()  # and in evaluation mode it must not draw (a forward that sets its layer's mode itself)
             out["eval_differ"] = not bool(torch.equal(fresh(tokens), fresh(tokens)))
             layer = next((m for m in fresh.modules() if m is not fresh and isinstance(getattr(m, "num_heads", None),
@@ -1274,8 +1368,9 @@ def _module_grad(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
             ignores = _ignores_input(module, args, result)
             torch.set_rng_state(state)  # the first call's draws again, if it draws (dropout left on in eval mode)
             stateful = _called_again_differs(module, args, result) or _state_changed(module, kept)
-            trained = _backward_in_training(module, args, named)
             partial = _partial_gradients(module, args) if not any(g is None for g in grads) else []
+            trained = _backward_in_training(module, args, named)
+            stateful = stateful or _changes_other_weights(module, args)  # (last: it changes the weights)
     except Exception as exc:  # noqa: BLE001 — the student's module: anything can happen
         return {"error": f"{type(exc).__name__}: {_first_line(exc)}"}
     finally:
@@ -1284,26 +1379,35 @@ def _module_grad(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
         _restore_tensor_state(module, kept)
     out = {"keeps_grad": True, "cut": [n for (n, _), g in zip(named, grads) if g is None], "ignores_input": ignores,
            "partial": partial, "stateful": stateful}
-    if trained:
-        out["inplace_error"] = trained
+    if trained.get("inplace"):
+        out["inplace_error"] = trained["inplace"]
+    if not out["cut"] and not partial:  # right in evaluation mode, but not in training mode (its dropout branch)
+        out["train_cut"], out["train_partial"] = trained.get("cut") or [], trained.get("partial") or []
     return out
 
 
-def _partial_gradients(module: Any, args: list[Any]) -> list[str]:
+def _partial_gradients(module: Any, args: list[Any], training: bool = False) -> list[str]:
     """The trainable parameters whose gradient misses part of the way they change the output: a `.detach()` on one
     path of several (``h + attn(h.detach())``), which leaves every parameter some gradient. For each parameter, the
     gradient of the output's sum along a random direction is compared with the change of that sum when the parameter
-    moves a little that way (a central difference), on a float64 copy of the module in evaluation mode. A module that
+    moves a little that way (a central difference), on a float64 copy of the module in evaluation mode (``training``:
+    in training mode, every call drawing the same dropout; the caller puts torch's generator back). A module that
     cannot be copied or run in float64 says nothing (an empty list)."""
     import torch
 
     try:
-        twin = copy.deepcopy(module).double().eval()
+        twin = copy.deepcopy(module).double().train(training)
         wide = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
         named = [(n, p) for n, p in twin.named_parameters() if p.requires_grad]
         if not named or sum(p.numel() for _, p in named) > 200_000:
             return []
-        result = twin(*wide)
+
+        def call() -> Any:
+            if training:
+                torch.manual_seed(20233)
+            return twin(*wide)
+
+        result = call()
         if not isinstance(result, torch.Tensor) or not result.requires_grad or result.dtype != torch.float64:
             return []
         grads = torch.autograd.grad(result.sum(), [p for _, p in named], allow_unused=True)
@@ -1315,9 +1419,9 @@ def _partial_gradients(module: Any, args: list[Any]) -> list[str]:
                     continue
                 direction = torch.randn(p.shape, generator=generator, dtype=torch.float64)
                 p.add_(eps * direction)
-                plus = twin(*wide).sum()
+                plus = call().sum()
                 p.sub_(2 * eps * direction)
-                minus = twin(*wide).sum()
+                minus = call().sum()
                 p.add_(eps * direction)
                 numeric, analytic = float((plus - minus) / (2 * eps)), float((g * direction).sum())
                 if abs(numeric - analytic) > 1e-4 * max(1.0, abs(numeric)):
@@ -1327,22 +1431,48 @@ def _partial_gradients(module: Any, args: list[Any]) -> list[str]:
         return []
 
 
-def _backward_in_training(module: Any, args: list[Any], named: list[tuple[str, Any]]) -> str | None:
-    """The first line of the error backward raises through the module in training mode (its dropout branch),
-    when that is an in-place change of a tensor autograd saved; None when backward runs (or fails otherwise)."""
+def _changes_other_weights(module: Any, args: list[Any]) -> str | None:
+    """With its floating parameters set to other numbers (of both signs, some above 1), does a call change them?
+    ``"weights"`` when it does (a forward that clamps or rescales a weight in place, a no-op on the weights it starts
+    with), else None. The weights are left changed: the caller puts them back."""
+    import torch
+
+    try:
+        with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
+            for p in module.parameters():
+                if p.is_floating_point():
+                    p.copy_(torch.randn_like(p) * 2)
+            before = _tensor_state(module)
+            module.eval()  # (the caller puts the mode back)
+            module(*args)
+        return None if _same_state(_tensor_state(module), before) else "weights"
+    except Exception:  # noqa: BLE001 — the student's module: anything can happen
+        return None
+
+
+def _backward_in_training(module: Any, args: list[Any], named: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Backward through the module in training mode (its dropout branch): ``inplace``, the first line of the error
+    it raises when that is an in-place change of a tensor autograd saved; ``cut``, the parameters the gradient does
+    not reach there (a `torch.no_grad()` around the dropout); ``partial``, those whose gradient misses a path there
+    (see :func:`_partial_gradients`). Empty when it cannot be told."""
     import torch
 
     try:
         module.train()
         result = module(*args)
-        if isinstance(result, torch.Tensor) and result.requires_grad:
-            torch.autograd.grad(result.float().sum(), [p for _, p in named], allow_unused=True)
+        if not isinstance(result, torch.Tensor):
+            return {}
+        if not result.requires_grad:
+            return {"cut": [n for n, _ in named]}
+        grads = torch.autograd.grad(result.float().sum(), [p for _, p in named], allow_unused=True)
     except RuntimeError as exc:
         message = _first_line(exc)
-        return message[:300] if "inplace operation" in message else None
+        return {"inplace": message[:300]} if "inplace operation" in message else {}
     except Exception:  # noqa: BLE001 — the student's module: anything can happen
-        return None
-    return None
+        return {}
+    if cut := [n for (n, _), g in zip(named, grads) if g is None]:
+        return {"cut": cut}
+    return {"partial": _partial_gradients(module, args, training=True)}
 
 
 def _tensor_state(module: Any) -> dict[str, Any] | None:
@@ -1747,7 +1877,7 @@ def _shapes(inputs: Mapping[str, Any]) -> str:
 def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history: History | None,
                      run: Run | None) -> dict[str, Any]:
     name = plan["answers"][0]
-    if err := _stale_error(history, run, [name], f"`{name}`") or _misspelled_error(plan, history, run):
+    if err := _stale_error(history, run, [name], f"`{name}`") or _misspelled_error(plan, history, run, namespace):
         return err
     if name not in namespace:
         return _error("not_done", f"`{name}` is not defined yet. Fill in the TO-DO cell above and run it.")
@@ -1763,7 +1893,7 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
     record: dict[str, Any] = {"answers": [], "globals_read": read, "globals_in": [where] if where else [],
                               "mutated": [], "models_read": [n for n in read if _is_model(glob.get(n))],
                               "scalars_read": _influential(fn, _scalar_globals(fn), trials[1:3], framework),
-                              "containers_read": _container_globals(fn)}
+                              "containers_read": _container_globals(fn), "globals_written": _data_globals_written(fn)}
     own = definition_source(run.source, name) if run is not None else None  # not the cell's given code
     if own is not None:
         record["calls"] = sorted(called_names(own))
@@ -1924,6 +2054,23 @@ def _probes(plan: Mapping[str, Any], fn: Callable[..., Any], name: str, framewor
     return out
 
 
+def _own_cell(history: History, run: Run | None, plan: Mapping[str, Any]) -> Run | None:
+    """The run to judge a value step by: ``run`` (the latest cell that binds its answers), unless that cell is
+    another step's (it holds a line the notebook gives there, and none of this step's: 04.weights binding
+    `attn_weights_1` anew), and a run of this step's own cell binds them too: then that run, the latest."""
+    def holds(source: str, lines: Iterable[str]) -> bool:
+        return any(line.strip() and line.strip() in source for line in lines)
+
+    given, others = plan.get("given") or (), plan.get("others_given") or ()
+    if run is None or run.running or not given or holds(run.source, given) or not holds(run.source, others):
+        return run
+    wanted = set(plan["answers"])
+    own = next((r for r in reversed(history.runs) if r.names & wanted and holds(r.source, given)), None)
+    # (without the objects it left: the answers now hold what the other cell made, which is no sign of a cell that
+    # binds them through globals())
+    return dataclasses.replace(own, ids=()) if own is not None else run
+
+
 def collect(plan: Mapping[str, Any], namespace: Mapping[str, Any], history: History | None = None,
             cell: str | Callable[..., Mapping[str, Any]] | None = None, shell: Any = None) -> dict[str, Any]:
     """The record of one exercise (see the module's docstring). ``cell`` overrides the cell to replay
@@ -1932,6 +2079,8 @@ def collect(plan: Mapping[str, Any], namespace: Mapping[str, Any], history: Hist
     if _replaying:
         return _error("replaying", "checked while replaying a cell")
     run = history.defining(plan["answers"]) if history is not None else None
+    if plan["kind"] == "value" and history is not None and cell is None:
+        run = _own_cell(history, run, plan)
     torch = sys.modules.get("torch")
     grad_on = torch.enable_grad() if torch is not None and hasattr(torch, "enable_grad") else contextlib.nullcontext()
     try:

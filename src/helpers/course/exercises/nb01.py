@@ -199,6 +199,29 @@ def precise_numbers(inputs: dict) -> dict:
     return {name: full[name] for name in inputs}
 
 
+def small_arrays(inputs: dict, d_v: int | None = None) -> tuple[np.ndarray, ...]:
+    """Fresh halves for as many tokens as the replay has, the inputs divided by 16 and the value weights by 64
+    (powers of 2: every product stays exact in float32): scores of about 0.01 and below, values and outputs of
+    about 0.001, so that a line setting small numbers to 0 changes them. The last token is all zeros (when there
+    are two or more): its scores are exactly 0, which a mask of the zero scores or a sparse softmax drops. Drawn
+    from a generator seeded by the replay's inputs; ``d_v``: the values' width (else 4 or 5)."""
+    rng = _edge_rng(inputs)
+    n = len(inputs["x_list"])
+    x = fresh_numbers(rng, (n, 4)) / 16.0
+    if n > 1:
+        x[-1] = 0.0
+    wq, wk = (fresh_numbers(rng, (4, 3)) for _ in range(2))
+    wv = fresh_numbers(rng, (4, d_v or int(rng.choice([4, 5]))), top=2.0) / 64.0
+    return x, wq, wk, wv, _rounded_rows(rng, n)
+
+
+def small_numbers(inputs: dict) -> dict:
+    """An edge replay of small numbers (see :func:`small_arrays`): scores, values and outputs set to 0 below a
+    threshold show."""
+    full = _world_of(*small_arrays(inputs))
+    return {name: full[name] for name in inputs}
+
+
 def _as_list(a: np.ndarray) -> list:
     return [[int(v) if float(v).is_integer() else float(v) for v in row] for row in a]
 
@@ -456,9 +479,10 @@ def _hints(framework: str) -> dict[str, dict[str, str]]:
     }
     if tf:
         for group in hints.values():
-            group["not_as_asked"] = ("Your cell uses `torch`: the TensorFlow half computes everything itself, with "
-                                     "TensorFlow operations on tensors made from the lists. Numbers computed in "
-                                     "PyTorch and converted are Part 1's work, not this half's.")
+            group["not_as_asked"] = ("Your cell uses `torch`: the TensorFlow half does everything itself, with "
+                                     "TensorFlow alone, from the lists (tf.constant makes a tensor of a list). "
+                                     "A tensor made or computed with PyTorch and then converted "
+                                     "brings Part 1's work into this half.")
     return hints
 
 
@@ -535,18 +559,20 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
               reads=("x", "w_query", "w_key", "w_value"), mistakes=QKV_MISTAKES, hints=hints["qkv"], dtype="float32",
               computed_with=() if tf else ("x", "w_query", "w_key", "w_value"), **own),
         value("scores", "Attention scores", ("attn_scores",), ref_scores, reads=("queries", "keys"),
-              mistakes=SCORES_MISTAKES, hints=hints["scores"], dtype="float32", **own),
+              mistakes=SCORES_MISTAKES, hints=hints["scores"], dtype="float32",
+              edge=(large_numbers, small_numbers), **own),
         # scores up to 86 too: a clamp of the scores shows (a softmax written as its formula still fits float32)
         value("softmax", "Attention weights (softmax)", ("attn_weights",), ref_softmax,
               reads=("attn_scores",), mistakes=SOFTMAX_MISTAKES, hints=hints["softmax"], dtype="float32",
-              edge=(large_numbers, near_limit_scores),
+              edge=(large_numbers, near_limit_scores, small_numbers),  # and a row of zero scores
               signs={"unstable_softmax": overflow_sign(ref_softmax, scores_of, 88.0)}, **own),
         # numbers with three decimals too: values sent through float16 show (the other replays' halves are exact in it)
+        # and small numbers: outputs set to 0 below a threshold show
         value("outputs", "Outputs", ("outputs",), hints=hints["outputs"], dtype="float32",
-              edge=(large_numbers, precise_numbers), **outputs_step, **own),
+              edge=(large_numbers, precise_numbers, small_numbers), **outputs_step, **own),
         value("outputs_rounded", "Outputs from the rounded weights", ("outputs_rounded",), ref_rounded,
-              reads=("rounded_weights", "values"), hints=hints["outputs_rounded"], dtype="float32", **rounded_step,
-              **own),
+              reads=("rounded_weights", "values"), hints=hints["outputs_rounded"], dtype="float32",
+              edge=(large_numbers, small_numbers), **rounded_step, **own),
     ]
 
 

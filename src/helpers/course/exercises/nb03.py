@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..reference import global_softmax, max_without_keepdim, one_sum, softmax, sum_normalise, sums_without_keepdim
-from ..spec import Exercise, one_row, overflow_sign, register, rows_reversed, upstream_of
+from ..spec import Exercise, one_row, overflow_sign, register, rows_reversed, scaled_down, upstream_of, zero_row
 from . import nb01
 from .nb01 import (
     QKV_MISTAKES,
@@ -133,6 +133,19 @@ def near_limit_scores(inputs: dict) -> dict:
     x, wq, wk, wv, rounded = nb01.near_limit_arrays(lists)
     full = _world_of(_base_of(x, wq, wk, wv), rounded[0])
     return {name: full[name] for name in inputs}
+
+
+def small_numbers(inputs: dict, d_v: int | None = None) -> dict:
+    """An edge replay of small numbers (see :func:`nb01.small_arrays`): scores, values and outputs set to 0 below a
+    threshold show. ``d_v``: the values' width."""
+    x, wq, wk, wv, rounded = nb01.small_arrays(inputs, d_v)
+    full = _world_of(_base_of(x, wq, wk, wv), rounded[0])
+    return {name: full[name] for name in inputs}
+
+
+def small_numbers_3(inputs: dict) -> dict:
+    """:func:`small_numbers` with values 3 wide, the example's width (the steps whose replays keep it)."""
+    return small_numbers(inputs, 3)
 
 
 def precise_numbers(inputs: dict) -> dict:
@@ -647,7 +660,7 @@ def _predict_axis(name, title, answer, mistakes, ndim):
 
 register(
     _value("tensors", "The inputs and the weight matrices", ("x", "w_query", "w_key", "w_value"), ref_tensors,
-           edge=(large_numbers, precise_numbers),
+           edge=(large_numbers, precise_numbers, small_numbers),  # and a token of zeros (dropping it shows)
            reads=("x_list", "w_query_list", "w_key_list", "w_value_list"), dtype="float32", framework="torch",
            mistakes={"swapped_projections": swapped_tensors, "key_value_swapped": key_value_swapped_tensors}),
     # from the float32 tensors of part 1 (a float64 result makes the next product raise)
@@ -658,7 +671,7 @@ register(
                    PREDICT_SCORES_MISTAKES),
     # float32 all the way, as part 1 asks: integer scores make the softmax raise, float64 weights the next product
     _value("scores", "The attention scores", ("attn_scores",), ref_scores, reads=("queries", "keys"),
-           edge=(large_numbers, narrow_values),
+           edge=(large_numbers, narrow_values, small_numbers),
            framework="torch", mistakes=SCORES_MISTAKES, dtype="float32",
            how={"loop": False, "matmul": True},  # "all the scores at once with one matrix product"
            hints={"not_as_asked:loop": "Your numbers are right, but your cell goes through the keys (or the "
@@ -673,7 +686,8 @@ register(
     # the TO-DO uses the predicted axis (dim=softmax_axis): from a wrong prediction, the right code is 🟡
     _value("softmax", "The attention weights", ("attn_weights",), ref_softmax_along,
            reads=("attn_scores", "softmax_axis"), framework="torch", mistakes=SOFTMAX_MISTAKES,
-           how={"implicit_softmax_dim": False}, dtype="float32", edge=(large_numbers, near_limit_scores),
+           how={"implicit_softmax_dim": False}, dtype="float32",
+           edge=(large_numbers, near_limit_scores, small_numbers),  # and a token of zeros: scores of 0
            signs={"unstable_softmax": overflow_sign(ref_softmax_along, nb01.scores_of, 88.0)}),
     _predict_shape("predict_weighted", "Prediction: the shape of the weighted values", "weighted_shape",
                    ref_weighted_shape, PREDICT_WEIGHTED_MISTAKES),
@@ -694,7 +708,9 @@ register(
     _value("rounded_1", "The original's output 1, by broadcasting a vector",
            ("weighted_values_1_rounded", "output_1_rounded"), ref_rounded_1, reads=("rounded_1", "values"),
            framework="torch", mistakes=ROUNDED_1_MISTAKES, dtype="float32",  # float32 all the way, as part 1 asks
-           edge=None,  # its replays keep the example's widths (below); the large numbers' edge has its own
+           # its replays keep the example's widths (below; the large numbers' edge has its own), and so does its
+           # edge of small numbers (outputs set to 0 below a threshold show)
+           edge=small_numbers_3,
            # values as wide as the example's: the cell's given print subtracts the answer from outputs[0], so an
            # answer typed in at the example's width would raise there instead of showing as typed in
            inputs=upstream_of(lambda rng=None: world(rng, d_v=3), "weighted_values_1_rounded"),
@@ -714,7 +730,9 @@ register(
         reference=ref_fn, mistakes=FN_MISTAKES, atol=1e-5, points=2, hints=HINTS["attention_outputs"],
         how={"implicit_softmax_dim": False}, dtype="float32",
         # and the first trial's tokens in reverse order (the same shapes): a result kept by shape shows
-        edge=(one_row("x", "w_value"), large_fn_inputs, rows_reversed("x")),
+        # and a token of zeros (its scores are 0: a mask of the zero scores, or a sparse softmax, drops them), and
+        # small values (outputs set to 0 below a threshold show)
+        edge=(one_row("x", "w_value"), large_fn_inputs, rows_reversed("x"), zero_row("x"), scaled_down("w_value")),
         widths=("w_key", "w_value"),  # "any n, d_model, d_k and d_v": values wider than the keys, and narrower
     ),
 )

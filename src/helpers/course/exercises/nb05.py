@@ -675,7 +675,8 @@ register(
         mistakes=ATTENTION_MISTAKES,
         # one token; the same shapes, other numbers; scores of 800 (Part 4's lesson: a softmax without each row's
         # maximum overflows)
-        edge=(one_row("x", "w_value"), rows_reversed("x"), large_scores(x="x")),
+        # and scores up to 30: weights from 1 down to about 1e-13, which a threshold on the small ones cuts
+        edge=(one_row("x", "w_value"), rows_reversed("x"), large_scores(x="x"), large_scores(x="x", top=30.0)),
         signs={"unstable_softmax": overflow_sign(ref_self_attention, _xw_scores, 709.0)},  # float64
         widths=("w_key", "w_value"),  # "any widths": values wider than the keys in some trial, narrower in another
         points=2,

@@ -745,6 +745,18 @@ def ref_module(**names):
     return _module(**names)
 
 
+def module_again(world: dict) -> tuple[dict, dict, np.ndarray]:
+    """The module call of a replay (its batch, as the cell calls it), and one more call after the cell's own: the
+    batch's sentences in reverse order, one token shorter (a padding mask or a length kept from the first call no
+    longer fits), with its evaluation output."""
+    x, lengths = world["x_pad"][::-1, :-1].copy(), np.minimum(world["lengths_pad"][::-1], world["x_pad"].shape[1] - 1)
+    n = x.shape[1]
+    names = {**{k: world[k] for k in MODULE_READS}, "x_pad": x, "lengths_pad": lengths,
+             "keep_draw": np.ones((len(x), world["num_heads"], n, n))}
+    return ({"x": world["x_pad"], "lengths": world["lengths_pad"]}, {"x": x, "lengths": lengths},
+            ref_module(**names)["out_eval"])
+
+
 def _variant(**how):
     return lambda **names: _module(**names, **how)
 
@@ -1030,6 +1042,7 @@ def _exercises() -> list[Exercise]:
                     Probe("module_grad", lambda rng: {"x": module_example()["x_pad"],
                                                       "lengths": module_example()["lengths_pad"]},
                           lambda inputs: 0, "gradient_cut")),
+            again=module_again,
             given_as=MODULE_GIVEN,
             raised_hints=((rf"size of tensor [ab] \({MAX_LEN}\)",
                            f"A size of {MAX_LEN} is max_len, the length the causal mask buffer is made for: cut "

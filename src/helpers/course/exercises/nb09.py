@@ -391,6 +391,16 @@ def _batch_of_one(inputs: dict) -> dict:
     return {**inputs, "x_dec": np.asarray(inputs["x_dec"])[:1], "x_enc": np.asarray(inputs["x_enc"])[:1]}
 
 
+def _one_source_token(first: dict) -> dict:
+    """An edge trial from the first random one: every source one token long (one key, every length 1): a mask
+    squeezed to lose its axes of size 1 (`.squeeze()` on the (batch, n_k) mask) shows."""
+    k, v = (np.asarray(first[n], dtype=np.float64)[:, :1] for n in ("k", "v"))
+    return {**first, "k": k, "v": v, "enc_lengths": np.ones_like(np.asarray(first["enc_lengths"]))}
+
+
+_one_source_token.of_first_trial = True
+
+
 def _heads_and_zero_key(first: dict) -> dict:
     """An edge trial from the first random one: its batch made a heads axis, (1, heads, …, d), as a model's
     layers call it (a transpose of axes 1 and 2 instead of the last two shows); and the first key all zeros, so that
@@ -787,7 +797,7 @@ def _exercises() -> list[Exercise]:
     common = {"notebook": NOTEBOOK, "kind": "function"}
     torch_ = {**common, "framework": "torch"}
     padded = {"inputs": padded_inputs, "reference": ref_padded, "mistakes": PADDED_MISTAKES,
-              "edge": (loud_padding, _louder("q", _qk)),
+              "edge": (loud_padding, _louder("q", _qk), _one_source_token),
               "signs": {"padding_penalty_on_real_keys": _penalty_on_real_keys,
                         "padding_masked_late": _padding_masked_late},
               "explains": scale_explains(PADDED_OTHER_SCALE),
