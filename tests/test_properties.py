@@ -186,7 +186,9 @@ def test_comparing_a_variant_with_all_others_at_once_agrees_with_comparing_pairs
     pairwise comparison says, infinities and NaN included (an inf next to a 0 once made two variants 'close')."""
     a = {"y": np.array([p[0] for p in pairs])}
     b = {"y": np.array([p[1] for p in pairs])}
-    assert spec._close_to_any(a, [b], ("y",), 1e-3, 1e-5) == spec._close(a, b, ("y",), 1e-3, 1e-5)
+    (shape_a, flat_a), (shape_b, flat_b) = spec._flat(a, ("y",)), spec._flat(b, ("y",))
+    assert shape_a == shape_b
+    assert spec._close_to_any(flat_a, [flat_b], 1e-3, 1e-5) == spec._close(a, b, ("y",), 1e-3, 1e-5)
 
 
 SCALED = [pytest.param(ex, id=ex.id, marks=needs(ex.framework)) for ex in EXERCISES

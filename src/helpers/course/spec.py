@@ -392,30 +392,37 @@ def separates(ex: Exercise, inputs: Mapping[str, Any]) -> bool:
                 return False
     except errors:
         return False
+    seen: dict[tuple, list[np.ndarray]] = {}  # the outputs so far, flat, by the shapes of their answers
+    for out in outs:
+        shapes, flat = _flat(out, ex.answers)
+        seen.setdefault(shapes, []).append(flat)
     for code in ex.mistakes:
         try:
             wrong = ex.variant(code, inputs)
         except errors:  # undefined for these sizes (a product of non-square matrices): the student's cell raises
             continue    # too, and the check names the mistake from the notebook's own numbers (see diagnose)
-        if _close_to_any(wrong, outs, ex.answers, rtol, atol):
+        shapes, flat = _flat(wrong, ex.answers)
+        if shapes is not None and shapes in seen and _close_to_any(flat, seen[shapes], rtol, atol):
             return False
-        outs.append(wrong)
+        seen.setdefault(shapes, []).append(flat)
     return True
 
 
-def _close_to_any(new: Arrays, outs: Sequence[Arrays], names: Sequence[str], rtol: float, atol: float) -> bool:
-    """``_close(new, o, ...)`` for any ``o`` in ``outs``, compared with all of them at once (one array operation
-    per answer instead of one call per pair: the variants of an exercise are compared pairwise on every draw)."""
-    same = [o for o in outs if all(n in o and n in new and np.shape(o[n]) == np.shape(new[n]) for n in names)]
-    if not same:
-        return False
-    close = np.ones(len(same), dtype=bool)
+def _flat(out: Arrays, names: Sequence[str]) -> tuple[tuple | None, np.ndarray | None]:
+    """An output's answers as one flat float vector, with the shapes they had (None when an answer is missing)."""
+    try:
+        arrays = [np.asarray(out[n], dtype=float) for n in names]
+    except (KeyError, TypeError, ValueError):  # an answer missing, or not numbers: compared with nothing
+        return None, None
+    return tuple(a.shape for a in arrays), np.concatenate([a.ravel() for a in arrays])
+
+
+def _close_to_any(new: np.ndarray, outs: Sequence[np.ndarray], rtol: float, atol: float) -> bool:
+    """``new`` close to any of ``outs`` (flat vectors of the same length), entry by entry, compared with all of them
+    at once (one array operation instead of one call per pair: the variants of an exercise are compared pairwise
+    on every draw)."""
     with np.errstate(invalid="ignore", over="ignore"):
-        for n in names:
-            b = np.asarray(new[n], dtype=float).ravel()
-            others = np.stack([np.asarray(o[n], dtype=float).ravel() for o in same])
-            close &= np.isclose(b, others, rtol=rtol, atol=atol, equal_nan=True).all(axis=1)
-    return bool(close.any())
+        return bool(np.isclose(new, np.stack(outs), rtol=rtol, atol=atol, equal_nan=True).all(axis=1).any())
 
 
 def one_row(rows: str, column: str | None = None) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -1984,11 +1991,12 @@ def diagnose(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -
     When none matches, the trials where the answer holds NaN or inf are left out (if two trials or more remain):
     an answer with two faults, one of which overflows on the large-scores trial (a softmax without its maximum as
     well), is named by the other on the rest."""
-    code = _diagnose(ex, trials, False) or _diagnose(ex, trials, True)
+    memo: dict[Any, Any] = {}  # each variant on each trial computed once, for the passes below
+    code = _diagnose(ex, trials, False, memo) or _diagnose(ex, trials, True, memo)
     if code is None:
         finite = [t for t in trials if all(_all_finite(v) for v in t[0].values())]
         if 2 <= len(finite) < len(trials):
-            code = _diagnose(ex, finite, False) or _diagnose(ex, finite, True)
+            code = _diagnose(ex, finite, False, memo) or _diagnose(ex, finite, True, memo)
     return code
 
 
@@ -2005,19 +2013,31 @@ def _all_finite(value: Any) -> bool:
         return True
 
 
-def _diagnose(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]], rounding: bool) -> str | None:
+def _diagnose(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]], rounding: bool,
+              memo: dict[Any, Any] | None = None) -> str | None:
     matches: dict[str, frozenset[int]] = {}
-    rights: dict[int, Any] = {}  # the reference on each trial, computed once (a long probe input is costly)
+    # the reference and each variant on each trial, computed once (a long probe input is costly), by the trial's
+    # inputs (the same objects in every pass of one diagnosis)
+    memo = {} if memo is None else memo
+
+    def once(key: Any, compute: Callable[[], Any]) -> Any:
+        if key not in memo:
+            try:
+                memo[key] = (compute(), None)
+            except Exception as exc:  # noqa: BLE001 — kept, to be raised again on the next pass too
+                memo[key] = (None, exc)
+        value, exc = memo[key]
+        if exc is not None:
+            raise exc
+        return value
+
     for code in ex.mistakes:
         informative: set[int] = set()
         ok = True
         for t, (got, inputs) in enumerate(trials):
             try:
-                wrong = ex.variant(code, inputs)
-                if t not in rights:
-                    rights[t] = None
-                    rights[t] = ex.expected(inputs)
-                right = rights[t]
+                wrong = once((code, id(inputs)), lambda: ex.variant(code, inputs))  # noqa: B023 — called at once
+                right = once(("", id(inputs)), lambda: ex.expected(inputs))  # noqa: B023
             except Exception:  # a variant undefined for these inputs says nothing
                 continue
             if right is None:

@@ -599,15 +599,17 @@ def _items_framework(value: Any) -> str | None:
     return kinds.pop() if len(kinds) == 1 and kinds <= {"torch", "tensorflow"} else None
 
 
-def _global_names(code: types.CodeType) -> set[str]:
-    """The global names a code object (and the functions, lambdas, comprehensions inside it) loads."""
+@functools.lru_cache(maxsize=512)
+def _global_names(code: types.CodeType) -> frozenset[str]:
+    """The global names a code object (and the functions, lambdas, comprehensions inside it) loads (kept for the
+    code objects seen last: the same function is asked about many times)."""
     names: set[str] = set()
     todo = [code]
     while todo:
         c = todo.pop()
         names.update(ins.argval for ins in dis.get_instructions(c) if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"))
         todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    return names
+    return frozenset(names)
 
 
 def _stale_defaults(fn: Any) -> list[str]:

@@ -230,10 +230,10 @@ def _attend(q, k, v, *, allowed: Allowed | None = None, zeroed: Allowed | None =
             shift="row", divide=True, chunk=None):
     """Attention in closed form, the same numbers as a right blockwise loop ends with: exp(s − shift)
     summed over the allowed keys, a query at most ``chunk`` at a time (by default as many as keep a chunk of
-    scores within 2¹⁴ numbers, and 16 at least: the reference stays far below one n × n matrix on the long inputs,
-    and the short ones take one chunk). ``shift``: each row's maximum (``"row"``), that or 0 whichever is larger (``"zero"``: a
-    maximum started at 0), or the largest score of all (``"global"``). A query with no allowed key gets 0/0 (NaN), as
-    a loop that never updates it does."""
+    scores within 2¹⁴ numbers, and 16 at least: the reference stays far below one n × n matrix on the long
+    inputs, and the short ones take one chunk). ``shift``: each row's maximum (``"row"``), that or 0 whichever is
+    larger (``"zero"``: a maximum started at 0), or the largest score of all (``"global"``). A query with no
+    allowed key gets 0/0 (NaN), as a loop that never updates it does."""
     q, k, v = _plain(q, k, v)
     n_q, n_k = q.shape[0], k.shape[0]
     chunk = chunk or max(16, 2**14 // max(n_k, 1))
