@@ -87,7 +87,7 @@ def _seeded(exercise_id: str) -> np.random.Generator | None:
 
 # a verdict about the cell itself, whatever the functions it calls: no carried-forward credit
 _NOT_CARRIED = {"cell_raised", "misspelled_name", "overwrites_variable", "mutates_input", "not_as_asked",
-                "wrong_framework", "wrong_dtype", "reads_globals", "hard_coded", "not_computed_with"}
+                "wrong_framework", "wrong_dtype", "reads_globals", "hard_coded", "not_computed_with", "grad_left_off"}
 
 
 def _functions_used(ex: Exercise, namespace: Mapping[str, Any], history: History | None,

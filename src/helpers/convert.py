@@ -124,6 +124,12 @@ def to_array(obj: Any, name: str = "answer", *, dtype: Any = np.float64, finite:
     elif isinstance(obj, tuple) and any(v is None for v in obj):
         raise AnswerError("returns_tuple", f"`{name}` is a tuple of {len(obj)} values, one of them None, not one "
                                            "tensor: hand in only the result (`return out, None` returns a tuple).")
+    elif isinstance(obj, tuple) and len(obj) > 1 and all(hasattr(v, "shape") for v in obj) \
+            and len({tuple(v.shape) for v in obj}) > 1:
+        shapes = ", ".join(str(tuple(int(n) for n in v.shape)) for v in obj[:4])
+        raise AnswerError("returns_tuple", f"`{name}` is a tuple of {len(obj)} tensors of shapes {shapes}, not one "
+                                           "tensor: hand in only the result the step names (a forward that returns "
+                                           "`(output, weights)`, as nn.MultiheadAttention's does, hands back both).")
     elif isinstance(obj, (list, tuple)):
         arr = _from_nested(obj, name)
     else:
@@ -159,12 +165,15 @@ def nonfinite_problem(arr: np.ndarray, name: str, masks: bool = True) -> AnswerE
     if arr.dtype.kind != "f":
         return None
     for found, kind, advice in (
-        (np.isnan(arr), "nan", "NaN usually comes from exp() overflowing (inf/inf) or from 0/0, "
-         + ("such as a softmax over a row whose every key is masked (all −inf)" if masks else
-            "such as a row whose exponentials all underflow to 0, or from the log or square root of a negative "
-            "number") + ": look at the step that produced it."),
+        (np.isnan(arr), "nan", "NaN usually comes from exp() overflowing (inf/inf"
+         + (", or inf · 0 where a mask multiplies the exponentials) or from 0/0: a softmax over a row whose every "
+            "key is masked (all −inf), or a row renormalised after masking whose visible weights all underflowed to 0"
+            if masks else
+            ") or from 0/0, such as a row whose exponentials all underflow to 0, or from the log or square root of a "
+            "negative number") + ": look at the step that produced it."),
         (np.isposinf(arr), "inf", "Did exp() overflow? Subtract the row maximum before exponentiating (or look "
-         "for a division by 0)."),
+         "for a division by 0, or the −log of a probability that underflowed to 0: take the log-softmax in one step, "
+         "as log_softmax or cross_entropy do)."),
         (np.isneginf(arr), "-inf", "−∞ comes from a fill meant for masking (`masked_fill(…, float('-inf'))` or "
          "`torch.where(…, -inf)`) applied where nothing is to be hidden, or from the log of 0: look at the line that "
          "puts it there."),

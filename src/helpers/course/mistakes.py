@@ -635,6 +635,12 @@ _ROWS = [
      "You applied dropout to the scores, before the softmax. Dropout acts on the attention weights, after the "
      "softmax and before the product with the values (on masked scores, −∞ · 0 is NaN)."),
     # --- notebooks 06 to 10 (simulation 6, B)
+    ("future_masked_late", "the future hidden after the softmax, each row renormalised",
+     "Your weights come from a softmax over every key, the future zeroed afterwards and each row divided by its new "
+     "sum (or the maximum taken over every key, the future's too). That is exact in arithmetic, but on a row whose "
+     "hidden key scores far above the visible ones the softmax gives that key all the weight, the visible ones "
+     "underflow to 0, and the row becomes 0/0 = NaN. Hide the future before the softmax (a score of −∞): then no "
+     "row divides by 0."),
     ("padding_masked_late", "the padded keys masked after the exponentials",
      "On a batch whose padding holds large numbers (anything can sit in the padding), your result is NaN or inf: "
      "the padded keys' scores reach the exponentials, or the maximum subtracted before them, ahead of your mask. "
@@ -742,6 +748,9 @@ _PROPERTY_ROWS = [
      "line of its own): it changes nothing. Assign its result to a name and use that name."),
     ("cell_raised", "the cell that defines the answer raised",
      "The cell that defines this answer raised an error the last time it ran: fix it and run it again."),
+    ("optimizer_state_reset", "the optimizer's state cleared at every step",
+     "Your training step wipes what the optimizer keeps from step to step (its running averages): leave the "
+     "optimizer's state alone, and only zero_grad(), backward() and step()."),
     ("stale_value", "an older value kept from before a cell ran again",
      "Your code keeps an older value of a name that a cell has defined anew since (a function's default taken "
      "when its `def` ran): run again the cell that keeps it."),
@@ -859,8 +868,10 @@ _PROCESS_ROWS = [
      "Your inputs are reordered twice (x[perm][perm], or perm applied to something already reordered). Once "
      "is the new order: x_shuffled = x[perm]."),
     ("outputs_reordered_again", "the outputs of the reordered inputs reordered again",
-     "Your x_shuffled is right, but its outputs are reordered once more (`[perm]` after self_attention). "
-     "Attention on x_shuffled already gives them in the new order: keep them as they come."),
+     "Your x_shuffled is right, but its outputs come out reordered once more: a `[perm]` too many, after "
+     "self_attention or on x_shuffled a second time on its way in (attention moves its outputs as its inputs move, "
+     "so both give these numbers). Attention on x_shuffled already gives them in the new order: keep them as they "
+     "come."),
     ("pe_exponent_sign", "10000^(2i/d) multiplying instead of dividing",
      "Your frequencies grow from one pair of features to the next: the position is multiplied by "
      "10000^(2i/d) (or the exponent's sign is flipped, as in exp(+2i·ln 10000 / d)). Pair i uses the frequency "

@@ -1193,10 +1193,12 @@ def _grad_off_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None
     if ex.framework != "torch" or not record.get("grad_off"):
         return None
     return _fail(ex, "grad_left_off", "Your cell switched gradients off for the whole session: "
-                                      "`torch.set_grad_enabled(False)` stays in force after the cell, so every cell "
-                                      "after it computes without them and training can no longer learn. Turn them "
-                                      "back on (`torch.set_grad_enabled(True)`) and switch them off only around the "
-                                      "lines that need it: `with torch.no_grad():`.")
+                                      "`torch.set_grad_enabled(False)`, or a `torch.no_grad()` or "
+                                      "`torch.inference_mode()` entered with `__enter__()` and never left, stays in "
+                                      "force after the cell, so every cell after it computes without them and "
+                                      "training can no longer learn. Turn them back on (`torch.set_grad_enabled(True)`"
+                                      "; restart the kernel after an inference mode) and switch them off only around "
+                                      "the lines that need it: `with torch.no_grad():`.")
 
 
 def _module_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
@@ -1476,6 +1478,14 @@ def _reassigned_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | No
                          f"Your cell also assigns `{name}`, the answer of {owner.id}: after your cell it no longer "
                          f"holds what that step computed, so that step is undone. Keep your own results under new "
                          f"names, then run again the cell that computes `{name}` and this one.")
+        compared = [line for line in GIVEN_LINES.get(ex.id, ()) if re.search(rf"\b{re.escape(name)}\b", line)] \
+            if name in (record.get("reassigned_from_answers") or ()) else []
+        if compared:  # the same numbers, from this step's answer: the line the notebook gives compares the two
+            return _fail(ex, "overwrites_variable",
+                         f"Your cell also assigns `{name}`, the answer of {owner.id}, from this step's own result: "
+                         f"the line the notebook gives in this cell (`{compared[0]}`) compares your answer with it, "
+                         "and now says yes whatever you computed. Keep `{name}` as its own step made it: drop that "
+                         f"line, run again the cell that computes `{name}`, then this one.".replace("{name}", name))
     return None
 
 
@@ -1603,6 +1613,11 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
         if entry.get("error"):
             if entry.get("mode") != "train":
                 return None  # evaluation mode already ran on every replay: nothing new to say here
+            if re.search(r"Double|Float|dtype|float64", entry["error"]):
+                return _fail(ex, "wrong_dtype", f"In training mode without a draw of the caller's (keep=None), {where} "
+                                                f"raised {entry['error']}: the draw it makes itself is of another "
+                                                "dtype than the weights (float64, say). Draw it like the weights: "
+                                                "`torch.rand_like(weights)`, or with `dtype=weights.dtype`.")
             return _fail(ex, probe.code, f"In training mode without a draw of the caller's (keep=None), {where} "
                                          f"raised {entry['error']}. When no draw is given, the module makes one "
                                          "of its own.")
@@ -1771,6 +1786,13 @@ def _step_probe_problem(ex: Exercise, record: Mapping[str, Any], right: bool) ->
         return _fail(ex, "trained_in_eval_mode", ex.hints.get("trained_in_eval_mode"))
     if entry.get("rng_reset"):
         return _fail(ex, "reseeded_each_call", ex.hints.get("reseeded_each_call"))
+    if isinstance(entry.get("state_steps"), int) and 0 < entry["state_steps"] < 3:
+        return _fail(ex, "optimizer_state_reset",
+                     f"Your `{name}` wipes what the optimizer keeps from step to step: called three times with an "
+                     f"Adam optimizer, it left a step count of {entry['state_steps']} (`optimizer.state.clear()`, or "
+                     "a new state, at every call). AdamW's running averages of the gradients are what make its steps "
+                     "steady; without them every step is a first step. Leave the optimizer's state alone: "
+                     "zero_grad(), backward(), step().")
     return None
 
 
@@ -2766,12 +2788,14 @@ def _reads_globals(ex: Exercise, record: Mapping[str, Any], then: str) -> str:
 
 def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
     """The verdict on a record (see :mod:`helpers.runtime.collect`) for the inputs of ``plan``."""
+    if grad_off := _grad_off_problem(ex, record):  # the session is left without gradients: that first
+        return grad_off
     error = record.get("error")
     if error:
         read = record.get("globals_read") or []
         if error.get("kind") == "raised" and read:
-            return _fail(ex, "reads_globals", _reads_globals(ex, record, "and on other inputs it fails: "
-                                                                         f"{error.get('message')}"))
+            where = "it fails" if "notebook's example" in str(error.get("message")) else "on other inputs it fails"
+            return _fail(ex, "reads_globals", _reads_globals(ex, record, f"and {where}: {error.get('message')}"))
         if error.get("kind") == "raised":
             text = str(error.get("message", ""))
             for pattern, code in ex.raises.items():
@@ -2938,6 +2962,52 @@ def scaled_down(name: str, factor: float = 2.0 ** -10) -> Callable[[dict[str, An
 
     edge.of_first_trial = True
     return edge
+
+
+LOUD_FUTURE = 800.0  # how far a hidden key outscores the one visible key of the first query: exp(−800) is 0
+
+
+def loud_future(inputs: dict[str, Any]) -> dict[str, Any]:
+    """An edge trial for causal attention over ``q`` (the m newest queries) and ``k`` (t cached keys, then the m new
+    ones; t = 0 for plain causal attention): the first new query's next key, which it must not see, scores 800 above
+    its own key. That query is made a unit vector along the first axis, every other query 0 on that axis, and the
+    loud key the first query's own key plus 800·√d on that axis alone: every other query scores the two keys alike,
+    exactly, in float32 too. Masked before the softmax (−∞), the loud key gets weight 0; a softmax over every key
+    gives it all the weight, the visible keys underflow to 0, and zeroing the future afterwards and renormalising
+    divides 0 by 0 (NaN) in that row: see :func:`future_masked_late`."""
+    q, k = np.array(inputs["q"], dtype=float), np.array(inputs["k"], dtype=float)
+    t = k.shape[-2] - q.shape[-2]
+    if q.shape[-2] < 2:
+        return dict(inputs)
+    q[..., 0, :] = 0.0
+    q[..., 0, 0] = 1.0
+    q[..., 1:, 0] = 0.0
+    k[..., t + 1, :] = k[..., t, :]
+    k[..., t + 1, 0] += LOUD_FUTURE * np.sqrt(q.shape[-1])
+    return {**inputs, "q": q, "k": k}
+
+
+def future_masked_late(reference: Callable[..., Any]) -> Callable[[Arrays, Mapping[str, Any]], bool]:
+    """The sign of a causal softmax taken over every key, the future zeroed after it and each row renormalised (or
+    the maximum taken over every key before the exponentials): on :func:`loud_future`'s trial, the first query's row
+    is NaN (0/0), every other row right."""
+    def sign(answer: Arrays, inputs: Mapping[str, Any]) -> bool:
+        q, k = np.asarray(inputs["q"], dtype=np.float64), np.asarray(inputs["k"], dtype=np.float64)
+        t = k.shape[-2] - q.shape[-2]
+        if q.shape[-2] < 2:
+            return False
+        s = (q[..., 0, :] * (k[..., t + 1, :] - k[..., t, :])).sum(-1) / np.sqrt(q.shape[-1])
+        if not np.all(s > LOUD_FUTURE - 1.0):
+            return False
+        (got,) = answer.values()
+        got = np.asarray(got, dtype=np.float64)
+        want = np.asarray(reference(**inputs), dtype=np.float64)
+        if got.shape != want.shape:
+            return False
+        return bool(np.isnan(got[..., 0, :]).all() and np.allclose(got[..., 1:, :], want[..., 1:, :], rtol=1e-4,
+                                                                     atol=1e-5))
+
+    return sign
 
 
 def zero_row(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:

@@ -229,6 +229,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         record["reassigned"] = _arrays(raw["reassigned"], set(plan.data["earlier"]), "the earlier answers bound anew")
         record["reassigned_dtypes"] = _text_map(raw.get("reassigned_dtypes"), set(plan.data["earlier"]),
                                                 "the earlier answers' dtypes")
+        record["reassigned_from_answers"] = _names(raw.get("reassigned_from_answers") or [],
+                                                   set(plan.data["earlier"]), "the earlier answers made from these")
     if raw.get("used") is not None and plan.data.get("others"):
         record["used"] = _arrays(raw["used"], set(plan.data["others"]), "the other answers used")
     if ex.computed_with:
@@ -325,7 +327,9 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                                         "the stand-in's parameters left unchanged"),
                     "modes": [m is True for m in modes[:100]] if isinstance(modes, list) else [],
                     "training_after": entry.get("training_after") is not False,
-                    "rng_reset": entry.get("rng_reset") is True}
+                    "rng_reset": entry.get("rng_reset") is True,
+                    **({"state_steps": entry["state_steps"]} if type(entry.get("state_steps")) is int
+                       and 0 <= entry["state_steps"] < 1000 else {})}
                 continue
             if probe.kind == "module_guesses":
                 guesses, history = entry.get("guesses"), entry.get("history")

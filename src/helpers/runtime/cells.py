@@ -606,6 +606,8 @@ def module_changes(source: str, root: str) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if isinstance(node, ast.Assign) and _same_copy(node.value, targets):
+                continue  # `model.attn.causal_mask = model.attn.causal_mask.clone()`: the same numbers again
             if any(isinstance(t, (ast.Attribute, ast.Subscript)) and rooted(t) for t in targets):
                 found.append(ast.unparse(node)[:80])
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and rooted(node.func.value) \
@@ -614,6 +616,16 @@ def module_changes(source: str, root: str) -> list[str]:
                 and node.func.attr not in _MODE_METHODS:  # a module's .half() or .to() changes it in place
             found.append(ast.unparse(node)[:80])
     return found[:3]
+
+
+def _same_copy(value: ast.AST, targets: Sequence[ast.AST]) -> bool:
+    """``value`` is a copy of the one target itself (``t.clone()``, ``t.detach().clone()``, ``t.detach()``)."""
+    if len(targets) != 1:
+        return False
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and not value.args \
+            and value.func.attr in ("clone", "detach", "contiguous"):
+        value = value.func.value
+    return ast.dump(value) == ast.dump(targets[0]).replace("ctx=Store()", "ctx=Load()")
 
 
 def discarded_results(source: str) -> list[str]:

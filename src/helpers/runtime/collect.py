@@ -1038,6 +1038,9 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
         reassigned |= assigned_names(source) & earlier
     record["reassigned"] = _snapshot({n: namespace[n] for n in sorted(reassigned - rebound) if n in namespace})
     record["reassigned_dtypes"] = {n: dtype_name(namespace[n]) for n in record["reassigned"]}
+    # those the cell computes from its own answers (`context_vec_2_simple = outputs[1]`)
+    record["reassigned_from_answers"] = sorted(n for n in record["reassigned"] if source is not None
+                                               and any(computed_from(source, a, [n]) for a in answers))
     # the step's own functions that keep an older function of the notebook as a default (`loss_fn=answer_loss`)
     record["stale_defaults"] = sorted({n for f in plan.get("functions") or () if callable(namespace.get(f))
                                        for n in _stale_defaults(namespace[f])})
@@ -1610,8 +1613,9 @@ def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dic
     from two states of torch's generator: ``steps``, how often the optimizer stepped; ``changed``, whether a
     parameter changed; ``unchanged``, the parameters that did not (``table``, ``shift``); ``modes``,
     the model's mode at each forward; ``training_after``, its mode after the step; ``rng_reset``, whether the
-    two runs left torch's generator in the same state (a seed set inside the step). Torch's generator is left
-    as it was."""
+    two runs left torch's generator in the same state (a seed set inside the step); ``state_steps``, the step count
+    an Adam optimizer keeps after three calls of the step (3, unless the step clears the optimizer's state). Torch's
+    generator is left as it was."""
     import torch
 
     inputs = probe["inputs"]
@@ -1659,7 +1663,21 @@ def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dic
                 out = {"steps": optimizer.steps, "modes": model.modes, "training_after": bool(model.training),
                        "changed": any(moved.values()), "unchanged": [n for n, m in moved.items() if not m]}
         out["rng_reset"] = bool(torch.equal(states[0], states[1]))
+        # three steps with an optimizer that keeps a state (Adam's running averages and its step count): a step
+        # that clears that state at every call (`optimizer.state.clear()`) leaves a count of 1
+        torch.manual_seed(20233)
+        model = Table().train()
+        adam = torch.optim.Adam(model.parameters(), lr=float(inputs["lr"]))
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for _ in range(3):
+                step(model, adam, tokens.clone())
+        counts = [int(s["step"]) for s in adam.state.values() if isinstance(s, dict) and "step" in s]
+        if counts:
+            out["state_steps"] = max(counts)
     except Exception as exc:  # noqa: BLE001 — the student's function: anything can happen
+        if out:  # what the first runs measured stands
+            return out
         return {"error": f"{type(exc).__name__}: {_first_line(exc)}"}
     finally:
         torch.set_rng_state(state)
@@ -2095,8 +2113,10 @@ def collect(plan: Mapping[str, Any], namespace: Mapping[str, Any], history: Hist
         record = _error(err.kind, err.message)
     record["id"] = plan["id"]
     torch = sys.modules.get("torch")
-    if torch is not None and hasattr(torch, "is_grad_enabled") and not torch.is_grad_enabled() \
-            and run is not None and "set_grad_enabled" in run.source:
-        # this step's cell switched gradients off and left them off: every later cell runs without them
+    inference = bool(getattr(torch, "is_inference_mode_enabled", lambda: False)()) if torch is not None else False
+    if torch is not None and hasattr(torch, "is_grad_enabled") and (not torch.is_grad_enabled() or inference) \
+            and run is not None and re.search(r"set_grad_enabled|__enter__|inference_mode|no_grad", run.source):
+        # this step's cell switched gradients off and left them off (`torch.set_grad_enabled(False)`, a
+        # `torch.no_grad().__enter__()` never left): every later cell runs without them
         record["grad_off"] = True
     return record

@@ -555,7 +555,9 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
               **(dict(own, computed_with=("w_query_list", "w_key_list", "w_value_list")) if tf else {})),
         # Steps 1–3 work on float32 tensors, and a float64 result makes the next matrix product raise. The
         # PyTorch half projects the tensors of step 0 (the TensorFlow half makes them in the same cell).
+        # numbers with three decimals too: weights sent through bfloat16 or float16 show
         value("qkv", "Queries, keys and values", ("queries", "keys", "values"), ref_qkv,
+              edge=(large_numbers, precise_numbers),
               reads=("x", "w_query", "w_key", "w_value"), mistakes=QKV_MISTAKES, hints=hints["qkv"], dtype="float32",
               computed_with=() if tf else ("x", "w_query", "w_key", "w_value"), **own),
         value("scores", "Attention scores", ("attn_scores",), ref_scores, reads=("queries", "keys"),

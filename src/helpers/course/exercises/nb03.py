@@ -664,7 +664,10 @@ register(
            reads=("x_list", "w_query_list", "w_key_list", "w_value_list"), dtype="float32", framework="torch",
            mistakes={"swapped_projections": swapped_tensors, "key_value_swapped": key_value_swapped_tensors}),
     # from the float32 tensors of part 1 (a float64 result makes the next product raise)
+    # and values narrower than the keys (the replays have them wider): a cut to d_v columns shows either way; and
+    # numbers with three decimals (a trip through bfloat16 shows)
     _value("qkv", "Queries, keys and values", ("queries", "keys", "values"), ref_qkv,
+           edge=(large_numbers, narrow_values, precise_numbers),
            reads=("x", "w_query", "w_key", "w_value"), framework="torch", dtype="float32",
            computed_with=("x", "w_query", "w_key", "w_value"), mistakes=QKV_MISTAKES, hints=QKV_MIX_UPS[1]),
     _predict_shape("predict_scores", "Prediction: the shape of the scores", "scores_shape", ref_scores_shape,

@@ -44,7 +44,7 @@ from ..reference import (
     sums_without_keepdim,
 )
 from ..roles import ROLES, mix_ups
-from ..spec import Exercise, large_scores, one_row, overflow_sign, register, rows_reversed, upstream_of
+from ..spec import Exercise, large_scores, one_row, overflow_sign, register, rows_reversed, upstream_of, zero_row
 
 NOTEBOOK = "04_attention_from_scratch_tensorflow"
 SEED = "003_9ffdeb4a97181e8e.txt"  # every number it prints must appear in the stored outputs
@@ -84,7 +84,10 @@ def _levels(words, wq, wk, wv, d_k):
     wq[0, :], wv[0, :] = 0, 0
     wk[0, :], wk[:, 0] = 0, 0
     wk[0, 0] = 1
-    words[:, 1] = wide = np.array([0, 0, 1, 5])[np.argsort(np.sum(words[:, 2:], axis=1) + np.arange(4) / 10)]
+    wide = np.array([0, 0, 1, 5])[np.argsort(np.sum(words[:, 2:], axis=1) + np.arange(4) / 10)]
+    if wide[-1] == 5:  # never the last word's key on top: a shift by the last column's score overflows too
+        wide[[0, -1]] = wide[[-1, 0]]
+    words[:, 1] = wide
     wq[1, :], wq[:, 1], wv[1, :] = 0, 0, 0
     wq[1, 1] = 1
     wk[1, :], wk[:, 1] = 0, 0
@@ -1099,6 +1102,7 @@ def _exercises() -> list[Exercise]:
               reads=("attn_weights", "values"), mistakes=OUTPUTS_MISTAKES,
               hints={**OUTPUTS_HINTS, "not_as_asked": ONE_PRODUCT}, how={"matmul": True, "loop": False},
               dtype="float32", rtol=1e-5),
+        # values of other widths than the 4 words (widths): a mean over the words times d_v shows
         value("04.attention_sum", "The outputs as explicit weighted sums", ("outputs_sum",), ref_outputs_sum,
               reads=("attn_weights", "values"), independent=("outputs",),
               mistakes=OUTPUTS_SUM_MISTAKES, hints=OUTPUTS_SUM_HINTS, dtype="float32", rtol=1e-5,
@@ -1125,7 +1129,8 @@ def _exercises() -> list[Exercise]:
             keeps_grad=True,  # a function training goes through: q, k and v reach the result (tf.GradientTape)
             # one query, values of width 1: the answer is (1, 1), not squeezed; scores of 800: a softmax without
             # each row's maximum overflows
-            edge=(one_row("q", "v"), large_scores()),
+            # and a key of zeros (its scores are 0: a mask made from the scores' values hides it)
+            edge=(one_row("q", "v"), large_scores(), zero_row("k")),
             signs={"unstable_softmax": overflow_sign(ref_scaled_attention, _qk_scores, 88.0)},  # float32
             widths=("k", "v"),  # "any n, d_k and d_v": values wider than the keys in some trial, narrower in another
             points=2,

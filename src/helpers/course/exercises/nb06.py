@@ -18,7 +18,7 @@ import numpy as np
 
 from ..reference import softmax
 from ..scales import matches, other_scale, scale_explains
-from ..spec import Exercise, Probe, register, upstream_of
+from ..spec import Exercise, Probe, future_masked_late, loud_future, register, upstream_of
 
 NOTEBOOK = "06_masks_dropout_multihead"
 
@@ -107,6 +107,20 @@ def causal_edge(inputs: dict) -> dict:
     # values far larger than the other trials' (up to about ±60): outputs clamped to a "safe" range show
     out["q"], out["k"], out["v"] = q, k, np.asarray(inputs["v"], dtype=float) * 25.0
     return out
+
+
+def long_sequence(first: dict) -> dict:
+    """An edge trial from the first random one: the same batch and widths, 33 tokens (the other trials have at most
+    7, the notebook 6): a mask made once for a fixed length and cut to the sequence (`…[:seq, :seq]` of a 16 × 16
+    mask) shows. From a generator seeded by the first trial's shapes."""
+    q, v = np.asarray(first["q"]), np.asarray(first["v"])
+    rng = np.random.default_rng([*q.shape, v.shape[-1], 33])
+    batch = q.shape[:-2]
+    return {**first, "q": rng.normal(size=(*batch, 33, q.shape[-1])), "k": rng.normal(size=(*batch, 33, q.shape[-1])),
+            "v": rng.normal(size=(*batch, 33, v.shape[-1]))}
+
+
+long_sequence.of_first_trial = True
 
 
 EDGE_SCORE = 800.0  # above exp's limit in float64 (709) as in float32 (88)
@@ -378,7 +392,7 @@ def _only(answer):
 
 
 CAUSAL_SIGNS = {"mask_by_value": _masked_by_value, "unstable_softmax": _unshifted,
-                "mask_fill_too_small": _causal_fill_leaks}
+                "mask_fill_too_small": _causal_fill_leaks, "future_masked_late": future_masked_late(ref_causal)}
 
 
 def _causal_scaled(inputs, scale):
@@ -921,7 +935,9 @@ def _exercises() -> list[Exercise]:
            # the PyTorch functions above, run and wrapped in a TensorFlow tensor, are not the TensorFlow version
            "not_with": ("torch", "F", "causal_attention", "multi_head_attention", "split_heads", "merge_heads")}
     causal = {"inputs": causal_inputs, "reference": ref_causal, "mistakes": CAUSAL_MISTAKES,
-              "edge": (causal_edge, far_below), "signs": CAUSAL_SIGNS,
+              # and a hidden key far louder than the first query's own: the future hidden after the softmax shows
+              # and a sequence of 33 tokens: a mask of a fixed length cut to the sequence shows
+              "edge": (causal_edge, far_below, loud_future, long_sequence), "signs": CAUSAL_SIGNS,
               "explains": scale_explains(CAUSAL_OTHER_SCALE)}
     mha = {"inputs": mha_inputs, "reference": ref_mha, "mistakes": MHA_MISTAKES, "atol": 1e-5,
            "edge": loud_head,  # one head's scores 150, the others' a few units: a max over the heads shows

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..reference import scaled_scores, softmax
 from ..scales import other_scale, scale_explains
-from ..spec import Exercise, RowBudget, register
+from ..spec import Exercise, RowBudget, future_masked_late, loud_future, register
 
 NOTEBOOK = "09_cross_attention_kv_cache"
 
@@ -816,11 +816,14 @@ def _exercises() -> list[Exercise]:
                  answers=("padded_cross_attention",), hints=PADDED_HINTS, **own, **padded, **torch_),
         Exercise("09.cached_attention", title="Attention of the newest queries over a cache",
                  answers=("cached_attention",), inputs=cached_inputs, reference=ref_cached,
-                 mistakes=CACHED_MISTAKES, hints=CACHED_HINTS, signs={"mask_by_value": _cached_by_value},
+                 mistakes=CACHED_MISTAKES, hints=CACHED_HINTS,
+                 signs={"mask_by_value": _cached_by_value, "future_masked_late": future_masked_late(ref_cached)},
                  # one new query, as decoding calls it: the answer keeps its query axis, (…, 1, d_v), not squeezed;
                  # scores of 40: clamped scores show
                  # a heads axis and a key of zeros: a transpose(1, 2) and a mask by value show
-                 edge=(_one_query, _louder("q", _qk), _heads_and_zero_key, _without_batch("q", "k", "v")),
+                 # and a new token's next key far louder than its own: the future hidden after the softmax shows
+                 edge=(_one_query, _louder("q", _qk), _heads_and_zero_key, _without_batch("q", "k", "v"),
+                       loud_future),
                  raised_hints=((r"must match the size of tensor|must be broadcastable|size mismatch|cannot be "
                                 r"multiplied", heads_axis_hint),),
                  explains=scale_explains(CACHED_OTHER_SCALE), **own, **torch_),

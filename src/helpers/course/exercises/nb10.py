@@ -432,6 +432,13 @@ def loss_inputs(rng=None) -> dict:
     return {"logits": 2.0 * rng.normal(size=(*tokens.shape, digits + 1)), "tokens": tokens}
 
 
+def loud_logits(inputs: dict) -> dict:
+    """An edge trial: the logits 50 times larger (several hundred, as an overconfident model's): a log-sum-exp
+    written out without the maximum overflows there (exp(400) is inf in float32), and so does the log of a softmax
+    whose smallest probabilities underflow to 0; cross_entropy stays finite."""
+    return {**inputs, "logits": 50.0 * np.asarray(inputs["logits"], dtype=np.float64)}
+
+
 def answers_off_rule(inputs: dict) -> dict:
     """The edge trial: the answer tokens of every sequence moved one place (rolled) and each one digit on, so they
     no longer follow the task's rule. The loss and the accuracy compare the guesses with the tokens as they are: a
@@ -897,7 +904,8 @@ def _exercises() -> list[Exercise]:
             answers=("answer_loss",),
             kind="function",
             inputs=loss_inputs,
-            edge=(answers_off_rule, one_digit, unused_tokens, confidently_wrong),
+            # and logits in the hundreds: a log-sum-exp without its maximum, or the log of a softmax, overflows
+            edge=(answers_off_rule, one_digit, unused_tokens, confidently_wrong, loud_logits),
             reference=ref_loss,
             native=native_loss,
             signs={"loss_capped": _capped},
