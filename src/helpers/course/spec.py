@@ -1228,6 +1228,12 @@ def _module_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
                                          "calling the module then skips nn.Module's own call, which runs `forward` "
                                          "and the hooks around it (and `forward` stays missing). Name the method "
                                          "`forward`; `module(x)` calls it for you.")
+    if (read := facts.get("globals_read")) and ex.module in read:
+        where = facts.get("globals_in") or f"{ex.module}'s class"
+        return _fail(ex, "reads_globals", f"`{where}` reads the notebook's `{ex.module}` (its mode, `{ex.module}"
+                                          ".training`, say) instead of `self`: every module of this class then "
+                                          f"follows that one object, so `model.eval()` on another no longer turns "
+                                          "its dropout off. Use `self` for everything about the module itself.")
     if read := facts.get("globals_read"):
         names = ", ".join(f"`{n}`" for n in read)
         where = facts.get("globals_in") or f"{ex.module}'s class"
@@ -2249,7 +2255,10 @@ def _zeroed_small(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]
                 continue
             top = float(np.abs(w[cut]).max())
             below = (np.abs(w) > floor) & (np.abs(w) <= top)
-            if top > 0.05 * scale or (g[below] != 0).any():
+            # small for every trial, and for this one too unless it is a trial of small numbers (below 1 % of the
+            # largest entry of any trial)
+            peak = float(np.abs(w).max())
+            if top > 0.05 * scale or (g[below] != 0).any() or (peak >= 0.01 * scale and top > 0.05 * peak):
                 return None
             zeroed, largest = zeroed + int(cut.sum()), max(largest, top)
     if not zeroed:
@@ -2479,11 +2488,11 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
             (integer := _dtype_problem(ex, record.get("facts") or {})):
         # right here, wrong (or raising) on other inputs because integers cut the fractions away: the dtype says why
         return integer
-    if not replay_error and (zeroed := _zeroed_small(ex, [(got0, world0)] + [
-            (got, plan.inputs[i]) for i, got in enumerate(replays, start=1) if i < len(plan.inputs)])):
-        return zeroed  # small numbers cut to 0, found where the threshold reaches above the tolerance
     upstream = {n: _predicted_axis(ex, n, a) for n, a in (record.get("upstream") or {}).items() if n in world0}
     wrong_up = [n for n in ex.reads if n in upstream and not _same(upstream[n], np.asarray(world0[n], float), ex)]
+    if not replay_error and not wrong_up and (zeroed := _zeroed_small(ex, [(got0, world0)] + [
+            (got, plan.inputs[i]) for i, got in enumerate(replays, start=1) if i < len(plan.inputs)])):
+        return zeroed  # small numbers cut to 0, found where the threshold reaches above the tolerance
     # an input that is wrong because this very cell changed it (in place, or bound anew): that is what to fix
     if own := [n for n in wrong_up if n in (record.get("mutated") or [])]:
         return _mutation_problem(ex, {"mutated": own}) or _fail(ex, "mutates_input")
@@ -2953,10 +2962,10 @@ def rows_reversed(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     return edge
 
 
-def scaled_down(name: str, factor: float = 2.0 ** -10) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """An edge trial made from the first random trial: ``name`` times ``factor`` (a power of 2: exact in float32), so
-    that what the function computes from it is small (values of about 0.001): a line that sets small numbers to 0
-    shows."""
+def scaled_by(name: str, factor: float) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """An edge trial made from the first random trial: ``name`` times ``factor`` (a power of 2: exact in float32).
+    Small (2⁻¹⁰: values of about 0.001), a line that sets small numbers to 0 shows; large (64: outputs of about 50),
+    a clamp or clip of the outputs to a "safe" range shows."""
     def edge(first: dict[str, Any]) -> dict[str, Any]:
         return {**first, name: np.asarray(first[name], dtype=float) * factor}
 

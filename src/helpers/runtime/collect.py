@@ -1049,7 +1049,8 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
                                     for n in _data_globals(namespace[f])[0]
                                     if _is_model(getattr(namespace[f], "__globals__", {}).get(n))})
     if plan.get("module"):
-        record["module"] = _module_facts(namespace.get(plan["module"]), plan.get("reads") or ())
+        # (and the module's own notebook name: a forward that reads `mhsa.training` instead of `self.training`)
+        record["module"] = _module_facts(namespace.get(plan["module"]), [*(plan.get("reads") or ()), plan["module"]])
         module = namespace.get(plan["module"])
         for probe in plan.get("probes") or []:
             if record["module"] is None:

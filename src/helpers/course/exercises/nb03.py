@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..reference import global_softmax, max_without_keepdim, one_sum, softmax, sum_normalise, sums_without_keepdim
-from ..spec import Exercise, one_row, overflow_sign, register, rows_reversed, scaled_down, upstream_of, zero_row
+from ..spec import Exercise, one_row, overflow_sign, register, rows_reversed, scaled_by, upstream_of, zero_row
 from . import nb01
 from .nb01 import (
     QKV_MISTAKES,
@@ -735,7 +735,8 @@ register(
         # and the first trial's tokens in reverse order (the same shapes): a result kept by shape shows
         # and a token of zeros (its scores are 0: a mask of the zero scores, or a sparse softmax, drops them), and
         # small values (outputs set to 0 below a threshold show)
-        edge=(one_row("x", "w_value"), large_fn_inputs, rows_reversed("x"), zero_row("x"), scaled_down("w_value")),
+        edge=(one_row("x", "w_value"), large_fn_inputs, rows_reversed("x"), zero_row("x"),
+              scaled_by("w_value", 2.0 ** -10)),
         widths=("w_key", "w_value"),  # "any n, d_model, d_k and d_v": values wider than the keys, and narrower
     ),
 )

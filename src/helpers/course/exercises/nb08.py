@@ -229,9 +229,10 @@ def sinusoidal_inputs(rng=None) -> dict:
 
 
 def long_table(inputs: dict) -> dict:
-    """An edge trial as wide as the table the notebook draws (32) and far longer (80 positions): a function that
-    changes its answer beyond the small sizes of the other trials (a table capped at 50 rows, say) shows."""
-    return {"n": 80, "d_model": 32}
+    """An edge trial as wide as the table the notebook draws (32) and far longer (300 positions, a short context of
+    a real model's): a function that changes its answer beyond the small sizes of the other trials (a table capped
+    at 50 rows, positions kept in int8 or uint8, which wrap at 128 and 256) shows."""
+    return {"n": 300, "d_model": 32}
 
 
 def ref_sinusoid(n, d_model):
@@ -343,6 +344,18 @@ def long_sentence(inputs: dict) -> dict:
     return {**inputs, "x": rows[None], "table": 8.0 * more}
 
 
+def very_long_sentence(first: dict) -> dict:
+    """An edge trial from the first random one: a sentence of 300 tokens, as wide, and a table of 304 positions:
+    positions kept in int8 or uint8 (which wrap at 128 and 256, and then read rows from the table's end) show. From a
+    generator seeded by the first trial's width."""
+    d = np.shape(first["x"])[-1]
+    rng = np.random.default_rng([d, 300])
+    return {**first, "x": rng.normal(size=(300, d)), "table": rng.normal(size=(304, d))}
+
+
+very_long_sentence.of_first_trial = True
+
+
 def ref_learned(x, table):
     return x + table[: x.shape[-2]]
 
@@ -376,10 +389,11 @@ def rope_inputs(rng=None) -> dict:
 
 
 def far_positions(inputs: dict) -> dict:
-    """An edge trial from the first random one: the same vectors at positions 100 and beyond (the other trials
-    stay below 20): positions wrapped at a maximum length (`% 64`), or a table of angles cut short, show; and, the
-    shapes being the first trial's, so do angles kept from an earlier call of the same shapes."""
-    return {**inputs, "positions": np.asarray(inputs["positions"]) + 100}
+    """An edge trial from the first random one: the same vectors at positions 260 and beyond (the other trials
+    stay below 20): positions wrapped at a maximum length (`% 64`), kept in int8 or uint8 (which wrap at 128 and
+    256), or a table of angles cut short, show; and, the shapes being the first trial's, so do angles kept from an
+    earlier call of the same shapes."""
+    return {**inputs, "positions": np.asarray(inputs["positions"]) + 260}
 
 
 far_positions.of_first_trial = True
@@ -510,7 +524,7 @@ def _exercises() -> list[Exercise]:
         Exercise(
             "08.learned_positions", title="Learned position vectors", answers=("add_learned_positions",),
             inputs=learned_inputs, reference=ref_learned, mistakes=LEARNED_MISTAKES, hints=LEARNED_HINTS,
-            dtype="float32", edge=long_sentence,
+            dtype="float32", edge=(long_sentence, very_long_sentence),
             keeps_grad=True,  # the table is trained: its gradient must reach it (no .detach())
             **fn,
         ),

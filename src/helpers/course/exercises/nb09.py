@@ -33,7 +33,7 @@ import numpy as np
 
 from ..reference import scaled_scores, softmax
 from ..scales import other_scale, scale_explains
-from ..spec import Exercise, RowBudget, future_masked_late, loud_future, register
+from ..spec import Exercise, RowBudget, future_masked_late, loud_future, register, scaled_by
 
 NOTEBOOK = "09_cross_attention_kv_cache"
 
@@ -389,6 +389,18 @@ def _batch_of_one(inputs: dict) -> dict:
     """The edge trial of cross-attention: a batch of one sentence pair, (1, n, d_model): the answer keeps that axis
     (a squeeze shows)."""
     return {**inputs, "x_dec": np.asarray(inputs["x_dec"])[:1], "x_enc": np.asarray(inputs["x_enc"])[:1]}
+
+
+def _real_zero_key(first: dict) -> dict:
+    """An edge trial from the first random one: every source's first key (always a real token) all zeros, so that it
+    scores exactly 0 with every query: a mask made from the scores' values (`scores == 0` hidden, as padding that
+    was zeroed) hides a real key."""
+    k = np.array(first["k"], dtype=np.float64)
+    k[:, 0, :] = 0.0
+    return {**first, "k": k}
+
+
+_real_zero_key.of_first_trial = True
 
 
 def _one_source_token(first: dict) -> dict:
@@ -797,7 +809,7 @@ def _exercises() -> list[Exercise]:
     common = {"notebook": NOTEBOOK, "kind": "function"}
     torch_ = {**common, "framework": "torch"}
     padded = {"inputs": padded_inputs, "reference": ref_padded, "mistakes": PADDED_MISTAKES,
-              "edge": (loud_padding, _louder("q", _qk), _one_source_token),
+              "edge": (loud_padding, _louder("q", _qk), _one_source_token, _real_zero_key),
               "signs": {"padding_penalty_on_real_keys": _penalty_on_real_keys,
                         "padding_masked_late": _padding_masked_late},
               "explains": scale_explains(PADDED_OTHER_SCALE),
@@ -810,7 +822,9 @@ def _exercises() -> list[Exercise]:
     return [
         Exercise("09.cross_attention", title="Cross-attention", answers=("cross_attention",), inputs=cross_inputs,
                  reference=ref_cross, mistakes=CROSS_MISTAKES, hints=CROSS_HINTS,
-                 edge=(_batch_of_one, _louder("w_query", _cross_scores), _without_batch("x_dec", "x_enc")),
+                 # and values 64 times larger (outputs of about 50): outputs clamped to a "safe" range show
+                 edge=(_batch_of_one, _louder("w_query", _cross_scores), _without_batch("x_dec", "x_enc"),
+                       scaled_by("w_value", 64.0)),
                  explains=scale_explains(CROSS_OTHER_SCALE), **own, **torch_),
         Exercise("09.padded_cross_attention", title="Cross-attention over a padded batch of sources",
                  answers=("padded_cross_attention",), hints=PADDED_HINTS, **own, **padded, **torch_),

@@ -125,6 +125,15 @@ def ref_layer(**names):
     return _layer(**{n: names[n] for n in ATTENTION_READS})
 
 
+def loud_layer(inputs: dict) -> dict:
+    """An edge replay: the inputs 8 times larger, so the scores reach a hundred and more and the outputs a few tens:
+    a softmax written out without its maximum overflows (exp(100) is inf in float32), and outputs clamped to a "safe"
+    range show."""
+    names = {**inputs, "x_demo": 8.0 * np.asarray(inputs["x_demo"], dtype=np.float64)}
+    names |= ref_layer(**names)
+    return {n: names[n] for n in inputs}
+
+
 def _layer_variant(**how):
     return lambda **names: _layer(**{n: names[n] for n in ATTENTION_READS}, **how)
 
@@ -845,6 +854,7 @@ def _exercises() -> list[Exercise]:
             title="The causal multi-head attention layer, in evaluation and in training mode",
             answers=("out_eval", "out_train"),
             inputs=upstream_of(world, "out_eval"),
+            edge=loud_layer,  # inputs 8 times larger: an unshifted softmax overflows, clamped outputs show
             reference=ref_layer,
             reads=ATTENTION_READS,
             mistakes=ATTENTION_MISTAKES,
