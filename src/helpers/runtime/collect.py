@@ -603,11 +603,16 @@ def _items_framework(value: Any) -> str | None:
 def _global_names(code: types.CodeType) -> frozenset[str]:
     """The global names a code object (and the functions, lambdas, comprehensions inside it) loads (kept for the
     code objects seen last: the same function is asked about many times)."""
+    return _global_ops(code, ("LOAD_GLOBAL", "LOAD_NAME"))
+
+
+def _global_ops(code: types.CodeType, ops: tuple[str, ...]) -> frozenset[str]:
+    """The names the instructions ``ops`` of a code object (and of the code objects inside it) name."""
     names: set[str] = set()
     todo = [code]
     while todo:
         c = todo.pop()
-        names.update(ins.argval for ins in dis.get_instructions(c) if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"))
+        names.update(ins.argval for ins in dis.get_instructions(c) if ins.opname in ops)
         todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
     return frozenset(names)
 
@@ -630,13 +635,7 @@ def _data_globals_written(fn: Any) -> list[str]:
     code, glob = getattr(fn, "__code__", None), getattr(fn, "__globals__", None)
     if code is None or not isinstance(glob, dict):
         return []
-    names: set[str] = set()
-    todo = [code]
-    while todo:
-        c = todo.pop()
-        names.update(ins.argval for ins in dis.get_instructions(c) if ins.opname == "STORE_GLOBAL")
-        todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    return [n for n in sorted(names) if (v := glob.get(n)) is not None
+    return [n for n in sorted(_global_ops(code, ("STORE_GLOBAL",))) if (v := glob.get(n)) is not None
             and (framework_of(v) in ("torch", "tensorflow", "numpy") and hasattr(v, "shape") or _is_model(v))][:20]
 
 
