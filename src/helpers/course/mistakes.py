@@ -64,8 +64,10 @@ _ROWS = [
      "You summed over the wrong axis. Sum over the inputs (the axis of the keys/values, axis=1 "
      "here) so each query keeps its own output."),
     ("unstable_softmax", "softmax without subtracting the maximum",
-     "exp() overflowed for large scores. Subtract each row's maximum before exponentiating; "
-     "it does not change the result but keeps it finite."),
+     "Your softmax does not subtract each row's own maximum, and it shows on large scores: in float32, exp() of a "
+     "score above about 88 is inf (and inf / inf is NaN), and exp() of scores all far below 0 is 0 (0 / 0). "
+     "Subtract each row's own maximum before exponentiating (not its mean or its minimum): that changes no weight, "
+     "and the largest exponential is then exp(0) = 1."),
     ("missing_rescale", "running sums not rescaled when the maximum grows",
      "When a new score (or block) raises the running maximum m, what you summed so far was measured "
      "against the old maximum: multiply the running sum (and the running output) by exp(m_old − m_new) "
@@ -107,8 +109,9 @@ _ROWS = [
     ("wrong_query_row", "the wrong row taken as the query",
      "Your result belongs to another query: Python counts from 0, so the second input is row 1."),
     ("global_max_subtraction", "one maximum for the whole matrix",
-     "You subtracted the maximum of the whole matrix, not of each row. A row far below that maximum "
-     "underflows to 0/0. Subtract each row's own maximum (axis=-1, keepdims=True)."),
+     "You subtracted the maximum of the whole matrix, not of each row. In a row whose scores lie far below that "
+     "maximum, the exponentials underflow to 0 (or lose their digits), and a row of zeros gives 0 / 0 = NaN. "
+     "Subtract each row's own maximum (axis=-1, keepdims=True)."),
     ("scale_by_d_model", "scaled by √d_model instead of √d_k",
      "You divided by the square root of the model (embedding) width. The scores are dot products of keys and "
      "queries, so divide by √d_k, the size of one key (of one head's key, with several heads)."),

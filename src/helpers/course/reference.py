@@ -51,13 +51,23 @@ def sums_without_keepdim(scores: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1)
 
 
+def exp_float32(x: Any) -> np.ndarray:
+    """exp() with float32's range, in float64: inf above about 88.72, 0 below about -103.97 (where float32's
+    smallest subnormal ends), so that a variant reaches inf or 0 where a float32 computation does."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore", under="ignore"):
+        return np.where(x > 88.7228, np.inf, np.where(x < -103.972, 0.0, np.exp(np.minimum(x, 88.7228))))
+
+
 def max_without_keepdim(scores: np.ndarray) -> np.ndarray:
     """The row maxima kept as an (n,) vector, which lines up with the columns: entry (i, j) shifted by the
-    maximum of row j, which the row sums (with their axis) do not cancel."""
+    maximum of row j, which the row sums (with their axis) do not cancel. The steps that use it compute in
+    float32, whose exp() overflows (and underflows) far sooner than float64's: it does so here too."""
     s = np.asarray(scores, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
-        e = np.exp(s - s.max(axis=-1))
-        return e / e.sum(axis=-1, keepdims=True)
+        e = exp_float32(s - s.max(axis=-1))
+        total = e.sum(axis=-1, keepdims=True)
+        return e / np.where(total > np.finfo(np.float32).max, np.inf, total)
 
 
 def one_sum(scores: np.ndarray) -> np.ndarray:

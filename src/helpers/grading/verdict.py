@@ -260,6 +260,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         record["int_cast"] = how["int_cast"]
     if ex.module and isinstance(how, dict) and isinstance(how.get("no_grad_names"), list):  # where gradients are off:
         record["no_grad_names"] = [n for n in how["no_grad_names"][:1000] if n in (ex.module, "*")]  # the module?
+    if ex.module and isinstance(how, dict) and isinstance(how.get("grad_calls"), list):  # where they are on
+        record["grad_calls"] = [n for n in how["grad_calls"][:1000] if n == ex.module]
     record["globals_read"] = _names(raw.get("globals_read") or [], set(), "the globals read")
     record["globals_in"] = _names(raw.get("globals_in") or [], set(), "where the globals are read")
     record["models_read"] = _names(raw.get("models_read") or [], set(), "the models read")

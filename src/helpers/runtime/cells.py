@@ -445,6 +445,25 @@ def _no_grad_names(tree: ast.AST) -> list[str]:
     return sorted(found)
 
 
+def _grad_calls(tree: ast.AST) -> list[str]:
+    """The names called (``model(...)``, ``model.forward(...)``) outside every ``with torch.no_grad():`` (or
+    ``inference_mode``) block: where gradient tracking stays on."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.With, ast.AsyncWith)) and any(
+                isinstance(i.context_expr, ast.Call) and _callee(i.context_expr) in _NO_GRAD
+                or isinstance(i.context_expr, ast.Attribute) and i.context_expr.attr in _NO_GRAD for i in node.items):
+            inside.update(id(n) for statement in node.body for n in ast.walk(statement))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and id(node) not in inside:
+            fn = node.func.value if isinstance(node.func, ast.Attribute) and node.func.attr in ("forward", "__call__") \
+                else node.func
+            if isinstance(fn, ast.Name):
+                found.add(fn.id)
+    return sorted(found)
+
+
 def _outer_product(call: ast.Call, name: str) -> bool:
     """``tensordot(a, b, axes=0)`` (or ``tf.tensordot(a, b, 0)``): an outer product, which adds nothing up."""
     if name != "tensordot":
@@ -664,7 +683,8 @@ def code_features(source: str) -> dict[str, Any] | None:
     taken: ``lengths.max()``), ``sequence_mask_without_maxlen``, ``shape_of_result`` (the shape read off a
     result the cell computes, where a step asks to predict it), ``shape_read`` (a size read off
     anything), ``forward_called`` (a module's forward called directly), ``int_cast`` (an integer type named) and
-    ``no_grad_names`` (the names read where gradients are off). ``None`` if it does not parse."""
+    ``no_grad_names`` (the names read where gradients are off) and ``grad_calls`` (the names called where they are
+    on). ``None`` if it does not parse."""
     tree = _parse(source)
     if tree is None:
         return None
@@ -696,7 +716,7 @@ def code_features(source: str) -> dict[str, Any] | None:
             "max_of_lengths": _max_of_lengths(tree), "shape_of_result": _shape_of_result(tree),
             "shape_read": _reads_a_shape(tree), "forward_called": _calls_forward(tree),
             "sequence_mask_without_maxlen": _sequence_mask_without_maxlen(tree), "int_cast": _int_cast(tree),
-            "no_grad_names": _no_grad_names(tree)}
+            "no_grad_names": _no_grad_names(tree), "grad_calls": _grad_calls(tree)}
 
 
 _WEIGHT_NAME = re.compile(r"(?:^|_)(?:w|W|weights?|Wq|Wk|Wv|Wo|w[qkvo])(?:_|$)")

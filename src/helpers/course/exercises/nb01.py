@@ -17,7 +17,7 @@ import numpy as np
 
 from ..reference import global_softmax, max_without_keepdim, softmax, sum_normalise
 from ..roles import ROLES, mix_ups
-from ..spec import Exercise, overflow_sign, register, upstream_of
+from ..spec import Exercise, global_shift_sign, overflow_sign, register, upstream_of
 
 NOTEBOOK = "01_illustrated_self_attention"
 SEED = "000_6403dcf444e40cb5.txt"  # every number it prints must appear in the stored outputs
@@ -133,16 +133,16 @@ def large_numbers(inputs: dict) -> dict:
     return {name: full[name] for name in inputs}
 
 
-NEAR_LIMIT = 86.0  # exp(86) still fits in float32 (up to about 88.7): the softmax written out stays finite
+NEAR_LIMIT = 86.0  # exp(86) still fits in float32 (up to about 88.7): only a clamp shows here (PAST_LIMIT: overflow)
 
 
 def near_limit_arrays(inputs: dict) -> tuple[np.ndarray, ...]:
     """Tokens whose largest score is between 80.5 and 86, with a second score of its row 74 or more and at least 2
     below it: the query weights of fresh numbers times a whole number, so every score stays exact in float32. A
     clamp of the scores "against overflow" anywhere from 50 to 80 changes that row's weights (at 80 it moves weight
-    from the first to the second, below it ties them), while exp() of every score still fits in float32: these
-    notebooks write the softmax as its formula, and that stays right. Drawn from a generator seeded by the
-    replay's own inputs; returns x, w_query, w_key, w_value and rounded weights."""
+    from the first to the second, below it ties them), while exp() of every score still fits in float32 (what
+    shows here is the clamp; :func:`past_limit_arrays` has scores that overflow). Drawn from a generator seeded by
+    the replay's own inputs; returns x, w_query, w_key, w_value and rounded weights."""
     rng = np.random.default_rng([int(2 * v) + 2 for row in inputs["x_list"] for v in row] + [int(NEAR_LIMIT)])
     for _ in range(2000):
         n, d_v = int(rng.choice([3, 4, 5])), int(rng.choice([4, 5]))
@@ -164,6 +164,49 @@ def near_limit_arrays(inputs: dict) -> tuple[np.ndarray, ...]:
 def near_limit_scores(inputs: dict) -> dict:
     """An edge replay whose largest score is about 85 (see :func:`near_limit_arrays`)."""
     full = _world_of(*near_limit_arrays(inputs))
+    return {name: full[name] for name in inputs}
+
+
+PAST_LIMIT = 200.0  # far past float32's exp() limit (about 88.7), well within float64's (about 709)
+
+
+def past_limit(s: np.ndarray) -> bool:
+    """Scores (n, n) whose largest lies between 150 and 200, in a row whose mean is at least 95 below it, with
+    another row whose scores all lie at least 110 below it and within 80 of each other (see
+    :func:`past_limit_arrays`)."""
+    top = int(np.argmax(s.max(axis=1)))
+    first = s[top].max()
+    low = (s.max(axis=1) <= first - 110.0) & (np.ptp(s, axis=1) < 80.0)
+    return bool(150.0 <= first <= PAST_LIMIT + 1e-6 and first - s[top].mean() >= 95.0 and low.any())
+
+
+def past_limit_arrays(inputs: dict) -> tuple[np.ndarray, ...]:
+    """Tokens whose largest score lies between 150 and 200, where exp() overflows float32 (to inf, and inf / inf is
+    NaN): a softmax written as its formula fails there, as the notebooks say. The row holding that score has a mean
+    at least 95 below its maximum (a shift by the row's mean or its minimum overflows too), and another row's
+    scores all lie at least 110 below that maximum and within 80 of each other (a shift by the largest score of
+    all, not each row's, underflows that whole row to 0 / 0, while a row-wise shift keeps it right). The query
+    weights of fresh numbers times a whole number, so every score stays exact in float32; drawn from a generator
+    seeded by the replay's own inputs. Returns x, w_query, w_key, w_value and rounded weights."""
+    rng = np.random.default_rng([int(2 * v) + 2 for row in inputs["x_list"] for v in row] + [int(PAST_LIMIT)])
+    for _ in range(2000):
+        n, d_v = int(rng.choice([3, 4, 5])), int(rng.choice([4, 5]))
+        x, wq, wk = fresh_numbers(rng, (n, 4)), fresh_numbers(rng, (4, 3)), fresh_numbers(rng, (4, 3))
+        s = (x @ wq) @ (x @ wk).T
+        if s.max() < -s.min():
+            wq, s = -wq, -s
+        if s.max() <= 0:
+            continue
+        factor = np.floor(PAST_LIMIT / s.max())
+        if past_limit(s * factor):
+            return x, wq * factor, wk, fresh_numbers(rng, (4, d_v), top=2.0), _rounded_rows(rng, n)
+    raise RuntimeError("no tokens with such scores")  # never: about one draw in three qualifies
+
+
+def past_limit_scores(inputs: dict) -> dict:
+    """An edge replay whose largest score is between 150 and 200 (see :func:`past_limit_arrays`): a softmax that
+    does not subtract each row's own maximum overflows or underflows on it."""
+    full = _world_of(*past_limit_arrays(inputs))
     return {name: full[name] for name in inputs}
 
 
@@ -563,15 +606,19 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
         value("scores", "Attention scores", ("attn_scores",), ref_scores, reads=("queries", "keys"),
               mistakes=SCORES_MISTAKES, hints=hints["scores"], dtype="float32",
               edge=(large_numbers, small_numbers), **own),
-        # scores up to 86 too: a clamp of the scores shows (a softmax written as its formula still fits float32)
+        # scores up to 86 too: a clamp of the scores shows; and up to 200: a softmax that does not subtract each
+        # row's own maximum (its formula as written, a shift by the mean or by the largest score of all) fails
         value("softmax", "Attention weights (softmax)", ("attn_weights",), ref_softmax,
               reads=("attn_scores",), mistakes=SOFTMAX_MISTAKES, hints=hints["softmax"], dtype="float32",
-              edge=(large_numbers, near_limit_scores, small_numbers),  # and a row of zero scores
-              signs={"unstable_softmax": overflow_sign(ref_softmax, scores_of, 88.0)}, **own),
+              edge=(large_numbers, near_limit_scores, past_limit_scores, small_numbers),  # and a row of zero scores
+              signs={"unstable_softmax": overflow_sign(ref_softmax, scores_of, 88.0),
+                     "global_max_subtraction": global_shift_sign(ref_softmax, scores_of, 87.0)}, **own),
         # numbers with three decimals too: values sent through float16 show (the other replays' halves are exact in it)
         # and small numbers: outputs set to 0 below a threshold show
+        # (the TensorFlow half's cell makes the weights too: from a softmax that overflows, its outputs are 🟡)
         value("outputs", "Outputs", ("outputs",), hints=hints["outputs"], dtype="float32",
-              edge=(large_numbers, precise_numbers, small_numbers), **outputs_step, **own),
+              edge=(large_numbers, precise_numbers, small_numbers, *((past_limit_scores,) if tf else ())),
+              **outputs_step, **own),
         value("outputs_rounded", "Outputs from the rounded weights", ("outputs_rounded",), ref_rounded,
               reads=("rounded_weights", "values"), hints=hints["outputs_rounded"], dtype="float32",
               edge=(large_numbers, small_numbers), **rounded_step, **own),

@@ -28,7 +28,8 @@ from ..reference import (
     sums_without_keepdim,
 )
 from ..roles import mix_ups
-from ..spec import Exercise, Probe, one_row, register, rows_reversed, upstream_of
+from ..spec import Exercise, Probe, global_shift_sign, one_row, overflow_sign, register, rows_reversed, upstream_of
+from . import nb01
 
 NOTEBOOK = "02_dot_products_to_trainable_weights"
 SEED = "001_8601a33d321beecd.txt"  # every number it prints must appear in the stored outputs
@@ -171,6 +172,14 @@ def _weights_2_qk(attn_scores_2_qk, keys, scale=None, **_):
     return softmax(attn_scores_2_qk / (np.sqrt(d_k) if scale is None else scale))
 
 
+def _scaled_2_qk(attn_scores_2_qk, keys, **_):
+    return np.asarray(attn_scores_2_qk, dtype=np.float64) / np.sqrt(np.shape(keys)[-1])
+
+
+def _projected(x, w_query, w_key, **_):
+    return projected_scores(x, w_query, w_key)
+
+
 def _reshaped(x, w_query, w_key, w_value):
     """keys.reshape(d_k, n) where keys.T was meant."""
     q, k, v = x @ w_query, x @ w_key, x @ w_value
@@ -294,7 +303,7 @@ def negative_sum(first: dict) -> dict:
 
 negative_sum.of_first_trial = True
 
-NEAR_LIMIT = 85.0  # exp(85) still fits in float32 (up to about 88.7): the softmax written as its formula stays finite
+NEAR_LIMIT = 85.0  # exp(85) still fits in float32 (up to about 88.7): only a clamp shows here (PAST_LIMIT: overflow)
 
 
 def _grid(a, step: float) -> np.ndarray:
@@ -305,7 +314,7 @@ def _near_limit(first: dict, scores: str) -> dict:
     """An edge trial from the first random one whose largest score is about 85, with a second score of its row a
     little below it (one word made 0.97 times another: every score with it 0.97 times that word's): a clamp of the
     scores "against overflow" anywhere from 50 to 80 changes that row's weights, while exp() of every score still
-    fits in float32 (these notebooks write the softmax as its formula, and that stays right). ``scores``: which
+    fits in float32 (what shows here is the clamp; :func:`_past_limit` has the scores that overflow). ``scores``: which
     scores the step takes — ``"x"`` (x·xᵀ, or one row of it: the embeddings scaled) or ``"qk"`` (query 2 against
     the keys, divided by √d_k: the query weights scaled). Embeddings and weights on a grid of eighths and
     sixteenths, so that the scores are exact in float32."""
@@ -340,6 +349,74 @@ def _near_limit(first: dict, scores: str) -> dict:
             if 80.0 <= top <= 86.0 and second >= 74.0 and top - second >= 2.0:
                 return out
     return out  # no pair found (never seen): scores near the limit all the same
+
+
+PAST_LIMIT = 190.0  # far past float32's exp() limit (about 88.7)
+
+
+def _past_limit(first: dict, scores: str) -> dict:
+    """An edge trial from the first random one whose largest score is about 190, where exp() overflows float32 (inf,
+    and inf / inf is NaN): a softmax written as its formula fails, as step 2 says. The other scores of that row are
+    made 0 or negative (the other words negated where they score above 0), so its mean lies at least 95 below its
+    maximum: a shift by the mean or the minimum overflows too. With every row's scores (``"x"`` and
+    ``"attn_scores"`` in the trial), one word is made short (length 2.5): its row lies more than 110 below that
+    maximum, within 80, and a shift by the largest score of all underflows it to 0 / 0. ``scores``: ``"x"`` (x·xᵀ,
+    or the journey's row of it) or ``"qk"`` (query 2 against the keys, divided by √d_k). Embeddings on a grid of
+    eighths, weights of sixteenths."""
+    x = np.asarray(first["x"], dtype=np.float64).copy()
+    wq0 = np.asarray(first.get("w_query", np.zeros((x.shape[1], D_K))), dtype=np.float64)
+    wk = _grid(first.get("w_key", np.zeros((x.shape[1], D_K))), 1 / 16)
+    whole = scores == "x" and "attn_scores" in first
+    if scores == "x":
+        r = int(np.argmax((x * x).sum(axis=1))) if whole else JOURNEY
+        x[[i for i in range(len(x)) if i != r and x[i] @ x[r] > 0]] *= -1
+        x *= np.sqrt(PAST_LIMIT / float(x[r] @ x[r]))
+        if whole:
+            t = next(i for i in range(len(x)) if i != r)
+            x[t] *= 2.5 / (float(np.linalg.norm(x[t])) or 1.0)
+        return _rebuilt(first, x=_grid(x, 1 / 8), w_key=wk)
+    row = (x[JOURNEY] @ wq0) @ (x @ wk).T
+    j = int(np.argmax(np.abs(row)))
+    wq0 = wq0 * np.sign(row[j])
+    row = row * np.sign(row[j])
+    x[[i for i in range(len(x)) if i not in (j, JOURNEY) and row[i] > 0]] *= -1
+    x = _grid(x, 1 / 8)
+    peak = float(((x[JOURNEY] @ wq0) @ (x @ wk).T).max() / np.sqrt(wk.shape[-1])) or 1.0
+    return _rebuilt(first, x=x, w_query=_grid(wq0 * (PAST_LIMIT / peak), 1 / 16), w_key=wk)
+
+
+def past_limit_embeddings(first: dict) -> dict:
+    """:func:`_past_limit` for part 1's scores, x·xᵀ (or the journey's row of it)."""
+    return _past_limit(first, "x")
+
+
+def past_limit_query(first: dict) -> dict:
+    """:func:`_past_limit` for query 2's scores against the keys, divided by √d_k."""
+    return _past_limit(first, "qk")
+
+
+past_limit_embeddings.of_first_trial = True
+past_limit_query.of_first_trial = True
+
+
+def past_limit_inputs(inputs: dict) -> dict:
+    """An edge trial for the function: random inputs whose largest scaled score is 200, where exp() overflows
+    float32, drawn (from a generator seeded by the trial's own inputs) until the scaled scores have what
+    :func:`nb01.past_limit` asks: a softmax shifted by a row's mean or minimum, or by the largest score of all,
+    fails on them too."""
+    rng = np.random.default_rng([int(abs(v) * 1e6) % 2**31 for v in np.ravel(inputs["x"])[:8]] + [200])
+    for _ in range(500):
+        drawn = _function_inputs(rng)
+        x, wq = np.asarray(drawn["x"], dtype=np.float64), np.asarray(drawn["w_query"], dtype=np.float64)
+        s = projected_scores(x, wq, drawn["w_key"])
+        if s.max() < -s.min():
+            wq, s = -wq, -s
+        if s.max() <= 0:
+            continue
+        scale = nb01.PAST_LIMIT / float(s.max())
+        if nb01.past_limit(s * scale):
+            break
+    return {**drawn, "w_query": wq * scale}
 
 
 def wider_keys(first: dict) -> dict:
@@ -392,8 +469,9 @@ near_limit_query.of_first_trial = True
 
 def near_limit_inputs(inputs: dict) -> dict:
     """An edge trial for the function: random inputs scaled so that the largest scaled score is 85 (exp() of every
-    score still fits in float32: this notebook writes the softmax as its formula), drawn (from a generator seeded by
-    the trial's own inputs) until a clamp of the scores at 50, 60 or 80, from above or to ±, changes the outputs."""
+    score still fits in float32: what shows is the clamp; :func:`past_limit_inputs` overflows), drawn (from a
+    generator seeded by the trial's own inputs) until a clamp of the scores at 50, 60 or 80, from above or to ±,
+    changes the outputs."""
     rng = np.random.default_rng([int(abs(v) * 1e6) % 2**31 for v in np.ravel(inputs["x"])[:8]])
     for _ in range(200):
         drawn = _function_inputs(rng)
@@ -565,7 +643,10 @@ PART_1 = [
                   "the plain sum of the scores."}),
     _value("02.weights_2", "Weights by softmax", ("attn_weights_2",),
            _one("attn_weights_2", lambda attn_scores_2, **_: softmax(attn_scores_2)), reads=("attn_scores_2",),
-           edge=(journey_not_largest, near_limit_embeddings),  # scores up to 85: a clamp shows
+           # scores up to 85: a clamp shows; up to 190: a softmax that does not subtract the maximum fails
+           edge=(journey_not_largest, near_limit_embeddings, past_limit_embeddings),
+           signs={"unstable_softmax": overflow_sign(lambda attn_scores_2, **_: softmax(attn_scores_2),
+                                                    lambda attn_scores_2, **_: attn_scores_2, 88.0)},
            mistakes={
                "sum_normalisation": _one("attn_weights_2", lambda attn_scores_2, **_: sum_normalise(attn_scores_2)),
                "no_softmax": _one("attn_weights_2", lambda attn_scores_2, **_: attn_scores_2),
@@ -634,7 +715,12 @@ PART_1 = [
     _value("02.weights", "All attention weights", ("attn_weights",),
            _one("attn_weights", lambda attn_scores, **_: softmax(attn_scores)), reads=("attn_scores",),
            dtype="float32",  # the next step multiplies it with the float32 x
-           edge=near_limit_embeddings,  # scores up to 85: a clamp shows
+           # scores up to 85: a clamp shows; up to 190: a softmax that does not subtract each row's maximum fails
+           edge=(near_limit_embeddings, past_limit_embeddings),
+           signs={"unstable_softmax": overflow_sign(lambda attn_scores, **_: softmax(attn_scores),
+                                                    lambda attn_scores, **_: attn_scores, 88.0),
+                  "global_max_subtraction": global_shift_sign(lambda attn_scores, **_: softmax(attn_scores),
+                                                              lambda attn_scores, **_: attn_scores, 87.0)},
            mistakes={
                "softmax_wrong_axis": _one("attn_weights", lambda attn_scores, **_: softmax(attn_scores, axis=0)),
                "max_without_keepdim": _one("attn_weights", lambda attn_scores, **_: max_without_keepdim(attn_scores)),
@@ -804,7 +890,9 @@ PART_2 = [
     _value("02.weights_2_qk", "Weights of query 2, scaled by √d_k", ("attn_weights_2_qk",),
            _one("attn_weights_2_qk", _weights_2_qk), reads=("attn_scores_2_qk", "keys"),
            dtype="float32",  # the next step multiplies it with the float32 values
-           edge=near_limit_query,  # scaled scores up to 85: a clamp shows
+           # scaled scores up to 85: a clamp shows; up to 190: a softmax that does not subtract the maximum fails
+           edge=(near_limit_query, past_limit_query),
+           signs={"unstable_softmax": overflow_sign(_weights_2_qk, _scaled_2_qk, 88.0)},
            mistakes={
                "scale_by_d_v": _one("attn_weights_2_qk", lambda attn_scores_2_qk, values, **_:
                                     softmax(attn_scores_2_qk / np.sqrt(values.shape[-1]))),
@@ -877,9 +965,12 @@ PART_2 = [
         inputs=_function_inputs,
         reference=attention,
         # one token, values of width 1: the answer is (1, 1), not squeezed; n and d_k in the other order
-        # and scores up to 85: a clamp of the scores shows (the softmax written as its formula still fits float32)
+        # and scores up to 85: a clamp of the scores shows (exp() of each still fits float32)
         # and the first trial's tokens in reverse order (the same shapes): a result kept by shape shows
-        edge=(one_row("x", "w_value"), swapped_n_d_k, near_limit_inputs, rows_reversed("x")),
+        # and scores up to 200: a softmax that does not subtract each row's own maximum fails on some rows
+        edge=(one_row("x", "w_value"), swapped_n_d_k, near_limit_inputs, past_limit_inputs, rows_reversed("x")),
+        signs={"unstable_softmax": overflow_sign(attention, _projected, 88.0),
+               "global_max_subtraction": global_shift_sign(attention, _projected, 87.0)},
         widths=("w_key", "w_value"),  # "any size": values wider than the keys in some trial, narrower in another
         mistakes={**ATTENTION_MISTAKES,
                   "scale_by_d_v": lambda **i: attention(**i, scale=float(np.sqrt(i["w_value"].shape[-1])))},

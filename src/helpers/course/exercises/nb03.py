@@ -24,7 +24,17 @@ from __future__ import annotations
 import numpy as np
 
 from ..reference import global_softmax, max_without_keepdim, one_sum, softmax, sum_normalise, sums_without_keepdim
-from ..spec import Exercise, one_row, overflow_sign, register, rows_reversed, scaled_by, upstream_of, zero_row
+from ..spec import (
+    Exercise,
+    global_shift_sign,
+    one_row,
+    overflow_sign,
+    register,
+    rows_reversed,
+    scaled_by,
+    upstream_of,
+    zero_row,
+)
 from . import nb01
 from .nb01 import (
     QKV_MISTAKES,
@@ -131,6 +141,15 @@ def near_limit_scores(inputs: dict) -> dict:
     shows; exp() of every score still fits in float32."""
     lists = {name: inputs[name] for name in ("x_list", "w_query_list", "w_key_list", "w_value_list")}
     x, wq, wk, wv, rounded = nb01.near_limit_arrays(lists)
+    full = _world_of(_base_of(x, wq, wk, wv), rounded[0])
+    return {name: full[name] for name in inputs}
+
+
+def past_limit_scores(inputs: dict) -> dict:
+    """An edge replay whose largest score is between 150 and 200 (see :func:`nb01.past_limit_arrays`): a softmax
+    that does not subtract each row's own maximum overflows or underflows on it."""
+    lists = {name: inputs[name] for name in ("x_list", "w_query_list", "w_key_list", "w_value_list")}
+    x, wq, wk, wv, rounded = nb01.past_limit_arrays(lists)
     full = _world_of(_base_of(x, wq, wk, wv), rounded[0])
     return {name: full[name] for name in inputs}
 
@@ -360,9 +379,9 @@ def fn_inputs(rng: np.random.Generator | None = None) -> dict:
 
 def large_fn_inputs(inputs: dict) -> dict:
     """An edge trial for the function: random inputs scaled so that the largest score is 85 (exp() of every score
-    still fits in float32: this notebook writes the softmax as its formula), drawn (from a generator seeded by the
-    trial's own inputs) until a clamp of the scores at the notebook's 16, at 60 or at 80, from above or to ±, changes
-    the outputs."""
+    still fits in float32: what shows is the clamp; :func:`past_limit_fn_inputs` overflows), drawn (from a
+    generator seeded by the trial's own inputs) until a clamp of the scores at the notebook's 16, at 60 or at 80,
+    from above or to ±, changes the outputs."""
     rng = np.random.default_rng([int(abs(v) * 1e6) % 2**31 for v in np.ravel(inputs["x"])[:8]])
     for _ in range(200):
         drawn = fn_inputs(rng)
@@ -377,6 +396,30 @@ def large_fn_inputs(inputs: dict) -> dict:
                 for top in (16.0, 60.0, 80.0) for low in (False, True)):
             break
     return {**drawn, "x": x * scale, "w_query": wq}
+
+
+def past_limit_fn_inputs(inputs: dict) -> dict:
+    """An edge trial for the function: random inputs scaled so that the largest score is 200, where exp()
+    overflows float32, drawn (from a generator seeded by the trial's own inputs) until the scores have what
+    :func:`nb01.past_limit` asks: a softmax shifted by a row's mean or minimum, or by the largest score of all, fails
+    on them too."""
+    rng = np.random.default_rng([int(abs(v) * 1e6) % 2**31 for v in np.ravel(inputs["x"])[:8]] + [200])
+    for _ in range(500):
+        drawn = fn_inputs(rng)
+        x, wq = drawn["x"], drawn["w_query"]
+        s = (x @ wq) @ (x @ drawn["w_key"]).T
+        if s.max() < -s.min():
+            wq, s = -wq, -s
+        if s.max() <= 0:
+            continue
+        factor = nb01.PAST_LIMIT / s.max()
+        if nb01.past_limit(s * factor):
+            break
+    return {**drawn, "x": x * np.sqrt(factor), "w_query": wq}
+
+
+def _scores_fn(x, w_query, w_key, **_):
+    return (np.asarray(x, dtype=np.float64) @ w_query) @ (np.asarray(x, dtype=np.float64) @ w_key).T
 
 
 def _fn(x, w_query, w_key, w_value, *, scores=None, normalise=softmax, sum_axis=1, reduce="sum", w_v=None):
@@ -690,8 +733,10 @@ register(
     _value("softmax", "The attention weights", ("attn_weights",), ref_softmax_along,
            reads=("attn_scores", "softmax_axis"), framework="torch", mistakes=SOFTMAX_MISTAKES,
            how={"implicit_softmax_dim": False}, dtype="float32",
-           edge=(large_numbers, near_limit_scores, small_numbers),  # and a token of zeros: scores of 0
-           signs={"unstable_softmax": overflow_sign(ref_softmax_along, nb01.scores_of, 88.0)}),
+           # and scores up to 200: a softmax that does not subtract each row's own maximum fails
+           edge=(large_numbers, near_limit_scores, past_limit_scores, small_numbers),  # and a token of zeros
+           signs={"unstable_softmax": overflow_sign(ref_softmax_along, nb01.scores_of, 88.0),
+                  "global_max_subtraction": global_shift_sign(ref_softmax_along, nb01.scores_of, 87.0)}),
     _predict_shape("predict_weighted", "Prediction: the shape of the weighted values", "weighted_shape",
                    ref_weighted_shape, PREDICT_WEIGHTED_MISTAKES),
     _value("weighted_values", "The weighted values, by broadcasting", ("weighted_values",), ref_weighted_values,
@@ -735,8 +780,11 @@ register(
         # and the first trial's tokens in reverse order (the same shapes): a result kept by shape shows
         # and a token of zeros (its scores are 0: a mask of the zero scores, or a sparse softmax, drops them), and
         # small values (outputs set to 0 below a threshold show)
-        edge=(one_row("x", "w_value"), large_fn_inputs, rows_reversed("x"), zero_row("x"),
+        edge=(one_row("x", "w_value"), large_fn_inputs, past_limit_fn_inputs, rows_reversed("x"), zero_row("x"),
               scaled_by("w_value", 2.0 ** -10)),
+        # scores up to 200: a softmax that does not subtract each row's own maximum fails on some rows only
+        signs={"unstable_softmax": overflow_sign(ref_fn, _scores_fn, 88.0),
+               "global_max_subtraction": global_shift_sign(ref_fn, _scores_fn, 87.0)},
         widths=("w_key", "w_value"),  # "any n, d_model, d_k and d_v": values wider than the keys, and narrower
     ),
 )

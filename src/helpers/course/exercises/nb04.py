@@ -44,7 +44,18 @@ from ..reference import (
     sums_without_keepdim,
 )
 from ..roles import ROLES, mix_ups
-from ..spec import Exercise, large_scores, one_row, overflow_sign, register, rows_reversed, upstream_of, zero_row
+from ..spec import (
+    Exercise,
+    global_shift_sign,
+    large_scores,
+    one_row,
+    overflow_sign,
+    register,
+    rows_reversed,
+    upstream_of,
+    zero_row,
+)
+from . import nb01
 
 NOTEBOOK = "04_attention_from_scratch_tensorflow"
 SEED = "003_9ffdeb4a97181e8e.txt"  # every number it prints must appear in the stored outputs
@@ -1024,6 +1035,29 @@ def near_limit_weights(inputs: dict) -> dict:
     raise RuntimeError("no words with such scores")  # never: a draw in a few hundred qualifies
 
 
+def past_limit_weights(inputs: dict) -> dict:
+    """An edge replay whose largest scaled score lies between 150 and 200, where tf.exp overflows float32: the
+    words of a fresh draw times a whole number, drawn (from a generator seeded by the replay's own words) until the
+    scaled scores have what :func:`nb01.past_limit` asks: a softmax written as its formula, or shifted by a row's
+    mean or minimum, or by the largest score of all, fails on them."""
+    rng = np.random.default_rng([int(v) + 5 for v in np.ravel(inputs["word_1"])] + [200])
+    for _ in range(2000):
+        base = world(rng, widths=True)
+        words, wq, wk = (np.asarray(base[n]) for n in ("x", "w_query", "w_key"))
+        s = (words @ wq) @ (words @ wk).T / np.sqrt(wk.shape[-1])
+        if s.max() <= 0:
+            continue
+        factor = int(np.floor(np.sqrt(nb01.PAST_LIMIT / s.max())))
+        if factor >= 1 and nb01.past_limit(s * factor**2):
+            full = _world_from(words * factor, wq, wk, np.asarray(base["w_value"]))
+            return {name: full[name] for name in inputs}
+    raise RuntimeError("no words with such scores")
+
+
+def _scaled_scores_of(attn_scores, keys, **_):
+    return _f(attn_scores) / _sqrt_dk(keys)
+
+
 def _exercises() -> list[Exercise]:
     def value(ex_id, title, answers, reference, independent=(), widths=False, levels=False, **kw):
         kw.setdefault("framework", "tensorflow")
@@ -1097,7 +1131,10 @@ def _exercises() -> list[Exercise]:
               mistakes=SCORES_MISTAKES, hints=SCORES_HINTS, dtype="int32"),
         value("04.weights", "The weight matrix", ("attn_weights",), ref_weights, reads=("attn_scores", "keys"),
               mistakes=WEIGHTS_MISTAKES, hints=WEIGHTS_HINTS, dtype="float32", widths=True,
-              edge=(narrow_keys, near_limit_weights), **TIGHT),  # scaled scores up to 86: a clamp shows
+              # scaled scores up to 86: a clamp shows; up to 200: a softmax without each row's maximum fails
+              edge=(narrow_keys, near_limit_weights, past_limit_weights), **TIGHT,
+              signs={"unstable_softmax": overflow_sign(ref_weights, _scaled_scores_of, 88.0),
+                     "global_max_subtraction": global_shift_sign(ref_weights, _scaled_scores_of, 87.0)}),
         value("04.attention", "The outputs of all four words", ("outputs",), ref_outputs,
               reads=("attn_weights", "values"), mistakes=OUTPUTS_MISTAKES,
               hints={**OUTPUTS_HINTS, "not_as_asked": ONE_PRODUCT}, how={"matmul": True, "loop": False},

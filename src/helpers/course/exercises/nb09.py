@@ -33,7 +33,16 @@ import numpy as np
 
 from ..reference import scaled_scores, softmax
 from ..scales import other_scale, scale_explains
-from ..spec import Exercise, RowBudget, future_masked_late, loud_future, register, scaled_by
+from ..spec import (
+    Exercise,
+    RowBudget,
+    future_masked_late,
+    global_shift_sign,
+    loud_future,
+    overflow_sign,
+    register,
+    scaled_by,
+)
 
 NOTEBOOK = "09_cross_attention_kv_cache"
 
@@ -376,6 +385,56 @@ def _louder(name: str, scores_of, top: float = 40.0):
     return edge
 
 
+def _past_limit(name: str, scores_of, top: float = 200.0, *, last_row: bool = False, quiet_padding: bool = False):
+    """An edge trial from the first random one: ``name`` of the batch's first sentence scaled (and its sign turned
+    where that makes the largest score positive) so that its largest score is ``top``, where exp() overflows
+    float32 (inf, and inf / inf is NaN); the other sentences keep their scores of a few units. A softmax written out
+    without each row's maximum fails on the first sentence, one shifted by the largest score of the whole batch on
+    the others (their exponentials all underflow to 0: 0 / 0). No hidden key scores far above the visible ones
+    (that is :func:`loud_future`'s and :func:`loud_padding`'s trial): ``last_row``, only the last new query of a
+    cache is scaled (it sees every key); ``quiet_padding``, the first sentence's padded keys are zeros."""
+    def edge(first: dict) -> dict:
+        a = np.array(first[name], dtype=np.float64)
+        rows = (0, Ellipsis, slice(-1, None), slice(None)) if last_row else (0,)
+        out = dict(first)
+        if quiet_padding:
+            k = np.array(first["k"], dtype=np.float64)
+            k[0, int(np.asarray(first["enc_lengths"])[0]):] = 0.0
+            out["k"] = k
+        s = np.asarray(scores_of({**out, name: a}), dtype=np.float64)
+        if s.ndim < 3:
+            return first
+        if s[rows].max() < -s[rows].min():
+            a[rows] = -a[rows]
+            s = np.asarray(scores_of({**out, name: a}), dtype=np.float64)
+        a[rows] = a[rows] * (top / (float(s[rows].max()) or 1.0))
+        return {**out, name: a}
+
+    edge.of_first_trial = True
+    return edge
+
+
+def _scores_of(scores_of):
+    return lambda **i: scores_of(i)
+
+
+def _visible_cached(i: dict) -> np.ndarray:
+    """The cached step's scores, NaN where a key is hidden (a new query's future): what an overflow is judged on."""
+    s = np.array(_qk(i), dtype=np.float64)
+    m, n_k = s.shape[-2], s.shape[-1]
+    s[..., np.arange(n_k)[None, :] > (n_k - m) + np.arange(m)[:, None]] = np.nan
+    return s
+
+
+def _visible_padded(i: dict) -> np.ndarray:
+    """The padded step's scores, NaN on the padding keys: what an overflow is judged on."""
+    s = np.array(_qk(i), dtype=np.float64)
+    lengths = np.asarray(i["enc_lengths"]).reshape(-1)
+    for b, n in enumerate(lengths):
+        s[b, ..., int(n):] = np.nan
+    return s
+
+
 def _qk(i: dict) -> np.ndarray:
     return scaled_scores(i["q"], i["k"])
 
@@ -637,6 +696,13 @@ def quarter_bytes(inputs: dict) -> dict:
     return dict(zip(inputs, (3, 1, 5, 3, 0.25)))
 
 
+def fractional_bits(inputs: dict) -> dict:
+    """An edge trial: 2.5625 bits per number (0.3203125 bytes, a 2-bit format with its scales, as llama.cpp's Q2_K)
+    and sizes whose total, 134.53125 bytes, has five decimals: bits cut to a whole number (`int(8 * bytes)`) or a
+    total rounded to two decimals show."""
+    return dict(zip(inputs, (2, 3, 7, 5, 0.3203125)))
+
+
 def empty_cache(inputs: dict) -> dict:
     """An edge trial: no token cached yet (n = 0), which takes no bytes at all: a count that never goes below one
     token (`max(n, 1)`, or one token's bytes added to those of n − 1) shows."""
@@ -809,9 +875,13 @@ def _exercises() -> list[Exercise]:
     common = {"notebook": NOTEBOOK, "kind": "function"}
     torch_ = {**common, "framework": "torch"}
     padded = {"inputs": padded_inputs, "reference": ref_padded, "mistakes": PADDED_MISTAKES,
-              "edge": (loud_padding, _louder("q", _qk), _one_source_token, _real_zero_key),
+              # and scores up to 200 in the first sentence: a softmax without each row's maximum fails
+              "edge": (loud_padding, _louder("q", _qk), _one_source_token, _real_zero_key,
+                       _past_limit("q", _qk, quiet_padding=True)),
               "signs": {"padding_penalty_on_real_keys": _penalty_on_real_keys,
-                        "padding_masked_late": _padding_masked_late},
+                        "padding_masked_late": _padding_masked_late,
+                        "unstable_softmax": overflow_sign(ref_padded, _scores_of(_visible_padded), 88.0),
+                        "global_max_subtraction": global_shift_sign(ref_padded, _scores_of(_visible_padded), 87.0)},
               "explains": scale_explains(PADDED_OTHER_SCALE),
               "raised_hints": ((r"must match the size of tensor|must be broadcastable|Incompatible shapes",
                                 mask_width_hint),)}
@@ -823,21 +893,27 @@ def _exercises() -> list[Exercise]:
         Exercise("09.cross_attention", title="Cross-attention", answers=("cross_attention",), inputs=cross_inputs,
                  reference=ref_cross, mistakes=CROSS_MISTAKES, hints=CROSS_HINTS,
                  # and values 64 times larger (outputs of about 50): outputs clamped to a "safe" range show
+                 # and scores up to 200 in the first sentence: a softmax without each row's maximum fails
                  edge=(_batch_of_one, _louder("w_query", _cross_scores), _without_batch("x_dec", "x_enc"),
-                       scaled_by("w_value", 64.0)),
+                       scaled_by("w_value", 64.0), _past_limit("x_dec", _cross_scores)),
+                 signs={"unstable_softmax": overflow_sign(ref_cross, _scores_of(_cross_scores), 88.0),
+                        "global_max_subtraction": global_shift_sign(ref_cross, _scores_of(_cross_scores), 87.0)},
                  explains=scale_explains(CROSS_OTHER_SCALE), **own, **torch_),
         Exercise("09.padded_cross_attention", title="Cross-attention over a padded batch of sources",
                  answers=("padded_cross_attention",), hints=PADDED_HINTS, **own, **padded, **torch_),
         Exercise("09.cached_attention", title="Attention of the newest queries over a cache",
                  answers=("cached_attention",), inputs=cached_inputs, reference=ref_cached,
                  mistakes=CACHED_MISTAKES, hints=CACHED_HINTS,
-                 signs={"mask_by_value": _cached_by_value, "future_masked_late": future_masked_late(ref_cached)},
+                 signs={"mask_by_value": _cached_by_value, "future_masked_late": future_masked_late(ref_cached),
+                        "unstable_softmax": overflow_sign(ref_cached, _scores_of(_visible_cached), 88.0),
+                        "global_max_subtraction": global_shift_sign(ref_cached, _scores_of(_visible_cached), 87.0)},
                  # one new query, as decoding calls it: the answer keeps its query axis, (…, 1, d_v), not squeezed;
                  # scores of 40: clamped scores show
                  # a heads axis and a key of zeros: a transpose(1, 2) and a mask by value show
                  # and a new token's next key far louder than its own: the future hidden after the softmax shows
+                 # and scores up to 200 in the first sentence: a softmax without each row's maximum fails
                  edge=(_one_query, _louder("q", _qk), _heads_and_zero_key, _without_batch("q", "k", "v"),
-                       loud_future),
+                       loud_future, _past_limit("q", _qk, last_row=True)),
                  raised_hints=((r"must match the size of tensor|must be broadcastable|size mismatch|cannot be "
                                 r"multiplied", heads_axis_hint),),
                  explains=scale_explains(CACHED_OTHER_SCALE), **own, **torch_),
@@ -861,7 +937,7 @@ def _exercises() -> list[Exercise]:
                  inputs=cache_bytes_inputs, reference=ref_cache_bytes, mistakes=CACHE_BYTES_MISTAKES,
                  rtol=1e-6, atol=0.0,  # relative: an answer in MiB is a small number
                  framework="python",  # "a number out": not a tensor, nor a float32 (inexact above 2**24)
-                 edge=(large_cache, empty_cache, four_bit_cache, one_token, quarter_bytes),
+                 edge=(large_cache, empty_cache, four_bit_cache, one_token, quarter_bytes, fractional_bits),
                  signs={"integer_overflow": _wrapped}, explains={"cache_in_kibibytes": _in_kibibytes}, **common),
         Exercise("09.tf_padded_cross_attention", title="Cross-attention over a padded batch in TensorFlow",
                  answers=("tf_padded_cross_attention",), hints=TF_PADDED_HINTS, **padded, **common,
