@@ -791,6 +791,15 @@ _PROCESS_ROWS = [
      "as it runs (a weight rescaled or updated in place, a result kept from an earlier call). A forward computes "
      "its output from its input and the parameters as they are, and leaves them unchanged: only the optimizer "
      "changes the weights."),
+    ("input_detached", "the module's input cut off from the gradient",
+     "Your module's output gets no gradient back to its input: forward detaches it (`x.detach()`, `x.data`, a "
+     "NumPy round trip). Its own weights still learn, but nothing before it could: the embeddings or the layers "
+     "that feed it. Compute from the input itself."),
+    ("weights_used_once", "a tensor computed from the weights once, in __init__, and reused",
+     "Your module computes something from its weights once (in `__init__`, say `self.w_scaled = self.w_query / "
+     "d_k ** 0.5`) and uses that tensor in every forward pass. The first backward goes through it and frees its "
+     "graph, so a second one raises, and an optimizer step that changes the weights never changes that tensor: "
+     "the module cannot train. Compute everything from the parameters inside `forward`."),
     ("gradient_cut", "the computation cut off from the trainable weights",
      "The result does not require a gradient: a `.detach()`, `torch.no_grad()` or a NumPy round trip cut it off "
      "from the weights, so training could not change them."),

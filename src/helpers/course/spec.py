@@ -1056,7 +1056,7 @@ def _through_float32(trials: Sequence[tuple[Arrays, Mapping[str, Any]]], wants: 
     """Whether the answers' errors look like float32's: spread over nearly every entry. Of the entries whose right
     value float32 cannot hold, fewer than a quarter agree to double precision (a computation in float64 that
     changes only some entries, such as small weights set to 0, leaves most of them exact)."""
-    exact = total = 0
+    exact = total = single = close = 0
     for (got, _), want in zip(trials, wants):
         for name in names:
             try:
@@ -1068,8 +1068,12 @@ def _through_float32(trials: Sequence[tuple[Arrays, Mapping[str, Any]]], wants: 
             with np.errstate(over="ignore", invalid="ignore"):
                 held = np.isfinite(w) & (w.astype(np.float32).astype(float) != w)
                 exact += int(np.sum(held & (np.abs(g - w) <= 1e-12 * np.abs(w))))
+                # float32's own numbers (a cast back at the end), or errors relative to each number's size (float32
+                # keeps about 7 digits of a weight of 1e-14 as of one of 0.5): not a constant added to every entry
+                single += int(np.sum(held & (g.astype(np.float32).astype(float) == g)))
+                close += int(np.sum(held & (np.abs(g - w) <= 1e-5 * np.abs(w))))
             total += int(held.sum())
-    return total == 0 or exact < total / 4
+    return total == 0 or exact < total / 4 and (single >= total / 2 or close >= 0.9 * total)
 
 
 def _integer_where_float(ex: Exercise, facts: Mapping[str, Any]) -> bool:
@@ -1582,6 +1586,10 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
             return _module_grad_carried(ex, "training through it raises an error in backward") or _fail(
                 ex, "in_place_breaks_backward", note=f" (Training `{ex.module}` raised: {entry['inplace_error']})")
         if probe.kind == "module_grad" and isinstance(entry := measured.get(probe.kind), Mapping) \
+                and entry.get("reused_graph"):
+            return _module_grad_carried(ex, "training it a second time raises an error in backward") or _fail(
+                ex, "weights_used_once", note=f" (Its second backward raised: {entry['reused_graph']})")
+        if probe.kind == "module_grad" and isinstance(entry := measured.get(probe.kind), Mapping) \
                 and entry.get("ignores_input"):
             return _module_grad_carried(ex, "it gives the same output whatever input it is called with") or _fail(
                 ex, "reads_globals", f"`{ex.module}` gives the same output whatever input it is called with: its "
@@ -1590,6 +1598,10 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
                                      "is given.")
         if probe.kind == "module_grad" and (problem := _module_grad_problem(ex, measured.get(probe.kind))):
             return _module_grad_carried(ex) or problem
+        if probe.kind == "module_grad" and isinstance(entry := measured.get(probe.kind), Mapping) \
+                and entry.get("input_cut") is True:
+            return _module_grad_carried(ex, "nothing before it could learn through it: its forward cuts its input "
+                                            "off from the gradient") or _fail(ex, "input_detached")
         drops = measured.get(probe.kind)
         if probe.kind == "module_drops" and isinstance(drops, Mapping) and drops.get("differ") is False \
                 and drops.get("keep_handed"):
@@ -2252,7 +2264,8 @@ def _zeroed_small(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]
             floor = noise if (w >= 0).all() else max(1e-5 * float(np.abs(w).max()), noise)
             cut = (g == 0) & (np.abs(w) > floor)
             rest = ~cut & ~((g == 0) & (np.abs(w) <= floor))  # (the tiniest ones set to 0 too: not judged)
-            if not np.allclose(g[rest], w[rest], rtol=ex.rtol, atol=ex.atol):
+            # (to the default tolerances at least: dropping small terms before a division moves the others a little)
+            if not np.allclose(g[rest], w[rest], rtol=max(ex.rtol, 1e-4), atol=max(ex.atol, 1e-6)):
                 return None  # wrong in another way
             if not cut.any():
                 continue
@@ -2960,6 +2973,20 @@ def rows_reversed(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     keyed by the shape) shows."""
     def edge(first: dict[str, Any]) -> dict[str, Any]:
         return {**first, name: np.ascontiguousarray(np.asarray(first[name])[::-1])}
+
+    edge.of_first_trial = True
+    return edge
+
+
+def repeated_row(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """An edge trial made from the first random trial: the same inputs with the second row of ``name`` a copy of the
+    first (a word said twice, or padding): a function that merges or drops equal rows (`unique`,
+    `unique_consecutive`) returns fewer rows."""
+    def edge(first: dict[str, Any]) -> dict[str, Any]:
+        a = np.array(first[name])
+        if a.shape[-2] > 1:
+            a[..., 1, :] = a[..., 0, :]
+        return {**first, name: a}
 
     edge.of_first_trial = True
     return edge

@@ -317,6 +317,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                                          ("train_partial", "the parameters whose gradient misses a path in training "
                                                            "mode"))},
                     **({"inplace_error": _text(entry["inplace_error"], 300)} if entry.get("inplace_error") else {}),
+                    **({"reused_graph": _text(entry["reused_graph"], 300)} if entry.get("reused_graph") else {}),
+                    **({"input_cut": True} if entry.get("input_cut") is True else {}),
                     # only the module's own parameters can be named
                     "cut": _names(entry.get("cut") or [], {p[0] for p in (record.get("module") or {}).get("params", [])}
                                   or {""}, "the parameters cut off")}

@@ -1375,6 +1375,7 @@ def _module_grad(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
             stateful = _called_again_differs(module, args, result) or _state_changed(module, kept)
             partial = _partial_gradients(module, args) if not any(g is None for g in grads) else []
             trained = _backward_in_training(module, args, named)
+            input_cut = _input_cut(module, args)
             stateful = stateful or _changes_other_weights(module, args)  # (last: it changes the weights)
     except Exception as exc:  # noqa: BLE001 — the student's module: anything can happen
         return {"error": f"{type(exc).__name__}: {_first_line(exc)}"}
@@ -1386,6 +1387,10 @@ def _module_grad(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
            "partial": partial, "stateful": stateful}
     if trained.get("inplace"):
         out["inplace_error"] = trained["inplace"]
+    if trained.get("reused_graph"):
+        out["reused_graph"] = trained["reused_graph"]
+    if input_cut and not out["cut"] and not ignores:  # every weight reached, and the input matters: yet not it
+        out["input_cut"] = True
     if not out["cut"] and not partial:  # right in evaluation mode, but not in training mode (its dropout branch)
         out["train_cut"], out["train_partial"] = trained.get("cut") or [], trained.get("partial") or []
     return out
@@ -1436,6 +1441,27 @@ def _partial_gradients(module: Any, args: list[Any], training: bool = False) -> 
         return []
 
 
+def _input_cut(module: Any, args: list[Any]) -> bool:
+    """Does the gradient of the output's sum (evaluation mode) miss every floating input the module is called with
+    (a `x.detach()` or a NumPy round trip of the input in forward: nothing before the module could learn)?"""
+    import torch
+
+    try:
+        wide = [a.detach().clone().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point()
+                else a for a in args]
+        floats = [a for a in wide if isinstance(a, torch.Tensor) and a.requires_grad]
+        if not floats:
+            return False
+        module.eval()  # (the caller puts the mode back)
+        result = module(*wide)
+        if not isinstance(result, torch.Tensor) or not result.requires_grad:
+            return False
+        grads = torch.autograd.grad(result.float().sum(), floats, allow_unused=True)
+        return all(g is None for g in grads)
+    except Exception:  # noqa: BLE001 — the student's module: anything can happen
+        return False
+
+
 def _changes_other_weights(module: Any, args: list[Any]) -> str | None:
     """With its floating parameters set to other numbers (of both signs, some above 1), does a call change them?
     ``"weights"`` when it does (a forward that clamps or rescales a weight in place, a no-op on the weights it starts
@@ -1472,6 +1498,8 @@ def _backward_in_training(module: Any, args: list[Any], named: list[tuple[str, A
         grads = torch.autograd.grad(result.float().sum(), [p for _, p in named], allow_unused=True)
     except RuntimeError as exc:
         message = _first_line(exc)
+        if "backward through the graph a second time" in message:  # a tensor made from the weights once, kept
+            return {"reused_graph": message[:300]}
         return {"inplace": message[:300]} if "inplace operation" in message else {}
     except Exception:  # noqa: BLE001 — the student's module: anything can happen
         return {}

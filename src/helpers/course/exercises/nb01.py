@@ -225,6 +225,26 @@ def wide_inputs(inputs: dict) -> dict:
     return {name: full[name] for name in inputs}
 
 
+def repeated_arrays(inputs: dict) -> tuple[np.ndarray, ...]:
+    """Fresh numbers for 3 to 5 tokens whose first two tokens are the same (a word said twice), with weights whose
+    first two columns are the same too: a step that merges or drops equal rows or columns (`unique`,
+    `unique_consecutive`) shows. Drawn from a generator seeded by the replay's own inputs."""
+    rng = _edge_rng(inputs)
+    n, d_v = int(rng.choice([3, 4, 5])), int(rng.choice([4, 5]))
+    x, wq, wk, wv = (fresh_numbers(rng, shape) for shape in ((n, 4), (4, 3), (4, 3), (4, d_v)))
+    x[1] = x[0]
+    for w in (wq, wk, wv):
+        w[:, 1] = w[:, 0]
+    return x, wq, wk, wv, _rounded_rows(rng, n)
+
+
+def repeated_numbers(inputs: dict) -> dict:
+    """An edge replay for the steps that make tensors from the lists: a token repeated, and a column of each weight
+    matrix (see :func:`repeated_arrays`)."""
+    full = _world_of(*repeated_arrays(inputs))
+    return {name: full[name] for name in inputs}
+
+
 def precise_arrays(inputs: dict) -> tuple[np.ndarray, ...]:
     """Inputs 5 wide and weights with three decimals (0.123 is no float16 or bfloat16 number, as the halves of the
     other replays are), for as many tokens as the replay has; drawn from a generator seeded by its inputs."""
@@ -589,10 +609,10 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
         rounded_step = dict(mistakes=ROUNDED_MISTAKES)
     return [
         value("x", "The inputs", ("x",), ref_x, reads=("x_list",), dtype="float32", hints=hints["x"],
-              edge=(large_numbers, wide_inputs, precise_numbers),
+              edge=(large_numbers, wide_inputs, precise_numbers, repeated_numbers),
               **(dict(own, computed_with=("x_list",)) if tf else {})),
         value("weights", "The three weight matrices", ("w_query", "w_key", "w_value"), ref_weights,
-              edge=(large_numbers, precise_numbers),
+              edge=(large_numbers, precise_numbers, repeated_numbers),
               reads=("w_query_list", "w_key_list", "w_value_list"), dtype="float32",
               mistakes=WEIGHTS_MISTAKES, hints=hints["weights"],
               **(dict(own, computed_with=("w_query_list", "w_key_list", "w_value_list")) if tf else {})),

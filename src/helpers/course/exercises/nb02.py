@@ -28,7 +28,17 @@ from ..reference import (
     sums_without_keepdim,
 )
 from ..roles import mix_ups
-from ..spec import Exercise, Probe, global_shift_sign, one_row, overflow_sign, register, rows_reversed, upstream_of
+from ..spec import (
+    Exercise,
+    Probe,
+    global_shift_sign,
+    one_row,
+    overflow_sign,
+    register,
+    repeated_row,
+    rows_reversed,
+    upstream_of,
+)
 from . import nb01
 
 NOTEBOOK = "02_dot_products_to_trainable_weights"
@@ -968,7 +978,9 @@ PART_2 = [
         # and scores up to 85: a clamp of the scores shows (exp() of each still fits float32)
         # and the first trial's tokens in reverse order (the same shapes): a result kept by shape shows
         # and scores up to 200: a softmax that does not subtract each row's own maximum fails on some rows
-        edge=(one_row("x", "w_value"), swapped_n_d_k, near_limit_inputs, past_limit_inputs, rows_reversed("x")),
+        # and the first trial's first word said twice: a function that merges equal rows returns fewer
+        edge=(one_row("x", "w_value"), swapped_n_d_k, near_limit_inputs, past_limit_inputs, rows_reversed("x"),
+              repeated_row("x")),
         signs={"unstable_softmax": overflow_sign(attention, _projected, 88.0),
                "global_max_subtraction": global_shift_sign(attention, _projected, 87.0)},
         widths=("w_key", "w_value"),  # "any size": values wider than the keys in some trial, narrower in another

@@ -30,6 +30,7 @@ from ..spec import (
     one_row,
     overflow_sign,
     register,
+    repeated_row,
     rows_reversed,
     scaled_by,
     upstream_of,
@@ -171,6 +172,14 @@ def precise_numbers(inputs: dict) -> dict:
     """An edge replay for the tensors' step: numbers with three decimals, inputs 5 wide (see
     :func:`nb01.precise_arrays`): a trip through float16 or bfloat16 shows."""
     x, wq, wk, wv, rounded = nb01.precise_arrays(inputs)
+    full = _world_of(_base_of(x, wq, wk, wv), rounded[0])
+    return {name: full[name] for name in inputs}
+
+
+def repeated_numbers(inputs: dict) -> dict:
+    """An edge replay for the tensors' step: a token repeated, and a column of each weight matrix (see
+    :func:`nb01.repeated_arrays`): merging or dropping equal rows or columns shows."""
+    x, wq, wk, wv, rounded = nb01.repeated_arrays(inputs)
     full = _world_of(_base_of(x, wq, wk, wv), rounded[0])
     return {name: full[name] for name in inputs}
 
@@ -703,7 +712,8 @@ def _predict_axis(name, title, answer, mistakes, ndim):
 
 register(
     _value("tensors", "The inputs and the weight matrices", ("x", "w_query", "w_key", "w_value"), ref_tensors,
-           edge=(large_numbers, precise_numbers, small_numbers),  # and a token of zeros (dropping it shows)
+           # and a token of zeros (dropping it shows); a token said twice (merging equal rows shows)
+           edge=(large_numbers, precise_numbers, small_numbers, repeated_numbers),
            reads=("x_list", "w_query_list", "w_key_list", "w_value_list"), dtype="float32", framework="torch",
            mistakes={"swapped_projections": swapped_tensors, "key_value_swapped": key_value_swapped_tensors}),
     # from the float32 tensors of part 1 (a float64 result makes the next product raise)
@@ -781,7 +791,7 @@ register(
         # and a token of zeros (its scores are 0: a mask of the zero scores, or a sparse softmax, drops them), and
         # small values (outputs set to 0 below a threshold show)
         edge=(one_row("x", "w_value"), large_fn_inputs, past_limit_fn_inputs, rows_reversed("x"), zero_row("x"),
-              scaled_by("w_value", 2.0 ** -10)),
+              scaled_by("w_value", 2.0 ** -10), repeated_row("x")),
         # scores up to 200: a softmax that does not subtract each row's own maximum fails on some rows only
         signs={"unstable_softmax": overflow_sign(ref_fn, _scores_fn, 88.0),
                "global_max_subtraction": global_shift_sign(ref_fn, _scores_fn, 87.0)},

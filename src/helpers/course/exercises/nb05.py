@@ -618,6 +618,9 @@ register(
         reference=ref_softmax,
         mistakes=SOFTMAX_MISTAKES,
         signs={"unstable_softmax:hidden": _overflow_hidden, "shifted_by_mean": _shifted_below_max},
+        # float64 all the way, and a softmax keeps every weight to about 15 digits, however small: a constant added
+        # to every exponential "so that nothing is 0" (1e-10) moves the small weights by far more than that
+        rtol=1e-8, atol=1e-14,
         # one row of scores: the answer is (1, n), not squeezed; rows whose top score is far above the rest, and
         # rows whose bottom one is far below (shifted by a number well below or above the maximum, exp() overflows
         # or underflows on every row)

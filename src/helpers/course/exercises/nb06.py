@@ -109,6 +109,24 @@ def causal_edge(inputs: dict) -> dict:
     return out
 
 
+def loud_pair(inputs: dict) -> dict:
+    """A draw whose last query scores 80 with the last key and 72 with the one before it, both of which it sees (the
+    other queries made orthogonal to it, so they score 0 with both): scores clamped to a "safe" range (±50, say)
+    tie the two and give each half the weight, where the right weights are 0.9997 and 0.0003. exp(80) still fits in
+    float32, so nothing overflows."""
+    out = dict(inputs)
+    q, k = np.array(inputs["q"], dtype=float), np.array(inputs["k"], dtype=float)
+    if q.shape[-2] < 2:
+        return out
+    last = q[..., -1:, :] / np.sqrt(np.sum(q[..., -1:, :] ** 2, axis=-1, keepdims=True))
+    q[..., -1:, :] = last
+    q[..., :-1, :] -= (q[..., :-1, :] * last).sum(-1, keepdims=True) * last
+    k[..., -1, :] = (80.0 * np.sqrt(q.shape[-1]) * last)[..., 0, :]
+    k[..., -2, :] = (72.0 * np.sqrt(q.shape[-1]) * last)[..., 0, :]
+    out["q"], out["k"] = q, k
+    return out
+
+
 def long_sequence(first: dict) -> dict:
     """An edge trial from the first random one: the same batch and widths, 33 tokens (the other trials have at most
     7, the notebook 6): a mask made once for a fixed length and cut to the sequence (`…[:seq, :seq]` of a 16 × 16
@@ -187,6 +205,37 @@ def padded_inputs(rng=None) -> dict:
     lengths = rng.integers(1, n, size=b)
     inp["lengths"] = lengths
     return inp
+
+
+def real_zero_key(first: dict) -> dict:
+    """An edge trial from the first random one: every sentence's first key (always a real token) all zeros, so it
+    scores exactly 0 with every query: a mask that also hides the keys of zeros (as the notebook's padding is) hides
+    a real token."""
+    k = np.array(first["k"], dtype=float)
+    k[..., 0, :] = 0.0
+    return {**first, "k": k}
+
+
+real_zero_key.of_first_trial = True
+
+
+def loud_padding(first: dict) -> dict:
+    """An edge trial from the first random one: the padding holds garbage that scores far above every real key (the
+    queries close to one direction per sentence, the padded keys 400 / |q|² times along it: scores of 100 and more).
+    Masked right, the padding gets weight 0 whatever it holds; a softmax over every key with the padding zeroed and
+    the rows renormalised afterwards (or a maximum taken over the padding too) underflows every real weight to 0,
+    and the row becomes 0/0."""
+    q, k = np.asarray(first["q"], dtype=np.float64), np.array(first["k"], dtype=np.float64)
+    lengths = np.asarray(first["lengths"])
+    rng = np.random.default_rng([*q.shape, k.shape[-2]])
+    q0 = rng.normal(size=(q.shape[0], 1, q.shape[-1]))
+    q = q0 + 0.1 * rng.normal(size=q.shape)
+    for i in range(q.shape[0]):
+        k[i, int(lengths[i]):] = 400.0 * q0[i, 0] / float(q0[i, 0] @ q0[i, 0])
+    return {**first, "q": q, "k": k}
+
+
+loud_padding.of_first_trial = True
 
 
 def high_p(inputs: dict) -> dict:
@@ -937,7 +986,7 @@ def _exercises() -> list[Exercise]:
     causal = {"inputs": causal_inputs, "reference": ref_causal, "mistakes": CAUSAL_MISTAKES,
               # and a hidden key far louder than the first query's own: the future hidden after the softmax shows
               # and a sequence of 33 tokens: a mask of a fixed length cut to the sequence shows
-              "edge": (causal_edge, far_below, loud_future, long_sequence), "signs": CAUSAL_SIGNS,
+              "edge": (causal_edge, far_below, loud_future, long_sequence, loud_pair), "signs": CAUSAL_SIGNS,
               "explains": scale_explains(CAUSAL_OTHER_SCALE)}
     mha = {"inputs": mha_inputs, "reference": ref_mha, "mistakes": MHA_MISTAKES, "atol": 1e-5,
            "edge": loud_head,  # one head's scores 150, the others' a few units: a max over the heads shows
@@ -968,7 +1017,9 @@ def _exercises() -> list[Exercise]:
             how=own,
             # scores of 300: a softmax written out without its maximum overflows; a query whose every score is
             # −5000: a finite fill above that gives the padded keys its weight
-            edge=(large_scores, far_below),
+            # and a real key of zeros: a mask by value shows
+            # and padding that scores far above the words: the padding hidden after the softmax shows
+            edge=(large_scores, far_below, real_zero_key, loud_padding),
             signs={"mask_fill_too_small": _padded_fill_leaks},
             **torch_,
         ),

@@ -228,6 +228,15 @@ def sinusoidal_inputs(rng=None) -> dict:
     return {"n": int(rng.integers(3, 13)), "d_model": int(rng.choice([4, 6, 8, 10, 12, 16]))}
 
 
+def wider_table(first: dict) -> dict:
+    """An edge trial from the first random one: its number of positions again, with a table 4 wider: a function
+    that keeps its tables by the number of positions alone (a cache keyed by n) returns the first, narrower one."""
+    return {**first, "d_model": int(first["d_model"]) + 4}
+
+
+wider_table.of_first_trial = True
+
+
 def long_table(inputs: dict) -> dict:
     """An edge trial as wide as the table the notebook draws (32) and far longer (300 positions, a short context of
     a real model's): a function that changes its answer beyond the small sizes of the other trials (a table capped
@@ -511,7 +520,8 @@ def _exercises() -> list[Exercise]:
         Exercise(
             "08.sinusoidal", title="The sinusoidal encoding", answers=("sinusoidal_encoding",),
             inputs=sinusoidal_inputs, reference=ref_sinusoid, mistakes=SINUSOID_MISTAKES, hints=SINUSOID_HINTS,
-            dtype="float32", signs={"pe_exponent_sign": _exponent_sign}, edge=long_table,
+            # and the first trial's n with a wider table: tables kept by n alone show
+            dtype="float32", signs={"pe_exponent_sign": _exponent_sign}, edge=(long_table, wider_table),
             atol=5e-5, **fn,
         ),
         Exercise(

@@ -126,10 +126,18 @@ def ref_layer(**names):
 
 
 def loud_layer(inputs: dict) -> dict:
-    """An edge replay: the inputs 8 times larger, so the scores reach a hundred and more and the outputs a few tens:
-    a softmax written out without its maximum overflows (exp(100) is inf in float32), and outputs clamped to a "safe"
-    range show."""
-    names = {**inputs, "x_demo": 8.0 * np.asarray(inputs["x_demo"], dtype=np.float64)}
+    """An edge replay: the inputs scaled up (8 times at least) until the largest score a query can see is 200, and
+    the outputs a few tens: a softmax written out without its maximum overflows (exp() of anything above about 88.7
+    is inf in float32), and outputs clamped to a "safe" range show."""
+    x = np.asarray(inputs["x_demo"], dtype=np.float64)
+    heads = int(inputs["num_heads"])
+    q = split_heads(x @ np.asarray(inputs["w_query"], dtype=np.float64), heads, False)
+    k = split_heads(x @ np.asarray(inputs["w_key"], dtype=np.float64), heads, False)
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    n = s.shape[-1]
+    visible = float(np.where(np.tril(np.ones((n, n), dtype=bool)), s, -np.inf).max())
+    factor = max(8.0, float(np.sqrt(200.0 / visible))) if visible > 0 else 8.0
+    names = {**inputs, "x_demo": factor * x}
     names |= ref_layer(**names)
     return {n: names[n] for n in inputs}
 
