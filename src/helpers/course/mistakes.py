@@ -601,9 +601,9 @@ _ROWS = [
      "every score is positive that is the same sum; with a negative score it is not. Divide by the plain sum."),
     # --- notebook 08 (fix)
     ("pe_exponent_doubled", "exponent 2·(2i)/d: the 2i doubled again",
-     "Your exponent is 2·(2i)/d_model. Counting the pairs' even columns 0, 2, 4, … (as `arange(0, d_model, 2)` "
-     "does) already gives the 2i of the formula: divide the position by 10000^(2i/d_model), exponents 0, "
-     "2/d_model, 4/d_model, …"),
+     "Your exponent is 2·(2i)/d_model, twice the formula's: the 2i doubled again (counting the pairs' even columns "
+     "0, 2, 4, …, as `arange(0, d_model, 2)` does, already gives 2i), or 2i divided by d_model/2 instead of "
+     "d_model. Divide the position by 10000^(2i/d_model): exponents 0, 2/d_model, 4/d_model, …"),
     # --- notebook 06 (fix)
     ("dropout_mask_inverted", "the keep-mask used the wrong way round",
      "You kept the weights the mask drops and dropped the ones it keeps (1 − keep). In `keep`, 1 means 'survives': "

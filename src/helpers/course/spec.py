@@ -853,6 +853,14 @@ def shape_message(label: str, g: np.ndarray, w: np.ndarray, product: bool = True
                      "missing? Keep it, or add it back (`[:, None]`, a reshape)."
     if g.size == w.size:
         if len(gs) == 2 and gs == ws[::-1]:
+            with np.errstate(invalid="ignore"):
+                numbers = bool(np.allclose(g.T, w, rtol=1e-4, atol=1e-6, equal_nan=True))
+            if not numbers and 1 in gs:  # a row where a column is meant, holding other numbers
+                return msg + " It has the transpose's shape but not its numbers: a column where a row is meant " \
+                             "(a split, slice or index along the other axis?)."
+            if not numbers:
+                return msg + " It has the transpose's shape but not its numbers: check which axis each size " \
+                             "belongs to (a reshape where a transpose was meant, or an axis mixed up)."
             return msg + (" It looks transposed: check the order of your matrix product, or a `.T`." if product
                           else " It looks transposed: a `.T` (or a transpose) too many, or too few?")
         if len(gs) != len(ws):
@@ -1217,7 +1225,13 @@ def _module_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     frozen = [p[0] for p in facts.get("params", []) if not p[2]]
     plain = facts.get("plain_tensors", [])
     if len(trainable) < ex.trainable:
-        if plain:
+        derived = [n for n in facts.get("derived_tensors", []) if n in plain]
+        if derived:
+            why = (f"`{', '.join(derived)}` {'is a plain tensor' if len(derived) == 1 else 'are plain tensors'} "
+                   "computed from a parameter (an operation on `nn.Parameter(...)`, such as a division after it, "
+                   "returns a plain tensor, which the module does not register): do the operation inside "
+                   "nn.Parameter(...), `nn.Parameter(torch.randn(d, d) / math.sqrt(d))`")
+        elif plain:
             why = (f"`{', '.join(plain)}` {'is a plain tensor' if len(plain) == 1 else 'are plain tensors'}, not "
                    "registered with the module: wrap each weight in nn.Parameter(...)")
         elif frozen:
@@ -1621,9 +1635,11 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
         if probe.kind == "module_drops" and isinstance(drops, Mapping) and drops.get("eval_differ") is True:
             return _fail(ex, "dropout_in_eval",
                          f"`{ex.module}`, made with a dropout above 0, gives another output each time it runs in "
-                         "evaluation mode: its attention layer still drops there (a forward that sets the layer's "
-                         "mode itself, `self.attn.train()`, does that). Leave the modes to `model.train()` and "
-                         "`model.eval()`, which pass them on to every layer.")
+                         "evaluation mode: something in it still drops there. Either its attention layer (a forward "
+                         "that sets the layer's mode itself, `self.attn.train()`), or a dropout of the model's own "
+                         "told to drop whatever the mode (`F.dropout(..., training=True)`: hand it "
+                         "`training=self.training`). Leave the modes to `model.train()` and `model.eval()`, which "
+                         "pass them on to every layer.")
         if probe.kind != "module_dropout":
             continue
         entry = measured.get(probe.kind)
@@ -2248,6 +2264,8 @@ def _zeroed_small(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]
                 g, w = np.asarray(got[name], float), np.asarray(ex.expected(inputs)[name], float)
             except Exception:  # noqa: BLE001 — answers that are not numbers, a reference that cannot say
                 return None
+            if g.shape == w.shape and np.isfinite(w).all() and not np.isfinite(g).all():
+                return None  # NaN or inf where the right numbers are finite: wrong in another way (an overflow)
             if g.shape == w.shape and g.size > 1 and np.isfinite(w).all() and np.isfinite(g).all():
                 pairs.append((g, w))  # (one number set to 0 is no threshold: a count of 0 bytes, say)
         # (a right float32 sum is off by a few of float32's steps of the array's largest entry; float64, by far less)
@@ -2640,8 +2658,9 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
         return Outcome(ex.id, "fail", 0, ex.points,
                        f"Right for this notebook's sizes (there your prediction gives {_tuple(got0[ex.answers[0]])}, "
                        "as it should), but not for others: " + first[0].lower() + first[1:] +
-                       " Write every size with its size name (n, d_model, d_k, d_v): a size read off a tensor of the "
-                       "notebook or typed in digits stays the example's when the sizes change." + note)
+                       " Write every size with its own size name (n, d_model, d_k, d_v): another size's name that "
+                       "is equal in this example, a size read off a tensor of the notebook, or digits typed in are "
+                       "right only for the example's sizes." + note)
     if ex.module and isinstance(world0.get(ex.module), Mapping):  # the replays hand the cell other modules
         first = first.replace(" on other inputs", " on another module (other widths, one of its matrices frozen, "
                                                   "one more trainable matrix, in a submodule and in float64, and a "
@@ -3125,7 +3144,7 @@ def overflow_sign(reference: Callable[..., Any], scores: Callable[..., np.ndarra
 
 
 def global_shift_sign(reference: Callable[..., Any], scores: Callable[..., np.ndarray],
-                      limit: float) -> Callable[[Arrays, Mapping[str, Any]], bool]:
+                      limit: float, atol: float = 1e-5) -> Callable[[Arrays, Mapping[str, Any]], bool]:
     """A sign of ``global_max_subtraction``: the answer is wrong (NaN, or numbers off) only on rows with a scaled
     score (``scores(**inputs)``) more than ``limit`` below the largest of the whole matrix, where exp() of that
     score minus that one maximum underflows (87 in float32, 708 in float64: to 0 or to a subnormal number, which
@@ -3140,7 +3159,7 @@ def global_shift_sign(reference: Callable[..., Any], scores: Callable[..., np.nd
         if got.shape != want.shape or got.ndim < 2 or not np.isfinite(want).all():
             return False
         with np.errstate(invalid="ignore"):
-            bad = ~np.isclose(got, want, rtol=1e-4, atol=1e-5).all(axis=-1)
+            bad = ~np.isclose(got, want, rtol=1e-4, atol=atol).all(axis=-1)  # (atol: the step's own)
             s = np.asarray(scores(**inputs), dtype=np.float64)
             # (NaN: a hidden key's score, which no underflow is judged on)
             peak = float(np.nanmax(s, initial=-np.inf))

@@ -278,6 +278,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         record["module"] = {
             "params": [[_text(p[0], 100), [], p[2] is True] for p in params if isinstance(p, list) and len(p) == 3],
             "plain_tensors": _names(module.get("plain_tensors") or [], set(), "the plain tensors"),
+            "derived_tensors": _names(module.get("derived_tensors") or [], set(), "the derived tensors"),
             # only the step's own names can be reported as read (a recorder cannot make the grader print others)
             "globals_read": _names(module.get("globals_read") or [], set(ex.reads) | {ex.module}, "the globals read"),
             "globals_in": _text(module.get("globals_in"), 100) if module.get("globals_in") else None,

@@ -807,7 +807,10 @@ def _module_facts(module: Any, reads: Iterable[str] = ()) -> dict[str, Any] | No
     params = [[name, list(getattr(p, "shape", ())), bool(getattr(p, "requires_grad", False))] for name, p in named()]
     plain = [name for name, value in vars(module).items()
              if framework_of(value) == "torch" and hasattr(value, "requires_grad") and not name.startswith("_")]
-    facts: dict[str, Any] = {"params": params, "plain_tensors": plain, "globals_read": [], "globals_in": None,
+    # plain tensors made from a parameter by an operation (`nn.Parameter(...) / 2` is a plain tensor again)
+    derived = [name for name in plain if getattr(vars(module)[name], "grad_fn", None) is not None]
+    facts: dict[str, Any] = {"params": params, "plain_tensors": plain, "derived_tensors": derived,
+                             "globals_read": [], "globals_in": None,
                              "training": bool(getattr(module, "training", False))}
     # a class of the student's that defines __call__ itself: nn.Module's call (which runs forward, and the hooks
     # around it) is bypassed
@@ -893,6 +896,13 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
                                   f"write keep their old numbers, and on a fresh start the cell raises NameError. "
                                   f"Create `{refill[0]}` in the cell first (with the right size), then fill it.")
     values = {}
+    missing = [n for n in answers if n not in namespace]
+    if missing and len(missing) < len(answers) and run is not None:  # the cell ran, and made only some of them
+        made = [n for n in answers if n in namespace]
+        names = ", ".join(f"`{n}`" for n in missing[:4]) + (" …" if len(missing) > 4 else "")
+        return _error("partly_done", f"Your cell defines {len(made)} of the {len(answers)} names this step makes, "
+                                     f"but not {names}: a loop that stops one short (`range(1, n)` where the words "
+                                     "go up to n), or a name left out. Make every one of them and run the cell again.")
     for name in answers:
         if name not in namespace:
             return _error("not_done", f"`{name}` is not defined yet. Fill in the TO-DO cell above and run it.")

@@ -225,6 +225,22 @@ def wide_inputs(inputs: dict) -> dict:
     return {name: full[name] for name in inputs}
 
 
+def one_token_arrays(inputs: dict, d_v: int | None = None) -> tuple[np.ndarray, ...]:
+    """Fresh numbers for a single token (its one score, one weight of 1): a result squeezed (`.squeeze()` drops
+    every axis of length 1, whatever the sizes) loses its token axis. Drawn from a generator seeded by the replay's
+    own inputs. ``d_v``: the values' width (4 or 5 when not given)."""
+    rng = _edge_rng(inputs)
+    d_v = int(rng.choice([4, 5])) if d_v is None else d_v
+    x, wq, wk, wv = (fresh_numbers(rng, shape) for shape in ((1, 4), (4, 3), (4, 3), (4, d_v)))
+    return x, wq, wk, wv, _rounded_rows(rng, 1)
+
+
+def one_token(inputs: dict) -> dict:
+    """An edge replay of one token (see :func:`one_token_arrays`)."""
+    full = _world_of(*one_token_arrays(inputs))
+    return {name: full[name] for name in inputs}
+
+
 def repeated_arrays(inputs: dict) -> tuple[np.ndarray, ...]:
     """Fresh numbers for 3 to 5 tokens whose first two tokens are the same (a word said twice), with weights whose
     first two columns are the same too: a step that merges or drops equal rows or columns (`unique`,
@@ -625,23 +641,26 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
               computed_with=() if tf else ("x", "w_query", "w_key", "w_value"), **own),
         value("scores", "Attention scores", ("attn_scores",), ref_scores, reads=("queries", "keys"),
               mistakes=SCORES_MISTAKES, hints=hints["scores"], dtype="float32",
-              edge=(large_numbers, small_numbers), **own),
+              edge=(large_numbers, small_numbers, one_token), **own),  # one token: a squeeze shows
         # scores up to 86 too: a clamp of the scores shows; and up to 200: a softmax that does not subtract each
         # row's own maximum (its formula as written, a shift by the mean or by the largest score of all) fails
         value("softmax", "Attention weights (softmax)", ("attn_weights",), ref_softmax,
               reads=("attn_scores",), mistakes=SOFTMAX_MISTAKES, hints=hints["softmax"], dtype="float32",
-              edge=(large_numbers, near_limit_scores, past_limit_scores, small_numbers),  # and a row of zero scores
+              # the TensorFlow half's line starts from the scores of the line above it, in the same cell
+              **(dict(cell_reads=("attn_scores",), cell_reference=ref_softmax) if tf else {}),
+              # and a row of zero scores; one token: a squeeze shows
+              edge=(large_numbers, near_limit_scores, past_limit_scores, small_numbers, one_token),
               signs={"unstable_softmax": overflow_sign(ref_softmax, scores_of, 88.0),
                      "global_max_subtraction": global_shift_sign(ref_softmax, scores_of, 87.0)}, **own),
         # numbers with three decimals too: values sent through float16 show (the other replays' halves are exact in it)
         # and small numbers: outputs set to 0 below a threshold show
         # (the TensorFlow half's cell makes the weights too: from a softmax that overflows, its outputs are 🟡)
         value("outputs", "Outputs", ("outputs",), hints=hints["outputs"], dtype="float32",
-              edge=(large_numbers, precise_numbers, small_numbers, *((past_limit_scores,) if tf else ())),
+              edge=(large_numbers, precise_numbers, small_numbers, one_token, *((past_limit_scores,) if tf else ())),
               **outputs_step, **own),
         value("outputs_rounded", "Outputs from the rounded weights", ("outputs_rounded",), ref_rounded,
               reads=("rounded_weights", "values"), hints=hints["outputs_rounded"], dtype="float32",
-              edge=(large_numbers, small_numbers), **rounded_step, **own),
+              edge=(large_numbers, small_numbers, one_token), **rounded_step, **own),
     ]
 
 

@@ -176,6 +176,19 @@ def precise_numbers(inputs: dict) -> dict:
     return {name: full[name] for name in inputs}
 
 
+def one_token(inputs: dict, d_v: int | None = None) -> dict:
+    """An edge replay of one token (see :func:`nb01.one_token_arrays`): a result squeezed loses its token axis.
+    ``d_v``: the values' width."""
+    x, wq, wk, wv, rounded = nb01.one_token_arrays(inputs, d_v)
+    full = _world_of(_base_of(x, wq, wk, wv), rounded[0])
+    return {name: full[name] for name in inputs}
+
+
+def one_token_3(inputs: dict) -> dict:
+    """:func:`one_token` with values 3 wide, the example's width (the steps whose replays keep it)."""
+    return one_token(inputs, 3)
+
+
 def repeated_numbers(inputs: dict) -> dict:
     """An edge replay for the tensors' step: a token repeated, and a column of each weight matrix (see
     :func:`nb01.repeated_arrays`): merging or dropping equal rows or columns shows."""
@@ -727,7 +740,7 @@ register(
                    PREDICT_SCORES_MISTAKES),
     # float32 all the way, as part 1 asks: integer scores make the softmax raise, float64 weights the next product
     _value("scores", "The attention scores", ("attn_scores",), ref_scores, reads=("queries", "keys"),
-           edge=(large_numbers, narrow_values, small_numbers),
+           edge=(large_numbers, narrow_values, small_numbers, one_token),  # one token: a squeeze shows
            framework="torch", mistakes=SCORES_MISTAKES, dtype="float32",
            how={"loop": False, "matmul": True},  # "all the scores at once with one matrix product"
            hints={"not_as_asked:loop": "Your numbers are right, but your cell goes through the keys (or the "
@@ -752,7 +765,8 @@ register(
     _value("weighted_values", "The weighted values, by broadcasting", ("weighted_values",), ref_weighted_values,
            reads=("attn_weights", "values"), framework="torch", mistakes=WEIGHTED_MISTAKES,
            how={"loop": False}, dtype="float32",
-           edge=(large_numbers, precise_numbers),  # three decimals too: values sent through float16 show
+           # three decimals too: values sent through float16 show; one token: a squeeze shows
+           edge=(large_numbers, precise_numbers, one_token),
            hints={"not_as_asked": "Your numbers are right, but your cell loops over the queries. This step is about "
                   "broadcasting: one product of two tensors, one of them given a new axis, makes every weighted "
                   "value at once."}),
@@ -760,6 +774,7 @@ register(
                   {"sum_wrong_axis": _axis("sum_axis", 0), "sum_over_features": _axis("sum_axis", 2)}, ndim=3),
     _value("outputs", "The outputs", ("outputs",), ref_outputs, reads=("weighted_values", "sum_axis"),
            framework="torch", mistakes=OUTPUT_MISTAKES, computed_with=("weighted_values",),
+           edge=(large_numbers, one_token),  # one token: a squeeze shows
            hints={"not_computed_with": "Your numbers are right, but your cell never uses `weighted_values`: this "
                   "step sums the weighted values of the previous step over the right axis (a matrix product of the "
                   "weights and the values gives the same numbers, and skips the point of the step)."}),
@@ -768,7 +783,7 @@ register(
            framework="torch", mistakes=ROUNDED_1_MISTAKES, dtype="float32",  # float32 all the way, as part 1 asks
            # its replays keep the example's widths (below; the large numbers' edge has its own), and so does its
            # edge of small numbers (outputs set to 0 below a threshold show)
-           edge=small_numbers_3,
+           edge=(small_numbers_3, one_token_3),  # and one token: a squeeze shows
            # values as wide as the example's: the cell's given print subtracts the answer from outputs[0], so an
            # answer typed in at the example's width would raise there instead of showing as typed in
            inputs=upstream_of(lambda rng=None: world(rng, d_v=3), "weighted_values_1_rounded"),

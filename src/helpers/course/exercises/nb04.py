@@ -1129,14 +1129,18 @@ def _exercises() -> list[Exercise]:
               computed_with=("w_query", "w_key", "w_value")),
         value("04.scores", "The score matrix", ("attn_scores",), ref_scores, reads=("queries", "keys"),
               mistakes=SCORES_MISTAKES, hints=SCORES_HINTS, dtype="int32"),
+        # word 1's weights of step 4 from another draw: a row copied from them (not computed) shows
         value("04.weights", "The weight matrix", ("attn_weights",), ref_weights, reads=("attn_scores", "keys"),
+              independent=("attn_weights_1",),
               mistakes=WEIGHTS_MISTAKES, hints=WEIGHTS_HINTS, dtype="float32", widths=True,
               # scaled scores up to 86: a clamp shows; up to 200: a softmax without each row's maximum fails
               edge=(narrow_keys, near_limit_weights, past_limit_weights), **TIGHT,
               signs={"unstable_softmax": overflow_sign(ref_weights, _scaled_scores_of, 88.0),
-                     "global_max_subtraction": global_shift_sign(ref_weights, _scaled_scores_of, 87.0)}),
+                     "global_max_subtraction": global_shift_sign(ref_weights, _scaled_scores_of, 87.0,
+                                                                 atol=TIGHT["atol"])}),
+        # word 1's output of step 5 from another draw: a row copied from it (not computed) shows
         value("04.attention", "The outputs of all four words", ("outputs",), ref_outputs,
-              reads=("attn_weights", "values"), mistakes=OUTPUTS_MISTAKES,
+              reads=("attn_weights", "values"), mistakes=OUTPUTS_MISTAKES, independent=("output_1",),
               hints={**OUTPUTS_HINTS, "not_as_asked": ONE_PRODUCT}, how={"matmul": True, "loop": False},
               dtype="float32", rtol=1e-5),
         # values of other widths than the 4 words (widths): a mean over the words times d_v shows

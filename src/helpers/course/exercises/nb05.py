@@ -497,6 +497,18 @@ def _with_scores(first: dict, s: np.ndarray) -> dict:
 low_row.of_first_trial = True
 
 
+def wide_keys(first: dict) -> dict:
+    """An edge trial from the first replay: the keys 12 wide (zeros added on the right, so every score stays as it
+    is), where √d_k is 3.46: a square root cut to a whole number (`math.isqrt`, `int(...)`), 3, shows, as does a
+    fixed 2."""
+    keys = np.asarray(first["keys"], dtype=float)
+    width = 12 if keys.shape[-1] < 12 else 2 * keys.shape[-1] + 1
+    return {**first, "keys": np.concatenate([keys, np.zeros((*keys.shape[:-1], width - keys.shape[-1]))], axis=-1)}
+
+
+wide_keys.of_first_trial = True
+
+
 def far_row(first: dict) -> dict:
     """An edge trial from the first replay: in the second row of scores, every score but the largest moved 4 000
     below it, so that their exponentials are exactly 0 (even divided by √d_k), the largest's a normal number. The
@@ -586,7 +598,9 @@ register(
            }),
     _value("05.scaled_weights", "The scaling by √d_k, as its own step", ("scaled_weights",), ref_scaled,
            reads=("attn_scores", "keys"), mistakes=SCALED_WEIGHTS_MISTAKES, world_fn=world_any_n,
-           edge=far_row,  # exponentials of exactly 0: a division that skips them without out= shows
+           # exponentials of exactly 0: a division that skips them without out= shows; keys 12 wide: a square
+           # root cut to a whole number shows
+           edge=(far_row, wide_keys),
            hints={
                "missing_scale": "These are the weights of the raw scores (your fixed_weights again). Divide "
                "attn_scores by √d_k before the softmax.",

@@ -680,9 +680,9 @@ register(
             "(`scaled_dot_product_attention`): this step is to write blockwise attention yourself, in NumPy: the "
             "keys one block at a time, each query's m, total and acc updated as in the table.",
             "not_one_pass": TWO_PASSES_HINT,
-            "keys_not_in_blocks": "Your function does not run the online softmax over the key blocks one at a "
-            "time: take block_size keys at a time (the last block may be shorter), update each query's m, total and "
-            "acc with that block, and divide once at the end.",
+            "keys_not_in_blocks": "Your function does not go through the keys in blocks of block_size (what it "
+            "did instead is in brackets): take exactly block_size keys at a time (the last block may be shorter), "
+            "update each query's m, total and acc with that block, and divide once at the end.",
             "acc_rescaled_twice": "Your acc is multiplied by the factor exp(m_old − m_new) twice when a block "
             "raises a query's maximum. Once is what makes the old sum count against the new maximum: "
             "acc · exp(m_old − m_new) + exp(S_b − m_new) V_b, the same factor as for total.",
@@ -743,10 +743,10 @@ register(
             "(`scaled_dot_product_attention`): this step is to write causal blockwise attention yourself, in "
             "NumPy: one tile of queries at a time, the online softmax over the key blocks up to the diagonal.",
             "not_one_pass": TWO_PASSES_HINT,
-            "keys_not_in_blocks": "Your function does not run the online softmax over the key blocks one at a "
-            "time. For each tile of queries, go through the key blocks up to the diagonal one by one (block_size "
-            "keys each, the last one may be shorter), updating the tile's m, total and acc with each block as in "
-            "07.flash.",
+            "keys_not_in_blocks": "Your function does not go through the keys in blocks of block_size (what it "
+            "did instead is in brackets). For each tile of queries, go through the key blocks up to the diagonal one "
+            "by one (exactly block_size keys each, the last one may be shorter), updating the tile's m, total and "
+            "acc with each block as in 07.flash.",
             "tile_positions_local": "Your mask compares the keys' positions in the whole sequence with the "
             "queries' positions inside their tile (0 … block_size − 1). Count both in the whole sequence: query "
             "row r of the tile starting at q_start is at position q_start + r.",

@@ -426,8 +426,9 @@ ROPE_MISTAKES = {
     "rope_positions_consecutive": lambda x, positions: rope(x, np.asarray(positions)[0] + np.arange(x.shape[-2])),
 }
 ROPE_HINTS = {
-    "pe_exponent_doubled": "Your angles use the exponent 2·(2i)/d. The numbers 0, 2, 4, … (as `arange(0, d, 2)` "
-    "gives them) are already the 2i of the formula: θ_i = 1 / 10000^(2i/d), so the exponents run 0, 2/d, 4/d, ….",
+    "pe_exponent_doubled": "Your angles use the exponent 2·(2i)/d, twice the formula's: the 2i doubled again (the "
+    "numbers 0, 2, 4, … that `arange(0, d, 2)` gives are already 2i), or 2i divided by d/2 instead of d. "
+    "θ_i = 1 / 10000^(2i/d), so the exponents run 0, 2/d, 4/d, ….",
     "pe_sin_cos_swapped": "Your rotation has cos and sin the other way round. Turning (u, w) by the angle φ gives "
     "(u·cos φ − w·sin φ, u·sin φ + w·cos φ): at position 0 (φ = 0) the pair must stay as it was.",
     "pe_exponent_without_2": "Your angles use the exponent i/d. Pair i (features 2i and 2i+1) turns by "
