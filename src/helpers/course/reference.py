@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ["global_softmax", "max_without_keepdim", "one_sum", "projected_scores", "scaled_scores", "self_attention",
-           "softmax", "sum_normalise", "sums_without_keepdim", "unstable_softmax"]
+           "softmax", "sum_normalise", "sums_without_keepdim", "unstable_softmax", "max_without_keepdim_float32",
+           "exp_float32"]
 
 
 def scaled_scores(q: Any, k: Any) -> np.ndarray:
@@ -61,8 +62,17 @@ def exp_float32(x: Any) -> np.ndarray:
 
 def max_without_keepdim(scores: np.ndarray) -> np.ndarray:
     """The row maxima kept as an (n,) vector, which lines up with the columns: entry (i, j) shifted by the
-    maximum of row j, which the row sums (with their axis) do not cancel. The steps that use it compute in
-    float32, whose exp() overflows (and underflows) far sooner than float64's: it does so here too."""
+    maximum of row j, which the row sums (with their axis) do not cancel (the exact numbers, as a softmax of the
+    shifted scores gives them: `torch.softmax(s - s.max(-1).values, -1)`)."""
+    s = np.asarray(scores, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(s - s.max(axis=-1))
+        return e / e.sum(axis=-1, keepdims=True)
+
+
+def max_without_keepdim_float32(scores: np.ndarray) -> np.ndarray:
+    """:func:`max_without_keepdim` written out, `exp(s - m) / sum`, as float32 computes it: its exp() overflows (and
+    underflows) far sooner than float64's, so the shifted scores that reach above 88.7 are inf here too."""
     s = np.asarray(scores, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
         e = exp_float32(s - s.max(axis=-1))

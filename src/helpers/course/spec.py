@@ -392,19 +392,22 @@ def separates(ex: Exercise, inputs: Mapping[str, Any]) -> bool:
                 return False
     except errors:
         return False
-    seen: dict[tuple, list[np.ndarray]] = {}  # the outputs so far, flat, by the shapes of their answers
+    # the outputs so far, flat, by the shapes of their answers, with the catalogue code each one names ("" for
+    # the reference and the notebook's answer): two forms of one mistake (`code:float32`) may agree on ordinary inputs
+    seen: dict[tuple, list[tuple[str, np.ndarray]]] = {}
     for out in outs:
         shapes, flat = _flat(out, ex.answers)
-        seen.setdefault(shapes, []).append(flat)
+        seen.setdefault(shapes, []).append(("", flat))
     for code in ex.mistakes:
         try:
             wrong = ex.variant(code, inputs)
         except errors:  # undefined for these sizes (a product of non-square matrices): the student's cell raises
             continue    # too, and the check names the mistake from the notebook's own numbers (see diagnose)
         shapes, flat = _flat(wrong, ex.answers)
-        if shapes is not None and shapes in seen and _close_to_any(flat, seen[shapes], rtol, atol):
+        others = [f for c, f in seen.get(shapes, []) if c != code_of(code)] if shapes is not None else []
+        if others and _close_to_any(flat, others, rtol, atol):
             return False
-        seen.setdefault(shapes, []).append(flat)
+        seen.setdefault(shapes, []).append((code_of(code), flat))
     return True
 
 
@@ -859,8 +862,10 @@ def shape_message(label: str, g: np.ndarray, w: np.ndarray, product: bool = True
                 return msg + " It has the transpose's shape but not its numbers: a column where a row is meant " \
                              "(a split, slice or index along the other axis?)."
             if not numbers:
-                return msg + " It has the transpose's shape but not its numbers: check which axis each size " \
-                             "belongs to (a reshape where a transpose was meant, or an axis mixed up)."
+                return msg + (" It has the transpose's shape but not its numbers: the factors of a matrix product "
+                              "in the wrong order or transposed, a reshape where a transpose was meant, or an axis "
+                              "mixed up?" if product else " It has the transpose's shape but not its numbers: a "
+                              "reshape where a transpose was meant, or an axis mixed up?")
             return msg + (" It looks transposed: check the order of your matrix product, or a `.T`." if product
                           else " It looks transposed: a `.T` (or a transpose) too many, or too few?")
         if len(gs) != len(ws):
@@ -1407,6 +1412,12 @@ def _budget_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
 
 
 def _overwritten_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
+    if record.get("keeps_by_identity") is True:
+        return _fail(ex, "stale_value",
+                     f"`{ex.answers[0]}` gives back an answer it kept for the very array it was handed before: called "
+                     "again on that array after its numbers changed (in place), it returned the old answer, while a "
+                     "new array with the same numbers gets the right one (a cache keyed by `id(...)`, or by the "
+                     "array's memory address). Compute the answer from the numbers on every call.")
     return _fail(ex, "result_overwritten") if record.get("result_overwritten") is True else None
 
 
@@ -1805,6 +1816,13 @@ def _step_probe_problem(ex: Exercise, record: Mapping[str, Any], right: bool) ->
     if entry["steps"] == 0 and entry.get("changed"):
         return _fail(ex, "optimizer_not_used", ex.hints.get("optimizer_not_used"),
                      f" (Given an SGD optimizer, `{name}` changed the weights, but never called its step().)")
+    if entry["steps"] == 0 and right:  # (a wrong step has a cause of its own to fix first)
+        return _fail(ex, "optimizer_not_used",
+                     f"Your `{name}` never uses the optimizer it is given: given a fresh SGD optimizer and a stand-in "
+                     "model, it did not call that optimizer's step(), and the stand-in's weights did not move (an "
+                     "optimizer kept from an earlier call, or one of your own, steps other weights or none). Use the "
+                     "`optimizer` argument of every call: optimizer.zero_grad(), the loss and loss.backward(), then "
+                     "optimizer.step().")
     if not right:
         return None
     unchanged = [n for n in entry.get("unchanged") or [] if isinstance(n, str)]
@@ -1816,7 +1834,10 @@ def _step_probe_problem(ex: Exercise, record: Mapping[str, Any], right: bool) ->
                      "only some of them, an optimizer given a part of model.parameters(), or a parameter detached "
                      "or frozen in the step). Compute the gradient of the loss with respect to every weight: "
                      "loss.backward(), then optimizer.step().")
-    if len(entry.get("modes") or []) > 1:
+    rows, batch = entry.get("rows"), entry.get("batch")
+    # (the batch in parts, each forwarded once, gradients accumulated: one forward of every sequence all the same)
+    parts = isinstance(rows, list) and isinstance(batch, int) and sum(r for r in rows if isinstance(r, int)) == batch
+    if len(entry.get("modes") or []) > 1 and not parts:
         return _fail(ex, "forward_twice", ex.hints.get("forward_twice"),
                      f" (Given a stand-in model, `{name}` called it {len(entry['modes'])} times.)")
     if not all(entry.get("modes") or [True]) or not entry.get("training_after", True):
@@ -2418,6 +2439,20 @@ def _predicted_axis(ex: Exercise, name: str, value: Any) -> Any:
     return _as_axis(owner, {name: value})[name] if owner is not None and owner.predicts == "axis" else value
 
 
+def _keeps_old_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
+    """A cell that keeps an answer it finds already defined (`x = globals().get("x", …)`, `try: x` / `except
+    NameError`): run again with the notebook's answer still bound, its replay gives that old answer back, where the
+    fresh inputs give another."""
+    kept = [n for n in record.get("keeps_old") or [] if n in ex.answers]
+    if not kept:
+        return None
+    names = ", ".join(f"`{n}`" for n in kept)
+    return _fail(ex, "stale_value",
+                 f"Your cell computes {names} only when {'it is' if len(kept) == 1 else 'they are'} not defined yet "
+                 "(a `globals().get(...)`, a `try` / `except NameError`, an `if ... not in globals()`): run again "
+                 "after its inputs change, it keeps the old answer. Compute it every time the cell runs.")
+
+
 def _cell_carried(ex: Exercise, plan: Plan, record: Mapping[str, Any], fail0: str | None) -> Outcome | None:
     """🟡 for a step whose line starts from a name the same cell computes (:attr:`Exercise.cell_reads`, 01's
     TensorFlow half: the outputs from the weights of the line above): right, on the notebook's numbers and on every
@@ -2506,7 +2541,7 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                       _module_problem(ex, record), _grad_off_problem(ex, record),
                       _parameters_problem(ex, record), _grad_problem(ex, record), _budget_problem(ex, plan, record),
                       _module_probe_problem(ex, plan, record), _module_again_problem(ex, plan, record),
-                      _step_probe_problem(ex, record, right=True)):
+                      _step_probe_problem(ex, record, right=True), _keeps_old_problem(ex, record)):
             if check is not None:
                 return check
         return Outcome(ex.id, "pass", ex.points, ex.points, f"{ex.title}: correct.")
@@ -2682,6 +2717,8 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
             break
     if len(answers) < len(plan.inputs) and fail is None:
         fail = f"`{ex.answers[0]}` was not called on every input."
+    if fail is not None and record.get("keeps_by_identity") is True:  # its wrong numbers are old answers
+        return _overwritten_problem(ex, record)  # type: ignore[return-value]
     if fail is None and record.get("models_read"):  # right here only because the notebook's model is the one given
         return _fail(ex, "reads_globals", _reads_globals(ex, record, "so it trains or runs that model whatever "
                                                                      "model it is given. Use its `model` argument."))
@@ -3117,8 +3154,9 @@ def large_scores(q: str = "q", k: str = "k", *, x: str | None = None, w_query: s
 def overflow_sign(reference: Callable[..., Any], scores: Callable[..., np.ndarray],
                   limit: float) -> Callable[[Arrays, Mapping[str, Any]], bool]:
     """A sign of ``unstable_softmax``: NaN or inf in the answer only on rows whose scaled scores (``scores(**inputs)``)
-    reach above ``limit`` (exp's limit in the dtype the step computes in: 88 in float32, 709 in float64) or span more
-    than it, where the right answer is finite, and every other row right."""
+    reach above ``limit`` (exp's limit in the dtype the step computes in: 88 in float32, 709 in float64), span more
+    than it, or lie all far below 0 (more than ``limit`` + 16: exp() of each is 0), where the right answer is
+    finite, and every other row right."""
     def sign(answer: Arrays, inputs: Mapping[str, Any]) -> bool:
         if len(answer) != 1:
             return False
@@ -3135,7 +3173,8 @@ def overflow_sign(reference: Callable[..., Any], scores: Callable[..., np.ndarra
             s = s[None] if s.ndim == 1 else s  # one row of scores, as the answer above
             # (NaN: a hidden key's score, which no overflow is judged on)
             top, bottom = np.nanmax(s, axis=-1, initial=-np.inf), np.nanmin(s, axis=-1, initial=np.inf)
-            big = (top > limit) | (top - bottom > limit)
+            # (and rows whose every score lies far below 0: exp() of each underflows to 0, and the row to 0/0)
+            big = (top > limit) | (top - bottom > limit) | (top < -(limit + 16.0))
         if s.shape[:-1] != bad.shape or not bad.any() or (bad & ~big).any():
             return False
         return bool(np.allclose(got[~bad], want[~bad], rtol=1e-4, atol=1e-5))
@@ -3165,7 +3204,12 @@ def global_shift_sign(reference: Callable[..., Any], scores: Callable[..., np.nd
             peak = float(np.nanmax(s, initial=-np.inf))
             low = np.nanmin(s, axis=-1, initial=np.inf) < peak - limit
             top = np.nanmax(s, axis=-1, initial=-np.inf) >= peak  # the row(s) holding the largest score: right
-        return s.shape[:-1] == bad.shape and bool(bad.any()) and not (bad & ~low).any() and not (bad & top).any()
+            # and every row whose scores all lie so far below that maximum that each exponential is 0 is 0/0: a
+            # shift by another number (each row's maximum, kept at 0 or above) leaves such a row right
+            gone = np.nanmax(s, axis=-1, initial=-np.inf) < peak - (limit + 17.0)
+            nan = ~np.isfinite(got).all(axis=-1)
+        return s.shape[:-1] == bad.shape and bool(bad.any()) and not (bad & ~low).any() and not (bad & top).any() \
+            and not (gone & ~nan).any()
 
     return sign
 

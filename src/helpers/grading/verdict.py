@@ -213,6 +213,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         }
     record["mutated"] = _names(raw.get("mutated") or [], set(), "the changed inputs")
     record["result_overwritten"] = raw.get("result_overwritten") is True
+    record["keeps_by_identity"] = raw.get("keeps_by_identity") is True
     again = raw.get("module_again")  # the module called once more on another batch: its output, or that it raised
     if ex.again is not None and isinstance(again, list) and len(again) < len(plan.inputs):
         record["module_again"] = [{"error": True} if isinstance(a, dict) and "error" in a and len(a) == 1
@@ -246,6 +247,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         record["library_via"] = via
         record["library_via_own"] = raw.get("library_via_own") is True
     record["typed_in"] = _typed_lists(raw.get("typed_in"))
+    record["keeps_old"] = _names(raw.get("keeps_old") or [], set(ex.answers), "the answers kept from before") \
+        if isinstance(raw.get("keeps_old"), list) else []
     record["discarded"] = [_text(c, 80) for c in (raw.get("discarded") or [])[:5] if isinstance(c, str)] \
         if isinstance(raw.get("discarded"), list) else []
     raised = raw.get("raised")
@@ -331,6 +334,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                     "unchanged": _names(entry.get("unchanged") or [], {"table", "shift"},
                                         "the stand-in's parameters left unchanged"),
                     "modes": [m is True for m in modes[:100]] if isinstance(modes, list) else [],
+                    **({"rows": [r for r in entry["rows"][:100] if type(r) is int], "batch": entry["batch"]}
+                       if isinstance(entry.get("rows"), list) and type(entry.get("batch")) is int else {}),
                     "training_after": entry.get("training_after") is not False,
                     "rng_reset": entry.get("rng_reset") is True,
                     **({"state_steps": entry["state_steps"]} if type(entry.get("state_steps")) is int

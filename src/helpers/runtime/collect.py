@@ -462,10 +462,11 @@ def _compile_cell(source: str, shell: Any) -> types.CodeType | None:
 
 
 def _replay(code: types.CodeType | Callable[..., Any], namespace: Mapping[str, Any], overlay: Mapping[str, Any],
-            answers: Sequence[str]) -> dict[str, Any]:
-    """Run the student's cell again in a copy of the namespace, with ``overlay`` for its inputs."""
+            answers: Sequence[str], keep: bool = False) -> dict[str, Any]:
+    """Run the student's cell again in a copy of the namespace, with ``overlay`` for its inputs (``keep``: with the
+    answers the notebook holds left bound, as when a student runs the cell a second time)."""
     ns = dict(namespace)
-    for name in answers:
+    for name in answers if not keep else ():
         ns.pop(name, None)
     ns.update(overlay)
     ns["check"] = _no_check
@@ -476,6 +477,31 @@ def _replay(code: types.CodeType | Callable[..., Any], namespace: Mapping[str, A
         else:
             exec(code, ns)
     return ns
+
+
+def _keeps_old_answer(code: Any, namespace: Mapping[str, Any], world: Mapping[str, Any], plan: Mapping[str, Any],
+                      answers: Sequence[str], got: Mapping[str, np.ndarray]) -> list[str] | None:
+    """The answers a replay gives otherwise when the notebook's answers are left bound (the cell keeps an answer it
+    finds already defined), or None."""
+    held = [n for n in answers if n in namespace]
+    if not held:
+        return None
+    try:
+        overlay = {name: _mimic(value, namespace.get(name), plan.get("framework")) for name, value in world.items()
+                   if name not in (plan.get("own") or ()) or name not in namespace}
+        ns = _replay(code, namespace, overlay, answers, keep=True)
+        kept = []
+        for name in held:
+            new, old = to_array(ns[name], name, finite=False), to_array(namespace[name], name, finite=False)
+            # the notebook's own answer came back, where the fresh inputs give another one
+            if new.shape == old.shape and np.array_equal(new, old, equal_nan=True) and not (
+                    new.shape == got[name].shape and np.allclose(new, got[name], rtol=1e-6, atol=1e-9, equal_nan=True)):
+                kept.append(name)
+        return kept or None
+    except BaseException as exc:  # noqa: BLE001 — the student's cell, run again: anything can happen
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return None
 
 
 def _mutated(before: Mapping[str, np.ndarray], after: Mapping[str, Any]) -> list[str]:
@@ -1011,6 +1037,11 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
                 break
             if i == 1:  # the framework the cell itself gives them (the notebook's may come from a later cell)
                 record["facts"]["replayed"] = {n: framework_of(ns[n]) for n in answers}
+                # run once more with the notebook's answers still bound, as a second run of the cell has them: a
+                # cell that keeps an answer already defined (`globals().get(...)`, `try: … except NameError`) gives
+                # the old one
+                if kind := _keeps_old_answer(code, namespace, world, plan, answers, got):
+                    record["keeps_old"] = kind
             record["answers"].append(got)
             if plan.get("module") and i <= len(plan.get("again") or ()) and plan["again"][i - 1]:
                 record.setdefault("module_again", []).append(
@@ -1669,9 +1700,11 @@ def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dic
             self.table = torch.nn.Parameter(table.clone())
             self.shift = torch.nn.Parameter(torch.zeros(table.shape[-1]))
             self.modes: list[bool] = []
+            self.rows: list[int] = []
 
         def forward(self, t: Any) -> Any:
             self.modes.append(bool(self.training))
+            self.rows.append(int(t.shape[0]) if getattr(t, "ndim", 0) else 1)
             return self.table[t] + self.shift
 
     class CountingSGD(torch.optim.SGD):
@@ -1698,7 +1731,8 @@ def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dic
             if not out:
                 moved = {"table": not bool(torch.equal(model.table.detach(), table)),
                          "shift": bool(model.shift.detach().abs().sum() > 0)}
-                out = {"steps": optimizer.steps, "modes": model.modes, "training_after": bool(model.training),
+                out = {"steps": optimizer.steps, "modes": model.modes, "rows": model.rows,
+                       "batch": int(tokens.shape[0]), "training_after": bool(model.training),
                        "changed": any(moved.values()), "unchanged": [n for n, m in moved.items() if not m]}
         out["rng_reset"] = bool(torch.equal(states[0], states[1]))
         # three steps with an optimizer that keeps a state (Adam's running averages and its step count): a step
@@ -1993,6 +2027,10 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             _call_quietly(fn, {k: _doubled(v, framework) for k, v in (plan.get("trials") or [])[-1].items()})
             results, copies = [results[-1], None], [copies[-1], None]
         record["result_overwritten"] = _overwritten(results, copies)
+        # a result kept for the very objects it was given (a cache keyed by id()): the last trial's arrays changed in
+        # place and handed in again give the old result, where new arrays of the same numbers give another
+        if plan.get("trials") and framework in ("numpy", "torch"):
+            record["keeps_by_identity"] = _keeps_by_identity(fn, args, plan["trials"][-1], framework)
         # a function that uses what the step rules out (another library) is not measured: that comes first
         record["probes"] = {} if record.get("forbidden") else _probes(plan, fn, name, framework)
         if plan.get("keeps_grad") and framework == "torch" and plan.get("trials") and plan.get("module"):
@@ -2028,6 +2066,39 @@ def _doubled(value: Any, framework: str | None) -> Any:
     if a is not None and a.dtype.kind == "f":
         return to_framework(a * 2.0, framework)
     return to_framework(value, framework)
+
+
+def _keeps_by_identity(fn: Callable[..., Any], args: Mapping[str, Any], trial: Mapping[str, Any],
+                       framework: str | None) -> bool:
+    """Does ``fn``, called on the objects ``args`` (the last trial's, already handed to it) after their float
+    arrays are doubled in place, give another result than on new objects holding the same doubled numbers, which
+    it answers alike twice (a function that answers new objects alike is deterministic, so the difference is an
+    answer kept for an object it saw: a cache keyed by `id(...)`)?"""
+    try:
+        with _quiet():
+            fresh = [to_array(fn(*{k: _doubled(v, framework) for k, v in trial.items()}.values()), "r", finite=False)
+                     for _ in range(2)]
+            if fresh[0].shape != fresh[1].shape or not np.array_equal(fresh[0], fresh[1], equal_nan=True):
+                return False  # it answers alike inputs differently (it draws, or it changes state): not this
+            doubled = False
+            for value in args.values():
+                if isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.flags.writeable:
+                    value *= 2.0
+                    doubled = True
+                elif type(value).__module__.startswith("torch") and getattr(value, "is_floating_point", None) \
+                        and value.is_floating_point():
+                    import torch
+                    with torch.no_grad():
+                        value.mul_(2.0)
+                    doubled = True
+            if not doubled:
+                return False
+            same = to_array(fn(*args.values()), "r", finite=False)
+        return same.shape != fresh[0].shape or not np.allclose(same, fresh[0], rtol=1e-6, atol=1e-9, equal_nan=True)
+    except BaseException as exc:  # noqa: BLE001 — the student's function on other numbers: anything can happen
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return False
 
 
 def _call_quietly(fn: Callable[..., Any], args: Mapping[str, Any]) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..reference import global_softmax, max_without_keepdim, softmax, sum_normalise
+from ..reference import global_softmax, max_without_keepdim, max_without_keepdim_float32, softmax, sum_normalise
 from ..roles import ROLES, mix_ups
 from ..spec import Exercise, global_shift_sign, overflow_sign, register, upstream_of
 
@@ -207,6 +207,61 @@ def past_limit_scores(inputs: dict) -> dict:
     """An edge replay whose largest score is between 150 and 200 (see :func:`past_limit_arrays`): a softmax that
     does not subtract each row's own maximum overflows or underflows on it."""
     full = _world_of(*past_limit_arrays(inputs))
+    return {name: full[name] for name in inputs}
+
+
+FAR_PAST = 800.0  # past float64's exp() limit too (about 709.8): a softmax written out in float64 overflows
+
+
+def far_factor(s: np.ndarray) -> float | None:
+    """The whole number that takes the largest score of ``s`` (made positive) to between 700 and 800, or None."""
+    top = float(s.max())
+    if top <= 0:
+        return None
+    factor = float(np.floor(FAR_PAST / top))
+    return factor if factor >= 1 and top * factor >= 700.0 else None
+
+
+def below_factor(s: np.ndarray) -> float | None:
+    """The whole number that takes some row of ``s`` to scores all at or below -110 (exp() of each is 0 in float32)
+    while the largest score of all stays at 60 or below, or None: a row far below 0 in a matrix whose scores are
+    otherwise moderate."""
+    lowest = float(s.max(axis=1).min())
+    if lowest >= 0:
+        return None
+    factor = float(np.ceil(110.0 / -lowest))
+    return factor if float(s.max()) * factor <= 60.0 else None
+
+
+def _drawn_scaled(inputs: dict, tag: int, factor_of, flip: bool) -> tuple[np.ndarray, ...]:
+    """Fresh tokens whose query weights, times the whole number ``factor_of(scores)`` gives (None: draw again),
+    make the scores an edge asks for (every score exact in float32); ``flip``: the query weights negated first
+    where the most negative score is larger in size than the largest. Drawn from a generator seeded by the replay's
+    own inputs and ``tag``; returns x, w_query, w_key, w_value and rounded weights."""
+    rng = np.random.default_rng([int(2 * v) + 2 for row in inputs["x_list"] for v in row] + [tag])
+    for _ in range(4000):
+        n, d_v = int(rng.choice([3, 4, 5])), int(rng.choice([4, 5]))
+        x, wq, wk = fresh_numbers(rng, (n, 4)), fresh_numbers(rng, (4, 3)), fresh_numbers(rng, (4, 3))
+        s = (x @ wq) @ (x @ wk).T
+        if flip and s.max() < -s.min():
+            wq, s = -wq, -s
+        if (factor := factor_of(s)) is not None:
+            return x, wq * factor, wk, fresh_numbers(rng, (4, d_v), top=2.0), _rounded_rows(rng, n)
+    raise RuntimeError("no tokens with such scores")  # never: a draw in a few dozen qualifies
+
+
+def far_past_scores(inputs: dict) -> dict:
+    """An edge replay whose largest score lies between 700 and 800, past exp()'s limit in float64 too: a softmax
+    written out in float64 (and cast back) overflows, where the right one stays exact."""
+    full = _world_of(*_drawn_scaled(inputs, int(FAR_PAST), far_factor, flip=True))
+    return {name: full[name] for name in inputs}
+
+
+def far_below_scores(inputs: dict) -> dict:
+    """An edge replay with a row whose scores all lie at or below -110 while no score is above 60: exp() of each
+    of that row's scores is 0 in float32, so a softmax that subtracts a row's maximum only when it is large (or
+    only when it is above 0) makes that row 0 / 0; the right one gives it weights as any other."""
+    full = _world_of(*_drawn_scaled(inputs, 110, below_factor, flip=False))
     return {name: full[name] for name in inputs}
 
 
@@ -407,6 +462,8 @@ SOFTMAX_MISTAKES = {
     "transposed_scores": _weights(lambda s, **_: softmax(s.T)),
     "missing_keepdim": _weights(lambda s, **_: _no_keepdim(s)),
     "max_without_keepdim": _weights(lambda s, **_: max_without_keepdim(s)),
+    # written out (`exp(s - m) / sum`) in float32: overflows where the shifted scores pass 88.7
+    "max_without_keepdim:float32": _weights(lambda s, **_: max_without_keepdim_float32(s)),
     "global_softmax": _weights(lambda s, **_: global_softmax(s)),
     "no_softmax": _weights(lambda s, **_: s),
     "sum_normalisation": _weights(lambda s, **_: sum_normalise(s)),
@@ -648,15 +705,19 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
               reads=("attn_scores",), mistakes=SOFTMAX_MISTAKES, hints=hints["softmax"], dtype="float32",
               # the TensorFlow half's line starts from the scores of the line above it, in the same cell
               **(dict(cell_reads=("attn_scores",), cell_reference=ref_softmax) if tf else {}),
-              # and a row of zero scores; one token: a squeeze shows
-              edge=(large_numbers, near_limit_scores, past_limit_scores, small_numbers, one_token),
+              # and a row of zero scores; one token: a squeeze shows; scores up to 800 (past float64's limit) and a
+              # row far below 0: a softmax written out in float64, or shifted only where the scores are large, fails
+              # and three-decimal numbers: a softmax sent through float16 shows
+              edge=(large_numbers, near_limit_scores, past_limit_scores, small_numbers, one_token, far_past_scores,
+                    far_below_scores, precise_numbers),
               signs={"unstable_softmax": overflow_sign(ref_softmax, scores_of, 88.0),
                      "global_max_subtraction": global_shift_sign(ref_softmax, scores_of, 87.0)}, **own),
         # numbers with three decimals too: values sent through float16 show (the other replays' halves are exact in it)
         # and small numbers: outputs set to 0 below a threshold show
         # (the TensorFlow half's cell makes the weights too: from a softmax that overflows, its outputs are 🟡)
         value("outputs", "Outputs", ("outputs",), hints=hints["outputs"], dtype="float32",
-              edge=(large_numbers, precise_numbers, small_numbers, one_token, *((past_limit_scores,) if tf else ())),
+              edge=(large_numbers, precise_numbers, small_numbers, one_token,
+                    *((past_limit_scores, far_past_scores, far_below_scores) if tf else ())),
               **outputs_step, **own),
         value("outputs_rounded", "Outputs from the rounded weights", ("outputs_rounded",), ref_rounded,
               reads=("rounded_weights", "values"), hints=hints["outputs_rounded"], dtype="float32",

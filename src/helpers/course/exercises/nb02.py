@@ -20,6 +20,7 @@ import numpy as np
 from ..reference import (
     global_softmax,
     max_without_keepdim,
+    max_without_keepdim_float32,
     one_sum,
     projected_scores,
     self_attention,
@@ -180,6 +181,38 @@ def attention(x, w_query, w_key, w_value, *, scale=None, transpose=False, axis=-
 def _weights_2_qk(attn_scores_2_qk, keys, scale=None, **_):
     d_k = keys.shape[-1]
     return softmax(attn_scores_2_qk / (np.sqrt(d_k) if scale is None else scale))
+
+
+def _scaled_function_inputs(inputs: dict, tag: int, factor_of) -> dict:
+    """An edge trial for the function: random inputs, the query weights times ``factor_of(scaled scores)`` (None:
+    draw again), from a generator seeded by the trial's own inputs."""
+    rng = np.random.default_rng([int(abs(v) * 1e6) % 2**31 for v in np.ravel(inputs["x"])[:8]] + [tag])
+    drawn = _function_inputs(rng)
+    for _ in range(500):
+        drawn = _function_inputs(rng)
+        s = projected_scores(drawn["x"], drawn["w_query"], drawn["w_key"])
+        if (factor := factor_of(s)) is not None:
+            return {**drawn, "w_query": np.asarray(drawn["w_query"], dtype=np.float64) * factor}
+    return drawn
+
+
+def far_past_inputs(inputs: dict) -> dict:
+    """An edge trial for the function: the largest scaled score 800, past exp()'s limit in float64 too: a softmax
+    written out in float64 (and cast back) overflows."""
+    return _scaled_function_inputs(inputs, 800, lambda s: nb01.FAR_PAST / s.max() if s.max() > 0 else None)
+
+
+def far_below_inputs(inputs: dict) -> dict:
+    """An edge trial for the function: a row of scaled scores all at or below -110 while none is above 60: a
+    softmax that subtracts a row's maximum only when it is large (or above 0) makes that row 0 / 0."""
+    def factor(s):
+        lowest = float(s.max(axis=1).min())
+        if lowest >= 0:
+            return None
+        f = 110.0 / -lowest
+        return f if float(s.max()) * f <= 60.0 else None
+
+    return _scaled_function_inputs(inputs, 110, factor)
 
 
 def _scaled_2_qk(attn_scores_2_qk, keys, **_):
@@ -364,7 +397,7 @@ def _near_limit(first: dict, scores: str) -> dict:
 PAST_LIMIT = 190.0  # far past float32's exp() limit (about 88.7)
 
 
-def _past_limit(first: dict, scores: str) -> dict:
+def _past_limit(first: dict, scores: str, top: float = PAST_LIMIT) -> dict:
     """An edge trial from the first random one whose largest score is about 190, where exp() overflows float32 (inf,
     and inf / inf is NaN): a softmax written as its formula fails, as step 2 says. The other scores of that row are
     made 0 or negative (the other words negated where they score above 0), so its mean lies at least 95 below its
@@ -380,7 +413,7 @@ def _past_limit(first: dict, scores: str) -> dict:
     if scores == "x":
         r = int(np.argmax((x * x).sum(axis=1))) if whole else JOURNEY
         x[[i for i in range(len(x)) if i != r and x[i] @ x[r] > 0]] *= -1
-        x *= np.sqrt(PAST_LIMIT / float(x[r] @ x[r]))
+        x *= np.sqrt(top / float(x[r] @ x[r]))
         if whole:
             t = next(i for i in range(len(x)) if i != r)
             x[t] *= 2.5 / (float(np.linalg.norm(x[t])) or 1.0)
@@ -392,7 +425,7 @@ def _past_limit(first: dict, scores: str) -> dict:
     x[[i for i in range(len(x)) if i not in (j, JOURNEY) and row[i] > 0]] *= -1
     x = _grid(x, 1 / 8)
     peak = float(((x[JOURNEY] @ wq0) @ (x @ wk).T).max() / np.sqrt(wk.shape[-1])) or 1.0
-    return _rebuilt(first, x=x, w_query=_grid(wq0 * (PAST_LIMIT / peak), 1 / 16), w_key=wk)
+    return _rebuilt(first, x=x, w_query=_grid(wq0 * (top / peak), 1 / 16), w_key=wk)
 
 
 def past_limit_embeddings(first: dict) -> dict:
@@ -405,8 +438,39 @@ def past_limit_query(first: dict) -> dict:
     return _past_limit(first, "qk")
 
 
+def far_past_embeddings(first: dict) -> dict:
+    """:func:`_past_limit` with the largest score near 800, past exp()'s limit in float64 too: a softmax written out
+    in float64 (and cast back) overflows."""
+    return _past_limit(first, "x", nb01.FAR_PAST - 20.0)
+
+
+def far_past_query(first: dict) -> dict:
+    """:func:`far_past_embeddings` for query 2's scaled scores against the keys."""
+    return _past_limit(first, "qk", nb01.FAR_PAST - 20.0)
+
+
+def far_below_query(first: dict) -> dict:
+    """An edge trial from the first random one whose scaled scores of query 2 all lie at or below -110 (the query
+    weights negated where its own score is above 0, the other words negated where theirs is): exp() of each is 0 in
+    float32, so a softmax that subtracts the maximum only when it is large (or above 0) gives 0 / 0."""
+    x = _grid(first["x"], 1 / 8)
+    wq = np.asarray(first.get("w_query", np.zeros((x.shape[1], D_K))), dtype=np.float64)
+    wk = _grid(first.get("w_key", np.zeros((x.shape[1], D_K))), 1 / 16)
+    row = (x[JOURNEY] @ wq) @ (x @ wk).T
+    if row[JOURNEY] > 0:
+        wq, row = -wq, -row
+    x[[i for i in range(len(x)) if i != JOURNEY and row[i] > 0]] *= -1
+    row = (x[JOURNEY] @ wq) @ (x @ wk).T / np.sqrt(wk.shape[-1])
+    if row.max() >= 0:
+        return first  # a score of exactly 0 (never seen): no such row
+    return _rebuilt(first, x=x, w_query=_grid(wq * (120.0 / -float(row.max())), 1 / 16), w_key=wk)
+
+
 past_limit_embeddings.of_first_trial = True
 past_limit_query.of_first_trial = True
+far_past_embeddings.of_first_trial = True
+far_past_query.of_first_trial = True
+far_below_query.of_first_trial = True
 
 
 def past_limit_inputs(inputs: dict) -> dict:
@@ -654,7 +718,7 @@ PART_1 = [
     _value("02.weights_2", "Weights by softmax", ("attn_weights_2",),
            _one("attn_weights_2", lambda attn_scores_2, **_: softmax(attn_scores_2)), reads=("attn_scores_2",),
            # scores up to 85: a clamp shows; up to 190: a softmax that does not subtract the maximum fails
-           edge=(journey_not_largest, near_limit_embeddings, past_limit_embeddings),
+           edge=(journey_not_largest, near_limit_embeddings, past_limit_embeddings, far_past_embeddings),
            signs={"unstable_softmax": overflow_sign(lambda attn_scores_2, **_: softmax(attn_scores_2),
                                                     lambda attn_scores_2, **_: attn_scores_2, 88.0)},
            mistakes={
@@ -726,7 +790,7 @@ PART_1 = [
            _one("attn_weights", lambda attn_scores, **_: softmax(attn_scores)), reads=("attn_scores",),
            dtype="float32",  # the next step multiplies it with the float32 x
            # scores up to 85: a clamp shows; up to 190: a softmax that does not subtract each row's maximum fails
-           edge=(near_limit_embeddings, past_limit_embeddings),
+           edge=(near_limit_embeddings, past_limit_embeddings, far_past_embeddings),
            signs={"unstable_softmax": overflow_sign(lambda attn_scores, **_: softmax(attn_scores),
                                                     lambda attn_scores, **_: attn_scores, 88.0),
                   "global_max_subtraction": global_shift_sign(lambda attn_scores, **_: softmax(attn_scores),
@@ -734,6 +798,8 @@ PART_1 = [
            mistakes={
                "softmax_wrong_axis": _one("attn_weights", lambda attn_scores, **_: softmax(attn_scores, axis=0)),
                "max_without_keepdim": _one("attn_weights", lambda attn_scores, **_: max_without_keepdim(attn_scores)),
+               "max_without_keepdim:float32": _one("attn_weights", lambda attn_scores, **_:
+                                                   max_without_keepdim_float32(attn_scores)),
                "global_softmax": _one("attn_weights", lambda attn_scores, **_: global_softmax(attn_scores)),
                "sum_normalisation": _one("attn_weights", lambda attn_scores, **_: sum_normalise(attn_scores)),
                "no_softmax": _one("attn_weights", lambda attn_scores, **_: attn_scores),
@@ -901,7 +967,7 @@ PART_2 = [
            _one("attn_weights_2_qk", _weights_2_qk), reads=("attn_scores_2_qk", "keys"),
            dtype="float32",  # the next step multiplies it with the float32 values
            # scaled scores up to 85: a clamp shows; up to 190: a softmax that does not subtract the maximum fails
-           edge=(near_limit_query, past_limit_query),
+           edge=(near_limit_query, past_limit_query, far_past_query, far_below_query),
            signs={"unstable_softmax": overflow_sign(_weights_2_qk, _scaled_2_qk, 88.0)},
            mistakes={
                "scale_by_d_v": _one("attn_weights_2_qk", lambda attn_scores_2_qk, values, **_:
@@ -980,7 +1046,7 @@ PART_2 = [
         # and scores up to 200: a softmax that does not subtract each row's own maximum fails on some rows
         # and the first trial's first word said twice: a function that merges equal rows returns fewer
         edge=(one_row("x", "w_value"), swapped_n_d_k, near_limit_inputs, past_limit_inputs, rows_reversed("x"),
-              repeated_row("x")),
+              repeated_row("x"), far_past_inputs, far_below_inputs),
         signs={"unstable_softmax": overflow_sign(attention, _projected, 88.0),
                "global_max_subtraction": global_shift_sign(attention, _projected, 87.0)},
         widths=("w_key", "w_value"),  # "any size": values wider than the keys in some trial, narrower in another

@@ -23,7 +23,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..reference import global_softmax, max_without_keepdim, one_sum, softmax, sum_normalise, sums_without_keepdim
+from ..reference import (
+    global_softmax,
+    max_without_keepdim,
+    max_without_keepdim_float32,
+    one_sum,
+    softmax,
+    sum_normalise,
+    sums_without_keepdim,
+)
 from ..spec import (
     Exercise,
     global_shift_sign,
@@ -153,6 +161,24 @@ def past_limit_scores(inputs: dict) -> dict:
     x, wq, wk, wv, rounded = nb01.past_limit_arrays(lists)
     full = _world_of(_base_of(x, wq, wk, wv), rounded[0])
     return {name: full[name] for name in inputs}
+
+
+def _lists_world(inputs: dict, arrays: tuple[np.ndarray, ...]) -> dict:
+    x, wq, wk, wv, rounded = arrays
+    full = _world_of(_base_of(x, wq, wk, wv), rounded[0])
+    return {name: full[name] for name in inputs}
+
+
+def far_past_scores(inputs: dict) -> dict:
+    """An edge replay whose largest score lies between 700 and 800 (see :func:`nb01.far_past_scores`)."""
+    lists = {name: inputs[name] for name in ("x_list", "w_query_list", "w_key_list", "w_value_list")}
+    return _lists_world(inputs, nb01._drawn_scaled(lists, int(nb01.FAR_PAST), nb01.far_factor, flip=True))
+
+
+def far_below_scores(inputs: dict) -> dict:
+    """An edge replay with a row of scores all at or below -110 (see :func:`nb01.far_below_scores`)."""
+    lists = {name: inputs[name] for name in ("x_list", "w_query_list", "w_key_list", "w_value_list")}
+    return _lists_world(inputs, nb01._drawn_scaled(lists, 110, nb01.below_factor, flip=False))
 
 
 def small_numbers(inputs: dict, d_v: int | None = None) -> dict:
@@ -440,6 +466,38 @@ def past_limit_fn_inputs(inputs: dict) -> dict:
     return {**drawn, "x": x * np.sqrt(factor), "w_query": wq}
 
 
+def _scaled_fn(inputs: dict, tag: int, factor_of) -> dict:
+    """An edge trial for the function: random inputs, x scaled by √factor (so the scores by factor) where
+    ``factor_of(scores)`` gives one (None: draw again), from a generator seeded by the trial's own inputs."""
+    rng = np.random.default_rng([int(abs(v) * 1e6) % 2**31 for v in np.ravel(inputs["x"])[:8]] + [tag])
+    drawn = fn_inputs(rng)
+    for _ in range(500):
+        drawn = fn_inputs(rng)
+        s = (drawn["x"] @ drawn["w_query"]) @ (drawn["x"] @ drawn["w_key"]).T
+        if (factor := factor_of(s)) is not None:
+            return {**drawn, "x": drawn["x"] * np.sqrt(factor)}
+    return drawn
+
+
+def far_past_fn_inputs(inputs: dict) -> dict:
+    """An edge trial for the function: the largest score 800, past exp()'s limit in float64 too: a softmax written
+    out in float64 (and cast back) overflows."""
+    return _scaled_fn(inputs, 800, lambda s: nb01.FAR_PAST / s.max() if s.max() > 0 else None)
+
+
+def far_below_fn_inputs(inputs: dict) -> dict:
+    """An edge trial for the function: a row of scores all at or below -110 while no score is above 60: a softmax
+    that subtracts a row's maximum only when it is large (or above 0) makes that row 0 / 0."""
+    def factor(s):
+        lowest = float(s.max(axis=1).min())
+        if lowest >= 0:
+            return None
+        f = 110.0 / -lowest
+        return f if float(s.max()) * f <= 60.0 else None
+
+    return _scaled_fn(inputs, 110, factor)
+
+
 def _scores_fn(x, w_query, w_key, **_):
     return (np.asarray(x, dtype=np.float64) @ w_query) @ (np.asarray(x, dtype=np.float64) @ w_key).T
 
@@ -479,6 +537,7 @@ FN_MISTAKES = {
     # a softmax written out by hand: the row sums or the row maxima without keepdim, one sum for the whole matrix
     "missing_keepdim": lambda **i: _fn(**i, normalise=sums_without_keepdim),
     "max_without_keepdim": lambda **i: _fn(**i, normalise=max_without_keepdim),
+    "max_without_keepdim:float32": lambda **i: _fn(**i, normalise=max_without_keepdim_float32),
     "sum_without_axis": lambda **i: _fn(**i, normalise=one_sum),
     "keys_reshaped": lambda **i: _fn(**i, scores=lambda q, k: q @ k.reshape(k.shape[1], k.shape[0])),
 }
@@ -757,7 +816,9 @@ register(
            reads=("attn_scores", "softmax_axis"), framework="torch", mistakes=SOFTMAX_MISTAKES,
            how={"implicit_softmax_dim": False}, dtype="float32",
            # and scores up to 200: a softmax that does not subtract each row's own maximum fails
-           edge=(large_numbers, near_limit_scores, past_limit_scores, small_numbers),  # and a token of zeros
+           # and a token of zeros; scores up to 800 and a row far below 0 (see nb01's softmax)
+           edge=(large_numbers, near_limit_scores, past_limit_scores, small_numbers, far_past_scores,
+                 far_below_scores, precise_numbers),
            signs={"unstable_softmax": overflow_sign(ref_softmax_along, nb01.scores_of, 88.0),
                   "global_max_subtraction": global_shift_sign(ref_softmax_along, nb01.scores_of, 87.0)}),
     _predict_shape("predict_weighted", "Prediction: the shape of the weighted values", "weighted_shape",
@@ -806,7 +867,7 @@ register(
         # and a token of zeros (its scores are 0: a mask of the zero scores, or a sparse softmax, drops them), and
         # small values (outputs set to 0 below a threshold show)
         edge=(one_row("x", "w_value"), large_fn_inputs, past_limit_fn_inputs, rows_reversed("x"), zero_row("x"),
-              scaled_by("w_value", 2.0 ** -10), repeated_row("x")),
+              scaled_by("w_value", 2.0 ** -10), repeated_row("x"), far_past_fn_inputs, far_below_fn_inputs),
         # scores up to 200: a softmax that does not subtract each row's own maximum fails on some rows only
         signs={"unstable_softmax": overflow_sign(ref_fn, _scores_fn, 88.0),
                "global_max_subtraction": global_shift_sign(ref_fn, _scores_fn, 87.0)},

@@ -37,6 +37,7 @@ import numpy as np
 from ..reference import (
     global_softmax,
     max_without_keepdim,
+    max_without_keepdim_float32,
     one_sum,
     projected_scores,
     scaled_scores,
@@ -412,6 +413,8 @@ WEIGHTS_MISTAKES = {
     "transposed_scores": lambda attn_scores, keys, **_: {"attn_weights": softmax(_f(attn_scores).T / _sqrt_dk(keys))},
     "max_without_keepdim": lambda attn_scores, keys, **_: {
         "attn_weights": max_without_keepdim(_f(attn_scores) / _sqrt_dk(keys))},
+    "max_without_keepdim:float32": lambda attn_scores, keys, **_: {
+        "attn_weights": max_without_keepdim_float32(_f(attn_scores) / _sqrt_dk(keys))},
     # √d_v: values.shape[-1]
     "scale_by_d_v": lambda attn_scores, values, **_: {
         "attn_weights": softmax(_f(attn_scores) / np.sqrt(np.shape(values)[-1]))},
@@ -1054,6 +1057,47 @@ def past_limit_weights(inputs: dict) -> dict:
     raise RuntimeError("no words with such scores")
 
 
+def _scaled_words(inputs: dict, tag: int, factor_of) -> dict:
+    """An edge replay: the words of a fresh draw times the whole number ``factor_of(scaled scores)`` gives (None:
+    draw again), from a generator seeded by the replay's own words."""
+    rng = np.random.default_rng([int(v) + 5 for v in np.ravel(inputs["word_1"])] + [tag])
+    for _ in range(4000):
+        base = world(rng, widths=True)
+        words, wq, wk = (np.asarray(base[n]) for n in ("x", "w_query", "w_key"))
+        s = (words @ wq) @ (words @ wk).T / np.sqrt(wk.shape[-1])
+        if (factor := factor_of(s)) is not None:
+            full = _world_from(words * factor, wq, wk, np.asarray(base["w_value"]))
+            return {name: full[name] for name in inputs}
+    raise RuntimeError("no words with such scores")
+
+
+def _far_past_factor(s: np.ndarray) -> int | None:
+    if s.max() <= 0:
+        return None
+    factor = int(np.floor(np.sqrt(nb01.FAR_PAST / s.max())))
+    return factor if factor >= 1 and s.max() * factor**2 >= 700.0 else None
+
+
+def _far_below_factor(s: np.ndarray) -> int | None:
+    lowest = float(s.max(axis=1).min())
+    if lowest >= 0:
+        return None
+    factor = int(np.ceil(np.sqrt(110.0 / -lowest)))
+    return factor if s.max() * factor**2 <= 60.0 else None
+
+
+def far_past_weights(inputs: dict) -> dict:
+    """An edge replay whose largest scaled score lies between 700 and 800, past exp()'s limit in float64 too: a
+    softmax written out in float64 (and cast back) overflows."""
+    return _scaled_words(inputs, 800, _far_past_factor)
+
+
+def far_below_weights(inputs: dict) -> dict:
+    """An edge replay with a row of scaled scores all at or below -110 while none is above 60: a softmax that
+    subtracts a row's maximum only when it is large (or above 0) makes that row 0 / 0."""
+    return _scaled_words(inputs, 110, _far_below_factor)
+
+
 def _scaled_scores_of(attn_scores, keys, **_):
     return _f(attn_scores) / _sqrt_dk(keys)
 
@@ -1134,7 +1178,8 @@ def _exercises() -> list[Exercise]:
               independent=("attn_weights_1",),
               mistakes=WEIGHTS_MISTAKES, hints=WEIGHTS_HINTS, dtype="float32", widths=True,
               # scaled scores up to 86: a clamp shows; up to 200: a softmax without each row's maximum fails
-              edge=(narrow_keys, near_limit_weights, past_limit_weights), **TIGHT,
+              edge=(narrow_keys, near_limit_weights, past_limit_weights, far_past_weights, far_below_weights),
+              **TIGHT,
               signs={"unstable_softmax": overflow_sign(ref_weights, _scaled_scores_of, 88.0),
                      "global_max_subtraction": global_shift_sign(ref_weights, _scaled_scores_of, 87.0,
                                                                  atol=TIGHT["atol"])}),

@@ -695,6 +695,9 @@ register(
         # and scores up to 30: weights from 1 down to about 1e-13, which a threshold on the small ones cuts
         edge=(one_row("x", "w_value"), rows_reversed("x"), large_scores(x="x"), large_scores(x="x", top=30.0)),
         signs={"unstable_softmax": overflow_sign(ref_self_attention, _xw_scores, 709.0)},  # float64
+        # float64 all the way: the outputs are right to far more than 1e-6, so weights below 1e-6 set to 0 inside,
+        # or a constant added to every exponential, show on every draw
+        rtol=1e-8, atol=1e-12,
         widths=("w_key", "w_value"),  # "any widths": values wider than the keys in some trial, narrower in another
         points=2,
         depends_on=("05.softmax",),

@@ -612,10 +612,11 @@ register(
             "multiply q by k with its last two axes swapped.",
             "softmax_wrong_axis": "Your softmax normalised over the queries (axis -2). Each query's weights over "
             "the keys must sum to 1: the keys are the last axis.",
-            "unstable_softmax": "Your softmax takes exp of the scores themselves, without subtracting each row's "
-            "maximum. In float32, exp overflows to inf above about 88.7, and inf / inf is NaN: a query whose scores "
-            "reach 100 gets a row of NaN. Subtract each row's maximum (keepdim=True) before torch.exp, or use "
-            "torch.softmax, which does it for you.",
+            "unstable_softmax": "Your softmax does not subtract each row's maximum before torch.exp (it takes exp of "
+            "the scores themselves, or of the scores minus a smaller number, such as the row's minimum or mean). In "
+            "float32, exp overflows to inf above about 88.7, and inf / inf is NaN: a query whose scores reach 100 "
+            "above what you subtract gets a row of NaN. Subtract each row's maximum (keepdim=True) before torch.exp, "
+            "or use torch.softmax, which does it for you.",
             "softmax_over_heads": "Your softmax ran over axis 1: right for the (n, n) scores of the earlier "
             "notebooks, but here axis 1 holds the heads. Each query's weights over the keys must sum to 1: "
             "normalise over the last axis (dim=-1), whatever comes in front of it.",

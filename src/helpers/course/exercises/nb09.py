@@ -472,6 +472,20 @@ def _one_source_token(first: dict) -> dict:
 _one_source_token.of_first_trial = True
 
 
+def _other_lengths(first: dict) -> dict:
+    """An edge trial from the first random one: the same shapes with other lengths (each sentence's length moved
+    along the batch, or one shorter): a mask kept from an earlier call of the same shapes shows."""
+    lengths = np.asarray(first["enc_lengths"])
+    n_k = np.shape(first["k"])[1]
+    other = np.roll(lengths, 1)
+    if np.array_equal(other, lengths):
+        other = np.where(lengths > 1, lengths - 1, np.minimum(lengths + 1, n_k))
+    return {**first, "enc_lengths": other.astype(lengths.dtype)}
+
+
+_other_lengths.of_first_trial = True
+
+
 def _heads_and_zero_key(first: dict) -> dict:
     """An edge trial from the first random one: its batch made a heads axis, (1, heads, …, d), as a model's
     layers call it (a transpose of axes 1 and 2 instead of the last two shows); and the first key all zeros, so that
@@ -877,7 +891,7 @@ def _exercises() -> list[Exercise]:
     padded = {"inputs": padded_inputs, "reference": ref_padded, "mistakes": PADDED_MISTAKES,
               # and scores up to 200 in the first sentence: a softmax without each row's maximum fails
               "edge": (loud_padding, _louder("q", _qk), _one_source_token, _real_zero_key,
-                       _past_limit("q", _qk, quiet_padding=True)),
+                       _past_limit("q", _qk, quiet_padding=True), _other_lengths),
               "signs": {"padding_penalty_on_real_keys": _penalty_on_real_keys,
                         "padding_masked_late": _padding_masked_late,
                         "unstable_softmax": overflow_sign(ref_padded, _scores_of(_visible_padded), 88.0),

@@ -126,18 +126,21 @@ def ref_layer(**names):
 
 
 def loud_layer(inputs: dict) -> dict:
-    """An edge replay: the inputs scaled up (8 times at least) until the largest score a query can see is 200, and
-    the outputs a few tens: a softmax written out without its maximum overflows (exp() of anything above about 88.7
-    is inf in float32), and outputs clamped to a "safe" range show."""
-    x = np.asarray(inputs["x_demo"], dtype=np.float64)
+    """An edge replay: the inputs 8 times larger (outputs of a few tens: outputs clamped to a "safe" range show) and,
+    where that leaves the largest score a query can see below 200, the query weights scaled up to make it 200: a
+    softmax written out without its maximum overflows (exp() of anything above about 88.7 is inf in float32). The
+    values grow only with the inputs, so a right float32 answer stays as exact as on the other trials."""
+    x = 8.0 * np.asarray(inputs["x_demo"], dtype=np.float64)
+    wq = np.asarray(inputs["w_query"], dtype=np.float64)
     heads = int(inputs["num_heads"])
-    q = split_heads(x @ np.asarray(inputs["w_query"], dtype=np.float64), heads, False)
+    q = split_heads(x @ wq, heads, False)
     k = split_heads(x @ np.asarray(inputs["w_key"], dtype=np.float64), heads, False)
     s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
     n = s.shape[-1]
     visible = float(np.where(np.tril(np.ones((n, n), dtype=bool)), s, -np.inf).max())
-    factor = max(8.0, float(np.sqrt(200.0 / visible))) if visible > 0 else 8.0
-    names = {**inputs, "x_demo": factor * x}
+    if 0 < visible < 200.0:
+        wq = wq * (200.0 / visible)
+    names = {**inputs, "x_demo": x, "w_query": wq}
     names |= ref_layer(**names)
     return {n: names[n] for n in inputs}
 
@@ -912,7 +915,9 @@ def _exercises() -> list[Exercise]:
             given_as=MODEL_GIVEN,
             # longer than the notebook's table: positions wrapped or cut at 8 show; logits of ±50: a clamp shows
             edge=(long_sequence, large_logits),
-            atol=1e-5,
+            # a right float32 forward (a gather, a tensordot, in another order) is off by up to about 3e-5 in a
+            # logit near 0 among logits of ±50: absolute differences up to 1e-4 are rounding
+            atol=1e-4,
             points=2,
             **common,
         ),
