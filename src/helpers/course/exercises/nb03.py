@@ -828,9 +828,9 @@ register(
            how={"loop": False}, dtype="float32",
            # three decimals too: values sent through float16 show; one token: a squeeze shows
            edge=(large_numbers, precise_numbers, one_token),
-           hints={"not_as_asked": "Your numbers are right, but your cell loops over the queries. This step is about "
-                  "broadcasting: one product of two tensors, one of them given a new axis, makes every weighted "
-                  "value at once."}),
+           hints={"not_as_asked": "Your numbers are right, but your cell goes through a loop (over the queries, "
+                  "the tokens or the features). This step is about broadcasting: one product of two tensors, one of "
+                  "them given a new axis, makes every weighted value at once."}),
     _predict_axis("predict_sum", "Prediction: the axis of the sum", "sum_axis",
                   {"sum_wrong_axis": _axis("sum_axis", 0), "sum_over_features": _axis("sum_axis", 2)}, ndim=3),
     _value("outputs", "The outputs", ("outputs",), ref_outputs, reads=("weighted_values", "sum_axis"),
