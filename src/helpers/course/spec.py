@@ -2717,7 +2717,7 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
             break
     if len(answers) < len(plan.inputs) and fail is None:
         fail = f"`{ex.answers[0]}` was not called on every input."
-    if fail is not None and record.get("keeps_by_identity") is True:  # its wrong numbers are old answers
+    if fail is not None and record.get("keeps_by_identity") is True:  # its wrong numbers are answers kept before
         return _overwritten_problem(ex, record)  # type: ignore[return-value]
     if fail is None and record.get("models_read"):  # right here only because the notebook's model is the one given
         return _fail(ex, "reads_globals", _reads_globals(ex, record, "so it trains or runs that model whatever "
@@ -2742,7 +2742,9 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
                       _dtype_problem(ex, record.get("facts") or {}),
                       _float32_precision_problem(ex, list(zip(answers, plan.inputs))),
                       _rounded_within_tolerance(ex, list(zip(answers, plan.inputs))),
-                      _mutation_problem(ex, record), _overwritten_problem(ex, record), _probe_problem(ex, plan, record),
+                      _mutation_problem(ex, record),
+                      _overwritten_problem(ex, record),
+                      _probe_problem(ex, plan, record),
                       _grad_problem(ex, record)):
             if check is not None:
                 return check

@@ -2029,8 +2029,9 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
         record["result_overwritten"] = _overwritten(results, copies)
         # a result kept for the very objects it was given (a cache keyed by id()): the last trial's arrays changed in
         # place and handed in again give the old result, where new arrays of the same numbers give another
-        if plan.get("trials") and framework in ("numpy", "torch"):
-            record["keeps_by_identity"] = _keeps_by_identity(fn, args, plan["trials"][-1], framework)
+        if plan.get("trials") and framework in ("numpy", "torch") and results:
+            record["keeps_by_identity"] = _keeps_by_identity(fn, args, record["answers"][-1][name],
+                                                             plan["trials"][-1], framework)
         # a function that uses what the step rules out (another library) is not measured: that comes first
         record["probes"] = {} if record.get("forbidden") else _probes(plan, fn, name, framework)
         if plan.get("keeps_grad") and framework == "torch" and plan.get("trials") and plan.get("module"):
@@ -2068,33 +2069,31 @@ def _doubled(value: Any, framework: str | None) -> Any:
     return to_framework(value, framework)
 
 
-def _keeps_by_identity(fn: Callable[..., Any], args: Mapping[str, Any], trial: Mapping[str, Any],
+def _keeps_by_identity(fn: Callable[..., Any], args: Mapping[str, Any], before: np.ndarray, trial: Mapping[str, Any],
                        framework: str | None) -> bool:
-    """Does ``fn``, called on the objects ``args`` (the last trial's, already handed to it) after their float
-    arrays are doubled in place, give another result than on new objects holding the same doubled numbers, which
-    it answers alike twice (a function that answers new objects alike is deterministic, so the difference is an
-    answer kept for an object it saw: a cache keyed by `id(...)`)?"""
+    """Does ``fn`` keep answers for the objects it is handed (a cache keyed by `id(...)` or by an array's memory
+    address)? Called on the last trial's arrays doubled in place, it gives back exactly what it returned for them
+    before (``before``), while new arrays holding the same doubled numbers get another answer."""
     try:
         with _quiet():
-            fresh = [to_array(fn(*{k: _doubled(v, framework) for k, v in trial.items()}.values()), "r", finite=False)
-                     for _ in range(2)]
-            if fresh[0].shape != fresh[1].shape or not np.array_equal(fresh[0], fresh[1], equal_nan=True):
-                return False  # it answers alike inputs differently (it draws, or it changes state): not this
-            doubled = False
-            for value in args.values():
-                if isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.flags.writeable:
-                    value *= 2.0
-                    doubled = True
-                elif type(value).__module__.startswith("torch") and getattr(value, "is_floating_point", None) \
-                        and value.is_floating_point():
-                    import torch
-                    with torch.no_grad():
-                        value.mul_(2.0)
-                    doubled = True
-            if not doubled:
-                return False
-            same = to_array(fn(*args.values()), "r", finite=False)
-        return same.shape != fresh[0].shape or not np.allclose(same, fresh[0], rtol=1e-6, atol=1e-9, equal_nan=True)
+            fresh = to_array(fn(*{k: _doubled(v, framework) for k, v in trial.items()}.values()), "r", finite=False)
+        doubled = False
+        for value in args.values():
+            if isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.flags.writeable:
+                value *= 2.0
+                doubled = True
+            elif type(value).__module__.startswith("torch") and getattr(value, "is_floating_point", None) \
+                    and value.is_floating_point() and not value.requires_grad:
+                import torch
+                with torch.no_grad():
+                    value.mul_(2.0)
+                doubled = True
+        if not doubled:
+            return False
+        with _quiet():
+            again = to_array(fn(*args.values()), "r", finite=False)
+        return again.shape == before.shape and bool(np.array_equal(again, before, equal_nan=True)) and not (
+            fresh.shape == again.shape and np.array_equal(fresh, again, equal_nan=True))
     except BaseException as exc:  # noqa: BLE001 — the student's function on other numbers: anything can happen
         if isinstance(exc, KeyboardInterrupt):
             raise
