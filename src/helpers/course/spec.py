@@ -903,10 +903,17 @@ def _fail(ex: Exercise, code: str, message: str | None = None, note: str = "") -
 def _framework_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
     if not ex.framework:
         return None
+    if ex.framework == "numpy" and (matrix := [n for n, m in (facts.get("matrix") or {}).items() if m]):
+        label = f"`{matrix[0]}`" if ex.kind == "value" else f"`{matrix[0]}(...)`"
+        return _fail(ex, "wrong_framework",
+                     f"{label} is an np.matrix, not an ordinary NumPy array: for a matrix `*` and `**` are matrix "
+                     "products and every result stays two-dimensional, so the code built on it computes something "
+                     "else. Return an array (np.asarray(...), and no np.matrix / np.asmatrix on the way).")
     for name, fw in (facts.get("framework") or {}).items():
         dtype = str((facts.get("dtype") or {}).get(name))
-        if ex.framework == "python" and fw == "numpy" and ("int" in dtype or dtype == "float64"):
-            continue  # a NumPy integer or float64 (np.prod's) is a number too; a float32 one is not exact
+        if ex.framework == "python" and fw == "numpy" and ("int" in dtype or dtype in ("float64", "float")):
+            continue  # a NumPy integer or float64 (np.prod's; a float as Python sees it) is a number too; a float32
+            # one is not exact
         container = (facts.get("container") or {}).get(name)
         rows = container and str(container[0]) == "list" and (facts.get("items") or {}).get(name) in (
             "numpy", "torch", "tensorflow")
@@ -2132,7 +2139,8 @@ def _diagnose(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]], 
         if ok and informative:
             matches[code] = frozenset(informative)
     best = [c for c, seen in matches.items() if not any(seen < other for other in matches.values())]
-    return best[0] if len(best) == 1 else None
+    # (two forms of one mistake, `code` and `code:float32`, that both explain the answer name it once)
+    return best[0] if len({code_of(c) for c in best}) == 1 else None
 
 
 def _nearly_right(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> bool:

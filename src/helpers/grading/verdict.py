@@ -186,6 +186,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                        "dtype": _text_map(facts.get("dtype"), answers_names, "the dtypes"),
                        "items": _text_map(facts.get("items"), answers_names, "the entries' frameworks"),
                        "grad": _bool_map(facts.get("grad"), answers_names, "the answers' gradients"),
+                       "matrix": _bool_map(facts.get("matrix"), answers_names, "the answers' matrix types"),
                        "container": _containers(facts.get("container"), answers_names),
                        "inputs": _text_map(facts.get("inputs"), starts_from, "the inputs' frameworks"),
                        "input_dtypes": _text_map(facts.get("input_dtypes"), starts_from, "the inputs' dtypes"),

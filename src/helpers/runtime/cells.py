@@ -632,9 +632,18 @@ def module_changes(source: str, root: str) -> list[str]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and rooted(node.func.value) \
                 and (node.func.attr.endswith("_") and not node.func.attr.startswith("_")
                      or node.func.attr in _CHANGING_METHODS and isinstance(node.func.value, ast.Name)) \
-                and node.func.attr not in _MODE_METHODS:  # a module's .half() or .to() changes it in place
+                and node.func.attr not in _MODE_METHODS and not _sets_mode_only(node):  # .half(), .to() change it
             found.append(ast.unparse(node)[:80])
     return found[:3]
+
+
+def _sets_mode_only(call: ast.Call) -> bool:
+    """``model.apply(lambda m: m.eval())``: every submodule's mode set, which ``model.eval()`` does as well."""
+    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "apply" and len(call.args) == 1
+            and isinstance(call.args[0], ast.Lambda)):
+        return False
+    body = call.args[0].body
+    return isinstance(body, ast.Call) and isinstance(body.func, ast.Attribute) and body.func.attr in ("eval", "train")
 
 
 def _same_copy(value: ast.AST, targets: Sequence[ast.AST]) -> bool:

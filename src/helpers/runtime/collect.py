@@ -611,7 +611,9 @@ def _facts(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             # a tuple or list where one tensor is asked for: its kind and length, so the message can say so
             "container": {n: [type(v).__name__, len(v)] for n, v in values.items() if type(v) in (list, tuple)},
             "grad": {n: bool(v.requires_grad) for n, v in values.items()
-                     if framework_of(v) == "torch" and hasattr(v, "requires_grad")}}
+                     if framework_of(v) == "torch" and hasattr(v, "requires_grad")},
+            # NumPy's matrix class, whose * and ** are matrix products
+            "matrix": {n: True for n, v in values.items() if isinstance(v, np.matrix)}}
 
 
 def _items_framework(value: Any) -> str | None:
@@ -927,8 +929,8 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
         made = [n for n in answers if n in namespace]
         names = ", ".join(f"`{n}`" for n in missing[:4]) + (" …" if len(missing) > 4 else "")
         return _error("partly_done", f"Your cell defines {len(made)} of the {len(answers)} names this step makes, "
-                                     f"but not {names}: a loop that stops one short (`range(1, n)` where the words "
-                                     "go up to n), or a name left out. Make every one of them and run the cell again.")
+                                     f"but not {names}. Make every one of them, with the names the step gives, and "
+                                     "run the cell again.")
     for name in answers:
         if name not in namespace:
             return _error("not_done", f"`{name}` is not defined yet. Fill in the TO-DO cell above and run it.")

@@ -767,7 +767,8 @@ PART_1 = [
            # words: the TO-DO names "the (6, 6) matrix", and a buffer of that size is what it asks for
            dtype="float32"),
     _value("02.scores", "All scores, by one matrix product", ("attn_scores",),
-           _one("attn_scores", lambda x, **_: x @ x.T), reads=("x",), independent=("attn_scores_loop",),
+           # (and step 1's row of "journey" from another draw: a row copied from it shows)
+           _one("attn_scores", lambda x, **_: x @ x.T), reads=("x",), independent=("attn_scores_loop", "attn_scores_2"),
            how={"matmul": True, "loop": False}, not_with=("attn_scores_loop",),  # "by one matrix product"
            mistakes={
                "elementwise_product": _one("attn_scores", lambda x, **_: x * x),
@@ -788,6 +789,7 @@ PART_1 = [
            }),
     _value("02.weights", "All attention weights", ("attn_weights",),
            _one("attn_weights", lambda attn_scores, **_: softmax(attn_scores)), reads=("attn_scores",),
+           independent=("attn_weights_2",),  # step 2's row of "journey" from another draw: a row copied shows
            dtype="float32",  # the next step multiplies it with the float32 x
            # scores up to 85: a clamp shows; up to 190: a softmax that does not subtract each row's maximum fails
            edge=(near_limit_embeddings, past_limit_embeddings, far_past_embeddings),
@@ -823,6 +825,7 @@ PART_1 = [
     _value("02.context_all", "All context vectors", ("outputs",),
            _one("outputs", lambda attn_weights, x, **_: attn_weights @ x),
            reads=("attn_weights", "x"),
+           independent=("context_vec_2_simple",),  # step 3's context vector from another draw: a copied row shows
            how={"matmul": True, "loop": False},  # "with one matrix product"
            mistakes={
                "softmax_wrong_axis": _one("outputs", lambda attn_weights, x, **_: attn_weights.T @ x),
@@ -947,6 +950,7 @@ PART_2 = [
            }),
     _value("02.scores_2_qk", "The scores of query 2 against all keys", ("attn_scores_2_qk",),
            _one("attn_scores_2_qk", lambda query_2, keys, **_: query_2 @ keys.T), reads=("query_2", "keys"),
+           independent=("attn_score_22",),  # step 8's one score from another draw: an entry copied from it shows
            how={"loop": False},
            mistakes={
                "elementwise_product": _one("attn_scores_2_qk", lambda query_2, keys, **_: query_2 * keys),

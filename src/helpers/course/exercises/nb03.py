@@ -711,9 +711,16 @@ HINTS = {
 def _value(name, title, answers, reference, inputs=None, hints=None, **kw):
     if "predicts" not in kw:
         kw.setdefault("edge", large_numbers)  # numbers far above the notebook's: a clamp at its largest shows
+        # the figures' numbers (`given`, from the lists) are there to compare with, not to copy: a step computes
+        # from the tensors of the steps before it
+        kw.setdefault("not_with", ("given",))
+    own = {} if "predicts" in kw else {
+        "not_as_asked:not_with": "Your cell takes numbers from {names}, the figures' numbers (made from the lists "
+        "by the course's drawing helper): they are there to compare with, not to copy. Compute this step from the "
+        "tensors of the steps before it, so that it follows them when they change."}
     return Exercise(f"03.{name}", notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
-                    inputs=inputs or upstream_of(world, answers[0]), hints={**HINTS.get(name, {}), **(hints or {})},
-                    **kw)
+                    inputs=inputs or upstream_of(world, answers[0]),
+                    hints={**own, **HINTS.get(name, {}), **(hints or {})}, **kw)
 
 
 _COMPUTED_SHAPE = ("Your cell computes the result and reads its shape off it: this step asks you to predict the "

@@ -598,6 +598,18 @@ def fn_inputs(rng: np.random.Generator | None = None) -> dict:
     return {"q": rng.normal(size=(n, d_k)), "k": rng.normal(size=(n, d_k)), "v": rng.normal(size=(n, d_v))}
 
 
+def many_words(first: dict) -> dict:
+    """An edge trial from the first random one: 13 words (the other trials have 8 at most), from a generator seeded
+    by its shapes: attention that keeps only each query's few best keys (a top-k of 8) shows."""
+    q, v = np.asarray(first["q"]), np.asarray(first["v"])
+    rng = np.random.default_rng([*q.shape, v.shape[-1], 13])
+    return {"q": rng.normal(size=(13, q.shape[-1])), "k": rng.normal(size=(13, q.shape[-1])),
+            "v": rng.normal(size=(13, v.shape[-1]))}
+
+
+many_words.of_first_trial = True
+
+
 def _attend(q, k, v, scale=None, transpose=False, axis=-1, normalise=softmax, after=1.0):
     scores = k @ q.T if transpose else q @ k.T
     return normalise(scores / (np.sqrt(k.shape[-1]) if scale is None else scale), axis=axis) / after @ v
@@ -1216,7 +1228,7 @@ def _exercises() -> list[Exercise]:
             # one query, values of width 1: the answer is (1, 1), not squeezed; scores of 800: a softmax without
             # each row's maximum overflows
             # and a key of zeros (its scores are 0: a mask made from the scores' values hides it)
-            edge=(one_row("q", "v"), large_scores(), zero_row("k")),
+            edge=(one_row("q", "v"), large_scores(), zero_row("k"), many_words),  # and 13 words: a top-8 shows
             signs={"unstable_softmax": overflow_sign(ref_scaled_attention, _qk_scores, 88.0)},  # float32
             widths=("k", "v"),  # "any n, d_k and d_v": values wider than the keys in some trial, narrower in another
             points=2,

@@ -503,7 +503,12 @@ def wide_keys(first: dict) -> dict:
     fixed 2."""
     keys = np.asarray(first["keys"], dtype=float)
     width = 12 if keys.shape[-1] < 12 else 2 * keys.shape[-1] + 1
-    return {**first, "keys": np.concatenate([keys, np.zeros((*keys.shape[:-1], width - keys.shape[-1]))], axis=-1)}
+    out = {**first}
+    for name in ("keys", "queries"):  # both padded alike: queries @ keys.T is still the scores
+        if name in first:
+            a = np.asarray(first[name], dtype=float)
+            out[name] = np.concatenate([a, np.zeros((*a.shape[:-1], width - a.shape[-1]))], axis=-1)
+    return out
 
 
 wide_keys.of_first_trial = True

@@ -450,6 +450,18 @@ def _batch_of_one(inputs: dict) -> dict:
     return {**inputs, "x_dec": np.asarray(inputs["x_dec"])[:1], "x_enc": np.asarray(inputs["x_enc"])[:1]}
 
 
+def _zero_source_token(first: dict) -> dict:
+    """An edge trial from the first random one: every sentence's first source token a vector of zeros (its key and
+    value are zeros: it scores 0 with every query). Nothing is padded in this step: a mask that hides the source
+    tokens of zeros hides a real token."""
+    x = np.array(first["x_enc"], dtype=np.float64)
+    x[..., 0, :] = 0.0
+    return {**first, "x_enc": x}
+
+
+_zero_source_token.of_first_trial = True
+
+
 def _real_zero_key(first: dict) -> dict:
     """An edge trial from the first random one: every source's first key (always a real token) all zeros, so that it
     scores exactly 0 with every query: a mask made from the scores' values (`scores == 0` hidden, as padding that
@@ -909,7 +921,7 @@ def _exercises() -> list[Exercise]:
                  # and values 64 times larger (outputs of about 50): outputs clamped to a "safe" range show
                  # and scores up to 200 in the first sentence: a softmax without each row's maximum fails
                  edge=(_batch_of_one, _louder("w_query", _cross_scores), _without_batch("x_dec", "x_enc"),
-                       scaled_by("w_value", 64.0), _past_limit("x_dec", _cross_scores)),
+                       scaled_by("w_value", 64.0), _past_limit("x_dec", _cross_scores), _zero_source_token),
                  signs={"unstable_softmax": overflow_sign(ref_cross, _scores_of(_cross_scores), 88.0),
                         "global_max_subtraction": global_shift_sign(ref_cross, _scores_of(_cross_scores), 87.0)},
                  explains=scale_explains(CROSS_OTHER_SCALE), **own, **torch_),

@@ -472,6 +472,18 @@ def answers_off_rule(inputs: dict) -> dict:
     return {**inputs, "tokens": tokens}
 
 
+def tied_logits(first: dict) -> dict:
+    """An edge trial from the first random one: every logit of the first sequence 0, so every guess there is a tie,
+    which the argmax settles on token 0: an answer that counts a guess right whenever the answer's logit equals the
+    largest counts every tie right."""
+    logits = np.array(first["logits"], dtype=float)
+    logits[0] = 0.0
+    return {**first, "logits": logits}
+
+
+tied_logits.of_first_trial = True
+
+
 def separator_loudest(first: dict) -> dict:
     """An edge trial from the first random one: at every sequence's first answer guess, the separator's logit the
     largest and the right token's the second: that guess is wrong (the model guesses the separator). An argmax over
@@ -882,7 +894,9 @@ def _exercises() -> list[Exercise]:
                     Probe("module_grad", lambda rng: {"x": _attention_example(None)["x_demo"]}, lambda inputs: 0,
                           "gradient_cut")),
             given_as=ATTENTION_GIVEN,
-            atol=1e-5,
+            # outputs of a few tens on the loud trial: a right float32 layer (heads flattened for bmm, in another
+            # order) is off by up to about 6e-5 in an entry near 0 there
+            atol=1e-4,
             **common,
         ),
         Exercise(
@@ -972,7 +986,7 @@ def _exercises() -> list[Exercise]:
             answers=("answer_accuracy",),
             kind="function",
             inputs=accuracy_inputs,
-            edge=(answers_off_rule, one_digit, separator_loudest),
+            edge=(answers_off_rule, one_digit, separator_loudest, tied_logits),
             reference=ref_accuracy,
             mistakes=ACCURACY_MISTAKES,
             signs=ACCURACY_SIGNS,
