@@ -1419,7 +1419,7 @@ def _budget_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
 
 
 def _overwritten_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
-    if record.get("keeps_by_identity") is True:
+    if record.get("keeps_by_identity") is True and not record.get("mutated"):
         return _fail(ex, "stale_value",
                      f"`{ex.answers[0]}` gives back an answer it kept for the very array it was handed before: called "
                      "again on that array after its numbers changed (in place), it returned the old answer, while a "
@@ -2725,7 +2725,8 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
             break
     if len(answers) < len(plan.inputs) and fail is None:
         fail = f"`{ex.answers[0]}` was not called on every input."
-    if fail is not None and record.get("keeps_by_identity") is True:  # its wrong numbers are answers kept before
+    if fail is not None and record.get("keeps_by_identity") is True and not record.get("mutated"):
+        # its wrong numbers are answers kept from before (a function that changes its inputs in place is told that)
         return _overwritten_problem(ex, record)  # type: ignore[return-value]
     if fail is None and record.get("models_read"):  # right here only because the notebook's model is the one given
         return _fail(ex, "reads_globals", _reads_globals(ex, record, "so it trains or runs that model whatever "

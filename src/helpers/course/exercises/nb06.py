@@ -207,6 +207,20 @@ def padded_inputs(rng=None) -> dict:
     return inp
 
 
+def long_padded(first: dict) -> dict:
+    """An edge trial from the first random one's widths: two sentences padded to 300 tokens, of 260 and 300 (the
+    other trials have at most 7): lengths kept in uint8 or int8 (which wrap at 256 and 128) show. From a generator
+    seeded by the first trial's shapes."""
+    q, v = np.asarray(first["q"]), np.asarray(first["v"])
+    rng = np.random.default_rng([*q.shape, v.shape[-1], 300])
+    d, d_v = q.shape[-1], v.shape[-1]
+    return {"q": rng.normal(size=(2, 300, d)), "k": rng.normal(size=(2, 300, d)), "v": rng.normal(size=(2, 300, d_v)),
+            "lengths": np.array([260, 300], dtype=np.asarray(first["lengths"]).dtype)}
+
+
+long_padded.of_first_trial = True
+
+
 def real_zero_key(first: dict) -> dict:
     """An edge trial from the first random one: every sentence's first key (always a real token) all zeros, so it
     scores exactly 0 with every query: a mask that also hides the keys of zeros (as the notebook's padding is) hides
@@ -987,7 +1001,10 @@ def _exercises() -> list[Exercise]:
               # and a hidden key far louder than the first query's own: the future hidden after the softmax shows
               # and a sequence of 33 tokens: a mask of a fixed length cut to the sequence shows
               "edge": (causal_edge, far_below, loud_future, long_sequence, loud_pair), "signs": CAUSAL_SIGNS,
-              "explains": scale_explains(CAUSAL_OTHER_SCALE)}
+              "explains": scale_explains(CAUSAL_OTHER_SCALE),
+              # a softmax written exp(s − logsumexp(s)) is right, but in float32 its exponents near −5000 (the far
+              # query's row) keep only about 4 digits: weights within 1e-3 of the right ones
+              "rtol": 1e-3}
     mha = {"inputs": mha_inputs, "reference": ref_mha, "mistakes": MHA_MISTAKES, "atol": 1e-5,
            "edge": loud_head,  # one head's scores 150, the others' a few units: a max over the heads shows
            "hints": {"missing_scale": MHA_SCALE_HINT, "scale_by_d_model": MHA_D_MODEL_HINT,
@@ -1019,7 +1036,7 @@ def _exercises() -> list[Exercise]:
             # −5000: a finite fill above that gives the padded keys its weight
             # and a real key of zeros: a mask by value shows
             # and padding that scores far above the words: the padding hidden after the softmax shows
-            edge=(large_scores, far_below, real_zero_key, loud_padding),
+            edge=(large_scores, far_below, real_zero_key, loud_padding, long_padded),
             signs={"mask_fill_too_small": _padded_fill_leaks},
             # a softmax written exp(s − logsumexp(s)) is right, but in float32 its exponents near −5000 (the far
             # query's row) keep only about 4 digits: weights within 1e-3 of the right ones
