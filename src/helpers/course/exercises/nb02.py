@@ -196,12 +196,6 @@ def _scaled_function_inputs(inputs: dict, tag: int, factor_of) -> dict:
     return drawn
 
 
-def far_past_inputs(inputs: dict) -> dict:
-    """An edge trial for the function: the largest scaled score 800, past exp()'s limit in float64 too: a softmax
-    written out in float64 (and cast back) overflows."""
-    return _scaled_function_inputs(inputs, 800, lambda s: nb01.FAR_PAST / s.max() if s.max() > 0 else None)
-
-
 def far_below_inputs(inputs: dict) -> dict:
     """An edge trial for the function: a row of scaled scores all at or below -110 while none is above 60: a
     softmax that subtracts a row's maximum only when it is large (or above 0) makes that row 0 / 0."""
@@ -1049,8 +1043,10 @@ PART_2 = [
         # and the first trial's tokens in reverse order (the same shapes): a result kept by shape shows
         # and scores up to 200: a softmax that does not subtract each row's own maximum fails on some rows
         # and the first trial's first word said twice: a function that merges equal rows returns fewer
+        # (no trial of scores near 800 for the function: its random float inputs, rounded to float32, leave a right
+        # float32 answer outside the tolerance there on some draws)
         edge=(one_row("x", "w_value"), swapped_n_d_k, near_limit_inputs, past_limit_inputs, rows_reversed("x"),
-              repeated_row("x"), far_past_inputs, far_below_inputs),
+              repeated_row("x"), far_below_inputs),
         signs={"unstable_softmax": overflow_sign(attention, _projected, 88.0),
                "global_max_subtraction": global_shift_sign(attention, _projected, 87.0)},
         widths=("w_key", "w_value"),  # "any size": values wider than the keys in some trial, narrower in another
