@@ -3162,6 +3162,16 @@ def large_scores(q: str = "q", k: str = "k", *, x: str | None = None, w_query: s
     return edge
 
 
+def _answer_and_reference(answer: Arrays, reference: Callable[..., Any],
+                          inputs: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray] | None:
+    """A one-answer step's answer and the reference's, as float64 arrays (None for an answer of several names)."""
+    if len(answer) != 1:
+        return None
+    (got,) = (np.asarray(v, dtype=np.float64) for v in answer.values())
+    want = reference(**inputs)
+    return got, np.asarray(next(iter(want.values())) if isinstance(want, Mapping) else want, dtype=np.float64)
+
+
 def overflow_sign(reference: Callable[..., Any], scores: Callable[..., np.ndarray],
                   limit: float) -> Callable[[Arrays, Mapping[str, Any]], bool]:
     """A sign of ``unstable_softmax``: NaN or inf in the answer only on rows whose scaled scores (``scores(**inputs)``)
@@ -3169,11 +3179,9 @@ def overflow_sign(reference: Callable[..., Any], scores: Callable[..., np.ndarra
     than it, or lie all far below 0 (more than ``limit`` + 16: exp() of each is 0), where the right answer is
     finite, and every other row right."""
     def sign(answer: Arrays, inputs: Mapping[str, Any]) -> bool:
-        if len(answer) != 1:
+        if (pair := _answer_and_reference(answer, reference, inputs)) is None:
             return False
-        (got,) = (np.asarray(v, dtype=np.float64) for v in answer.values())
-        want = reference(**inputs)
-        want = np.asarray(next(iter(want.values())) if isinstance(want, Mapping) else want, dtype=np.float64)
+        got, want = pair
         if got.shape != want.shape or got.ndim < 1 or not np.isfinite(want).all():
             return False
         if got.ndim == 1:  # one row of weights (one query's)
@@ -3201,11 +3209,9 @@ def global_shift_sign(reference: Callable[..., Any], scores: Callable[..., np.nd
     TensorFlow flushes to 0); a row all of whose scores lie that far below turns 0 / 0. At least one such row is
     wrong, and every other row is right: the rows with the largest scores are right, so this is no overflow."""
     def sign(answer: Arrays, inputs: Mapping[str, Any]) -> bool:
-        if len(answer) != 1:
+        if (pair := _answer_and_reference(answer, reference, inputs)) is None:
             return False
-        (got,) = (np.asarray(v, dtype=np.float64) for v in answer.values())
-        want = reference(**inputs)
-        want = np.asarray(next(iter(want.values())) if isinstance(want, Mapping) else want, dtype=np.float64)
+        got, want = pair
         if got.shape != want.shape or got.ndim < 2 or not np.isfinite(want).all():
             return False
         with np.errstate(invalid="ignore"):

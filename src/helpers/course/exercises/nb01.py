@@ -143,22 +143,17 @@ def near_limit_arrays(inputs: dict) -> tuple[np.ndarray, ...]:
     from the first to the second, below it ties them), while exp() of every score still fits in float32 (what
     shows here is the clamp; :func:`past_limit_arrays` has scores that overflow). Drawn from a generator seeded by
     the replay's own inputs; returns x, w_query, w_key, w_value and rounded weights."""
-    rng = np.random.default_rng([int(2 * v) + 2 for row in inputs["x_list"] for v in row] + [int(NEAR_LIMIT)])
-    for _ in range(2000):
-        n, d_v = int(rng.choice([3, 4, 5])), int(rng.choice([4, 5]))
-        x, wq, wk = fresh_numbers(rng, (n, 4)), fresh_numbers(rng, (4, 3)), fresh_numbers(rng, (4, 3))
-        s = (x @ wq) @ (x @ wk).T
-        if s.max() < -s.min():
-            wq, s = -wq, -s
+    def factor_of(s: np.ndarray) -> float | None:
         if s.max() <= 0:
-            continue
-        factor = np.floor(NEAR_LIMIT / s.max())
+            return None
+        factor = float(np.floor(NEAR_LIMIT / s.max()))
         top = int(np.argmax(s.max(axis=1)))
         first, second = np.sort(s[top] * factor)[::-1][:2]
         # every row's largest score 0 or more: a shift by the largest of all (not each row's) stays exact in float32
-        if first >= 80.5 and second >= 74.0 and first - second >= 2.0 and s.max(axis=1).min() >= 0:
-            return x, wq * factor, wk, fresh_numbers(rng, (4, d_v), top=2.0), _rounded_rows(rng, n)
-    raise RuntimeError("no tokens with such scores")  # never: a draw in a few dozen qualifies
+        ok = first >= 80.5 and second >= 74.0 and first - second >= 2.0 and s.max(axis=1).min() >= 0
+        return factor if ok else None
+
+    return _drawn_scaled(inputs, int(NEAR_LIMIT), factor_of, flip=True)
 
 
 def near_limit_scores(inputs: dict) -> dict:
@@ -188,19 +183,11 @@ def past_limit_arrays(inputs: dict) -> tuple[np.ndarray, ...]:
     all, not each row's, underflows that whole row to 0 / 0, while a row-wise shift keeps it right). The query
     weights of fresh numbers times a whole number, so every score stays exact in float32; drawn from a generator
     seeded by the replay's own inputs. Returns x, w_query, w_key, w_value and rounded weights."""
-    rng = np.random.default_rng([int(2 * v) + 2 for row in inputs["x_list"] for v in row] + [int(PAST_LIMIT)])
-    for _ in range(2000):
-        n, d_v = int(rng.choice([3, 4, 5])), int(rng.choice([4, 5]))
-        x, wq, wk = fresh_numbers(rng, (n, 4)), fresh_numbers(rng, (4, 3)), fresh_numbers(rng, (4, 3))
-        s = (x @ wq) @ (x @ wk).T
-        if s.max() < -s.min():
-            wq, s = -wq, -s
-        if s.max() <= 0:
-            continue
-        factor = np.floor(PAST_LIMIT / s.max())
-        if past_limit(s * factor):
-            return x, wq * factor, wk, fresh_numbers(rng, (4, d_v), top=2.0), _rounded_rows(rng, n)
-    raise RuntimeError("no tokens with such scores")  # never: about one draw in three qualifies
+    def factor_of(s: np.ndarray) -> float | None:
+        factor = float(np.floor(PAST_LIMIT / s.max())) if s.max() > 0 else 0.0
+        return factor if factor and past_limit(s * factor) else None
+
+    return _drawn_scaled(inputs, int(PAST_LIMIT), factor_of, flip=True)
 
 
 def past_limit_scores(inputs: dict) -> dict:
@@ -222,14 +209,14 @@ def far_factor(s: np.ndarray) -> float | None:
     return factor if factor >= 1 and top * factor >= 700.0 else None
 
 
-def below_factor(s: np.ndarray) -> float | None:
-    """The whole number that takes some row of ``s`` to scores all at or below -110 (exp() of each is 0 in float32)
-    while the largest score of all stays at 60 or below, or None: a row far below 0 in a matrix whose scores are
-    otherwise moderate."""
+def below_factor(s: np.ndarray, whole: bool = True) -> float | None:
+    """The number (a whole one, with ``whole``) that takes some row of ``s`` to scores all at or below -110 (exp()
+    of each is 0 in float32) while the largest score of all stays at 60 or below, or None: a row far below 0 in a
+    matrix whose scores are otherwise moderate."""
     lowest = float(s.max(axis=1).min())
     if lowest >= 0:
         return None
-    factor = float(np.ceil(110.0 / -lowest))
+    factor = float(np.ceil(110.0 / -lowest)) if whole else 110.0 / -lowest
     return factor if float(s.max()) * factor <= 60.0 else None
 
 

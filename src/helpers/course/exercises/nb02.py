@@ -199,14 +199,7 @@ def _scaled_function_inputs(inputs: dict, tag: int, factor_of) -> dict:
 def far_below_inputs(inputs: dict) -> dict:
     """An edge trial for the function: a row of scaled scores all at or below -110 while none is above 60: a
     softmax that subtracts a row's maximum only when it is large (or above 0) makes that row 0 / 0."""
-    def factor(s):
-        lowest = float(s.max(axis=1).min())
-        if lowest >= 0:
-            return None
-        f = 110.0 / -lowest
-        return f if float(s.max()) * f <= 60.0 else None
-
-    return _scaled_function_inputs(inputs, 110, factor)
+    return _scaled_function_inputs(inputs, 110, lambda s: nb01.below_factor(s, whole=False))
 
 
 def _scaled_2_qk(attn_scores_2_qk, keys, **_):

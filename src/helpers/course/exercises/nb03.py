@@ -135,6 +135,14 @@ def narrow_values(first: dict) -> dict:
 narrow_values.of_first_trial = True
 
 
+def _lists_world(inputs: dict, arrays: tuple[np.ndarray, ...]) -> dict:
+    """The names ``inputs`` asks for, from notebook 01's arrays (x, w_query, w_key, w_value and rounded weights, of
+    which token 1's row is this notebook's)."""
+    x, wq, wk, wv, rounded = arrays
+    full = _world_of(_base_of(x, wq, wk, wv), rounded[0])
+    return {name: full[name] for name in inputs}
+
+
 def large_numbers(inputs: dict) -> dict:
     """An edge replay with numbers far above the notebook's (see :func:`nb01.large_numbers`, whose tokens it takes):
     the scores up to about 85, the values near 40. A clamp at the notebook's largest score or value shows."""
@@ -149,24 +157,14 @@ def near_limit_scores(inputs: dict) -> dict:
     """An edge replay whose largest score is about 85 (see :func:`nb01.near_limit_arrays`): a clamp of the scores
     shows; exp() of every score still fits in float32."""
     lists = {name: inputs[name] for name in ("x_list", "w_query_list", "w_key_list", "w_value_list")}
-    x, wq, wk, wv, rounded = nb01.near_limit_arrays(lists)
-    full = _world_of(_base_of(x, wq, wk, wv), rounded[0])
-    return {name: full[name] for name in inputs}
+    return _lists_world(inputs, nb01.near_limit_arrays(lists))
 
 
 def past_limit_scores(inputs: dict) -> dict:
     """An edge replay whose largest score is between 150 and 200 (see :func:`nb01.past_limit_arrays`): a softmax
     that does not subtract each row's own maximum overflows or underflows on it."""
     lists = {name: inputs[name] for name in ("x_list", "w_query_list", "w_key_list", "w_value_list")}
-    x, wq, wk, wv, rounded = nb01.past_limit_arrays(lists)
-    full = _world_of(_base_of(x, wq, wk, wv), rounded[0])
-    return {name: full[name] for name in inputs}
-
-
-def _lists_world(inputs: dict, arrays: tuple[np.ndarray, ...]) -> dict:
-    x, wq, wk, wv, rounded = arrays
-    full = _world_of(_base_of(x, wq, wk, wv), rounded[0])
-    return {name: full[name] for name in inputs}
+    return _lists_world(inputs, nb01.past_limit_arrays(lists))
 
 
 def far_past_scores(inputs: dict) -> dict:
@@ -184,9 +182,7 @@ def far_below_scores(inputs: dict) -> dict:
 def small_numbers(inputs: dict, d_v: int | None = None) -> dict:
     """An edge replay of small numbers (see :func:`nb01.small_arrays`): scores, values and outputs set to 0 below a
     threshold show. ``d_v``: the values' width."""
-    x, wq, wk, wv, rounded = nb01.small_arrays(inputs, d_v)
-    full = _world_of(_base_of(x, wq, wk, wv), rounded[0])
-    return {name: full[name] for name in inputs}
+    return _lists_world(inputs, nb01.small_arrays(inputs, d_v))
 
 
 def small_numbers_3(inputs: dict) -> dict:
@@ -197,17 +193,13 @@ def small_numbers_3(inputs: dict) -> dict:
 def precise_numbers(inputs: dict) -> dict:
     """An edge replay for the tensors' step: numbers with three decimals, inputs 5 wide (see
     :func:`nb01.precise_arrays`): a trip through float16 or bfloat16 shows."""
-    x, wq, wk, wv, rounded = nb01.precise_arrays(inputs)
-    full = _world_of(_base_of(x, wq, wk, wv), rounded[0])
-    return {name: full[name] for name in inputs}
+    return _lists_world(inputs, nb01.precise_arrays(inputs))
 
 
 def one_token(inputs: dict, d_v: int | None = None) -> dict:
     """An edge replay of one token (see :func:`nb01.one_token_arrays`): a result squeezed loses its token axis.
     ``d_v``: the values' width."""
-    x, wq, wk, wv, rounded = nb01.one_token_arrays(inputs, d_v)
-    full = _world_of(_base_of(x, wq, wk, wv), rounded[0])
-    return {name: full[name] for name in inputs}
+    return _lists_world(inputs, nb01.one_token_arrays(inputs, d_v))
 
 
 def one_token_3(inputs: dict) -> dict:
@@ -218,9 +210,7 @@ def one_token_3(inputs: dict) -> dict:
 def repeated_numbers(inputs: dict) -> dict:
     """An edge replay for the tensors' step: a token repeated, and a column of each weight matrix (see
     :func:`nb01.repeated_arrays`): merging or dropping equal rows or columns shows."""
-    x, wq, wk, wv, rounded = nb01.repeated_arrays(inputs)
-    full = _world_of(_base_of(x, wq, wk, wv), rounded[0])
-    return {name: full[name] for name in inputs}
+    return _lists_world(inputs, nb01.repeated_arrays(inputs))
 
 
 def _world_of(base: dict, rounded_1: np.ndarray) -> dict:
@@ -482,14 +472,7 @@ def _scaled_fn(inputs: dict, tag: int, factor_of) -> dict:
 def far_below_fn_inputs(inputs: dict) -> dict:
     """An edge trial for the function: a row of scores all at or below -110 while no score is above 60: a softmax
     that subtracts a row's maximum only when it is large (or above 0) makes that row 0 / 0."""
-    def factor(s):
-        lowest = float(s.max(axis=1).min())
-        if lowest >= 0:
-            return None
-        f = 110.0 / -lowest
-        return f if float(s.max()) * f <= 60.0 else None
-
-    return _scaled_fn(inputs, 110, factor)
+    return _scaled_fn(inputs, 110, lambda s: nb01.below_factor(s, whole=False))
 
 
 def _scores_fn(x, w_query, w_key, **_):
