@@ -803,6 +803,10 @@ _PROCESS_ROWS = [
     ("gradient_cut", "the computation cut off from the trainable weights",
      "The result does not require a gradient: a `.detach()`, `torch.no_grad()` or a NumPy round trip cut it off "
      "from the weights, so training could not change them."),
+    ("gradient_wrong", "a gradient that is not the gradient of the result",
+     "The result is right, but the gradient that flows back through it is not its gradient: some entries of an "
+     "input get none, or a wrong one (a lookup with `padding_idx` gives that row none), so training would not "
+     "learn what it should."),
     ("not_a_number", "a tensor returned where a Python number is asked for",
      "The step asks for a plain Python number: turn a 0-d tensor into one with `.item()`."),
     # --- notebooks 06 and 10: how a module draws its dropout, how a step trains
@@ -832,9 +836,9 @@ _PROCESS_ROWS = [
     ("max_not_running", "the maximum of the current block instead of the running maximum",
      "Your m is the current block's maximum, not the running maximum of every score so far: when a later block's "
      "scores are much lower, exp(m_old − m_new) overflows. Keep m = max(m, the block's maximum)."),
-    ("future_blocks_computed", "blocks above the diagonal computed, then masked",
-     "Your causal function computes scores of keys that come after their query, which the mask then hides: "
-     "whole blocks above the diagonal. Skip the key blocks that lie after a block of queries; only the diagonal "
+    ("future_blocks_computed", "blocks above the diagonal computed",
+     "Your causal function computes scores of keys that come after their query: whole blocks above the diagonal, "
+     "which a query may never see. Skip the key blocks that lie after a block of queries; only the diagonal "
      "block needs a mask."),
     # --- notebooks 07 and 10 (simulation 5)
     ("queries_not_in_tiles", "the queries taken one at a time instead of in tiles",

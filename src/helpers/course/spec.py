@@ -331,6 +331,29 @@ def exercises_for(notebook: str) -> list[Exercise]:
     return [ex for ex in REGISTRY.values() if ex.notebook == notebook]
 
 
+def owner(ex: Exercise, name: str) -> Exercise | None:
+    """The value exercise of the same notebook and framework, before or after ``ex``, whose answer is ``name``."""
+    _load_all()
+    return next((o for o in REGISTRY.values() if o is not ex and o.notebook == ex.notebook and o.kind == "value"
+                 and name in o.answers and o.framework in (ex.framework, None)), None)
+
+
+def _raised_on_other_step(ex: Exercise, replay_error: Mapping[str, Any]) -> str | None:
+    """Run again on other inputs, the cell raised on a line that makes another step's answer (one cell, several
+    steps): that line, not this step's, is what to fix, and this step's line was not judged there."""
+    binds = [n for n in replay_error.get("binds") or () if n not in ex.answers]
+    if not binds or set(replay_error.get("binds") or ()) & set(ex.answers):
+        return None
+    owners = [(n, o) for n in binds if (o := owner(ex, n)) is not None]
+    if not owners:
+        return None
+    name, other = owners[0]
+    return (f"Right on this notebook's numbers, but run again on other inputs, your cell raised "
+            f"{replay_error.get('message', '')}, on the line that makes `{name}` ({other.id}), not on this step's "
+            "line, so this step could not be judged there. Fix that line first (its own check says more), then run "
+            "the cell again.")
+
+
 def producer(ex: Exercise, name: str) -> Exercise | None:
     """The exercise of the same notebook, declared before ``ex``, whose answer is ``name``."""
     _load_all()
@@ -1017,6 +1040,13 @@ def _grad_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
                      "compute the gradients (a softmax's output, say), so a model trained through it fails in "
                      "backward. Write that step out of place (`w = w.masked_fill(mask, 0)`). "
                      f"(The gradient raised: {record['grad_inplace']})")
+    if ex.kind == "function" and (wrong := record.get("grad_mismatch")):
+        listed = ", ".join(f"`{n}`" for n in wrong)
+        return _fail(ex, "gradient_wrong",
+                     f"`{ex.answers[0]}` gives the right numbers, but the gradient that flows back to {listed} is not "
+                     "the gradient of those numbers: some entries get none, or a wrong one (a lookup with "
+                     "`padding_idx`, say, gives that row none). Training through it would not learn what it should: "
+                     "compute the result with plain differentiable operations on the inputs.")
     if ex.kind == "function":  # its trials run without gradients: only the call on inputs that need one says
         cut = [f"{ex.answers[0]}(...)"] if record.get("keeps_grad") is False else []
         if cut and ex.framework == "tensorflow":
@@ -1418,7 +1448,34 @@ def _budget_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
     return None
 
 
-def _overwritten_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
+def _kept_for_shapes(ex: Exercise, plan: Plan | None, record: Mapping[str, Any]) -> bool:
+    """Did the function give exactly its last trial's answer back for new arrays of the same shapes holding other
+    numbers (that trial's float inputs doubled), where the right answer changes with them?"""
+    if plan is None or record.get("same_for_doubled") is not True or record.get("mutated") or not plan.inputs \
+            or record.get("globals_read") or record.get("containers_read") or record.get("scalars_read"):
+        return False  # one that reads the notebook's arrays gives the same answer for any numbers too
+    last = plan.inputs[-1]
+    doubled = {k: np.asarray(v) * 2.0 if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v
+               for k, v in last.items()}
+    answers = record.get("answers") or []
+    if len(answers) != len(plan.inputs):
+        return False
+    try:
+        # right on that last trial (an answer wrong there, all zeros say, may come out the same for any numbers)
+        # and the doubled numbers call for another
+        return _compare(ex, answers[-1], ex.expected(last), "") is None \
+            and _compare(ex, ex.expected(last), ex.expected(doubled), "") is not None
+    except Exception:  # noqa: BLE001 — a reference that cannot take those numbers: no claim
+        return False
+
+
+def _overwritten_problem(ex: Exercise, record: Mapping[str, Any], plan: Plan | None = None) -> Outcome | None:
+    if _kept_for_shapes(ex, plan, record):
+        return _fail(ex, "stale_value",
+                     f"`{ex.answers[0]}` gives back an answer it kept from an earlier call: called on new arrays of "
+                     "the same shapes holding other numbers, it returned exactly its last answer again (a cache "
+                     "keyed by the shapes, or by anything but the numbers). Compute the answer from the numbers on "
+                     "every call.")
     if record.get("keeps_by_identity") is True and not record.get("mutated"):
         return _fail(ex, "stale_value",
                      f"`{ex.answers[0]}` gives back an answer it kept for the very array it was handed before: called "
@@ -1693,6 +1750,11 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
             return _stateful_forward(ex, "same")
         if entry.get("keep_ignored"):
             return _fail(ex, "given_draw_ignored", ex.hints.get("given_draw_ignored"))
+        if np.allclose(tr, tr[:1], rtol=ex.rtol, atol=ex.atol) and not entry.get("rng_reset"):
+            # every copy dropped the same way (one coin for the whole tensor looks the same from call to call too,
+            # when it comes up "keep" both times)
+            return _fail(ex, "dropout_draw_shared", note=f" ({where} in training mode, keep=None, gives every copy "
+                                                         "the same output.)")
         if entry.get("same_draw"):
             reset = " (torch.manual_seed there also resets the notebook's own generator at every call.)" \
                 if entry.get("rng_reset") else ""
@@ -1758,12 +1820,15 @@ def _module_grad_problem(ex: Exercise, entry: Any) -> Outcome | None:
     cut = list(entry.get("cut") or [])
     if entry["keeps_grad"] and not cut and (partial := list(entry.get("partial") or [])):
         names = ", ".join(f"`{n}`" for n in partial)
-        return _fail(ex, "gradient_cut", f"The gradient of {names} misses part of the way the output of `{ex.module}` "
-                                         f"depends on {'it' if len(partial) == 1 else 'them'}: a `.detach()` (or "
+        return _fail(ex, "gradient_cut", f"The gradient of {names} is not the gradient of `{ex.module}`'s output: "
+                                         f"part of the way the output depends on {'it' if len(partial) == 1 else 'them'}"
+                                         " gets none, or a wrong one, as with a `.detach()` (or "
                                          "`torch.no_grad()`) on one of the paths inside forward, such as the input of "
-                                         "a layer detached while the residual around it is not. Every parameter "
-                                         "still gets a gradient, but not the right one, so training follows a wrong "
-                                         "slope. Detach nothing inside forward.")
+                                         "a layer detached while the residual around it is not; or a lookup that "
+                                         "changes its rows' gradients (`padding_idx`, which gives that row none, "
+                                         "`scale_grad_by_freq`). Every parameter still gets a gradient, but not the "
+                                         "right one, so training follows a wrong slope. Detach nothing inside "
+                                         "forward, and look rows up plainly (`table[tokens]`).")
     if entry["keeps_grad"] and not cut and (train := list(entry.get("train_cut") or entry.get("train_partial") or [])):
         names = ", ".join(f"`{n}`" for n in train)
         how = "does not reach" if entry.get("train_cut") else "misses part of the way the output depends on"
@@ -2027,6 +2092,20 @@ def _reads_scalars(ex: Exercise, scalars: Mapping[str, float], then: str) -> str
     return f"`{ex.answers[0]}` reads the notebook's {names} instead of its own arguments, {then}"
 
 
+def _buffer_size_problem(ex: Exercise, made: str, max_len: int, entry: Mapping[str, Any]) -> Outcome | None:
+    """A square mask buffer of a new module must be made for the ``max_len`` it was given: one whose last two
+    sizes are equal but not ``max_len`` was made for a size typed in."""
+    buffers = [b for b in entry.get("buffers") or [] if isinstance(b, list) and len(b) == 2
+               and isinstance(b[1], list) and len(b[1]) >= 2 and b[1][-1] == b[1][-2]]
+    if not buffers or any(b[1][-1] == max_len for b in buffers):
+        return None
+    name, shape = buffers[0]
+    return _fail(ex, "hard_coded", f"{made[:-5]} and max_len = {max_len}: its buffer `{name}` has shape "
+                                   f"{tuple(shape)}, made for {shape[-1]} tokens whatever max_len is. Make the causal "
+                                   "mask from the max_len the module is given, (max_len, max_len), so that it "
+                                   "serves any sequence up to that length.")
+
+
 def _module_init_problem(ex: Exercise, probe: Probe, inputs: Mapping[str, Any], entry: Any) -> Outcome | None:
     """How a new module's square weights start (see :class:`Probe`, ``module_init``). Only what was measured
     is judged: a class that cannot be made with the probe's keywords says nothing here."""
@@ -2048,6 +2127,8 @@ def _module_init_problem(ex: Exercise, probe: Probe, inputs: Mapping[str, Any], 
                                                 "it is no random draw, and the features it starts from are not "
                                                 "mixed. Start every weight random: torch.randn(d_model, d_model) / "
                                                 "√d_model.")
+    if isinstance(n := inputs.get("max_len"), int) and (problem := _buffer_size_problem(ex, made, n, entry)):
+        return problem
     means = entry.get("means") or {}
     for name, _, spread, _constant, _finite in square:
         mean = means.get(name)
@@ -2608,6 +2689,9 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
         code = None  # zeros from another cause (a tf.Variable reset after the cell made it its answer): no cast
     if code:
         return _fail(ex, code, note=note)
+    if fail0 is None and (unused := _unused_names_problem(ex, record)):
+        # right here, wrong on other inputs, and the cell never uses what the step is to compute with: that is why
+        return _fail(ex, unused.diagnosis or "not_computed_with", unused.message, note)
     if _nearly_right(ex, _finite_trials(trials)) and (how := _unused_problem(ex, record)):
         # off by rounding error only, computed another way than the step asks (the polarisation identity for a
         # matrix product): the way is what to fix
@@ -2680,6 +2764,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                            f"Your cell does not compute `{missing}`: the `{missing}` the notebook holds was left there "
                            f"by an earlier run (or another cell), and run on its own your cell raises NameError where "
                            f"it uses it. Compute `{missing}` in this cell." + note)
+        if fail0 is None and (elsewhere := _raised_on_other_step(ex, replay_error)):
+            return Outcome(ex.id, "fail", 0, ex.points, elsewhere + note)
         message = fail0 or (f"Right on this notebook's numbers, but run again on other inputs, "
                             f"your cell raised {replay_error.get('message', '')}."
                             + _raised_hint(ex, str(replay_error.get("message", ""))))
@@ -2725,9 +2811,10 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
             break
     if len(answers) < len(plan.inputs) and fail is None:
         fail = f"`{ex.answers[0]}` was not called on every input."
-    if fail is not None and record.get("keeps_by_identity") is True and not record.get("mutated"):
+    if fail is not None and (kept := _overwritten_problem(ex, record, plan)) is not None \
+            and kept.diagnosis == "stale_value":
         # its wrong numbers are answers kept from before (a function that changes its inputs in place is told that)
-        return _overwritten_problem(ex, record)  # type: ignore[return-value]
+        return kept
     if fail is None and record.get("models_read"):  # right here only because the notebook's model is the one given
         return _fail(ex, "reads_globals", _reads_globals(ex, record, "so it trains or runs that model whatever "
                                                                      "model it is given. Use its `model` argument."))
@@ -2752,7 +2839,7 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
                       _float32_precision_problem(ex, list(zip(answers, plan.inputs))),
                       _rounded_within_tolerance(ex, list(zip(answers, plan.inputs))),
                       _mutation_problem(ex, record),
-                      _overwritten_problem(ex, record),
+                      _overwritten_problem(ex, record, plan),
                       _probe_problem(ex, plan, record),
                       _grad_problem(ex, record)):
             if check is not None:

@@ -199,6 +199,9 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         record["module_frozen"] = [_text(n, 80) for n in raw["module_frozen"][:20]]
     if ex.keeps_grad and raw.get("grad_inplace"):
         record["grad_inplace"] = _text(raw["grad_inplace"], 300)
+    if ex.keeps_grad and isinstance(raw.get("grad_mismatch"), list):
+        record["grad_mismatch"] = _names(raw["grad_mismatch"], set(plan.inputs[0]) if plan.inputs else set(),
+                                         "the inputs whose gradient is wrong")
     if raw.get("upstream") is not None:
         record["upstream"] = _arrays(raw["upstream"], starts_from, "the upstream values")
     own_up = raw.get("replay_upstream")
@@ -210,11 +213,13 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         err = replay.get("error")
         record["replay"] = {
             "available": replay.get("available") is True,
-            "error": {"message": _text((err or {}).get("message"), 500)} if isinstance(err, dict) else None,
+            "error": {"message": _text((err or {}).get("message"), 500),
+                      "binds": _identifiers((err or {}).get("binds"), 10)} if isinstance(err, dict) else None,
         }
     record["mutated"] = _names(raw.get("mutated") or [], set(), "the changed inputs")
     record["result_overwritten"] = raw.get("result_overwritten") is True
     record["keeps_by_identity"] = raw.get("keeps_by_identity") is True
+    record["same_for_doubled"] = raw.get("same_for_doubled") is True
     again = raw.get("module_again")  # the module called once more on another batch: its output, or that it raised
     if ex.again is not None and isinstance(again, list) and len(again) < len(plan.inputs):
         record["module_again"] = [{"error": True} if isinstance(a, dict) and "error" in a and len(a) == 1

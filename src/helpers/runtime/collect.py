@@ -24,6 +24,7 @@ references (:func:`helpers.course.spec.evaluate`). It raises nothing: problems b
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import copy
 import dataclasses
@@ -241,6 +242,24 @@ def student_frame_line(exc: BaseException) -> str:
     if f.line and f.line.strip().startswith("raise "):
         return ""  # a deliberate `raise` (often of code the notebook gives): its message says it all
     return f" (line {f.lineno}: `{f.line.strip()}`)" if f.line else f" (line {f.lineno})"
+
+
+def _raising_line_binds(exc: BaseException, source: str | None) -> list[str]:
+    """The names the top-level statement of the student's cell that raised binds (`attn_scores = …` on the line of
+    the error): which step's line it was, when one cell computes several steps."""
+    if not source or _MAGIC_LINE.search(source):
+        return []
+    lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<your cell>" and f.lineno]
+    if not lines:
+        return []
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    for node in tree.body:
+        if node.lineno <= lines[0] <= (node.end_lineno or node.lineno):
+            return sorted(assigned_names(ast.get_source_segment(source, node) or ""))[:10]
+    return []
 
 
 def _error(kind: str, message: str) -> dict[str, Any]:
@@ -1010,7 +1029,8 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
                 if isinstance(exc, KeyboardInterrupt):
                     raise
                 record["replay"]["error"] = {"trial": i, "message": f"{type(exc).__name__}: {_first_line(exc)}"
-                                                                     f"{student_frame_line(exc)}"}
+                                                                     f"{student_frame_line(exc)}",
+                                             "binds": _raising_line_binds(exc, source)}
                 break
             # in place: the very objects handed to the cell changed (a name the cell binds anew, such as
             # a loop variable or a step of the same cell computed again, is not a change of its input)
@@ -1174,11 +1194,12 @@ def _module_init(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
                     share = float(torch.unique(values, return_counts=True)[1].max()) / values.numel()
                     if share > 0.5:
                         repeated[str(name)] = share
+            buffers = [[str(name), [int(n) for n in b.shape]] for name, b in fresh.named_buffers()][:20]
     except Exception as exc:  # noqa: BLE001 — the student's class: anything can happen
         return {"error": f"{type(exc).__name__}: {_first_line(exc)}"}
     finally:
         torch.set_rng_state(state)
-    return {"params": params, "means": means, "repeated": repeated}
+    return {"params": params, "means": means, "repeated": repeated, "buffers": buffers}
 
 
 def _module_drops(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
@@ -1869,6 +1890,67 @@ def _keeps_grad(fn: Callable[..., Any], name: str, inputs: Mapping[str, Any],
     return all(g is not None for g in grads)
 
 
+def _grad_mismatch(fn: Callable[..., Any], inputs: Mapping[str, Any],
+                   wanted: Iterable[str] | None = None) -> list[str] | None:
+    """Is the gradient autograd gives through ``fn`` the gradient of what ``fn`` computes? Called in float64, the
+    autograd gradient of the result's sum along a random direction of each input is compared with the central
+    difference of that sum along the same direction. The names of the inputs where they disagree (a table looked
+    up with ``padding_idx``, whose row never learns; a custom backward); None when that cannot be told (the result
+    is not float64, the function is not deterministic, or it raised)."""
+    import torch
+
+    names = None if wanted is None else set(wanted)
+    gen = np.random.default_rng(7)
+    args, picked = [], []
+    for key, v in inputs.items():
+        t = to_framework(v, "torch")
+        mask = isinstance(v, np.ndarray) and v.size > 0 and bool(np.isin(v, (0.0, 1.0)).all())
+        if hasattr(t, "is_floating_point") and t.is_floating_point():
+            t = t.detach().to(torch.float64)
+            if not mask and (names is None or key in names) and t.numel():
+                picked.append((key, len(args), torch.from_numpy(gen.standard_normal(tuple(t.shape)))))
+        args.append(t)
+    if not picked:
+        return None
+
+    def total(shift: float = 0.0, which: int | None = None, grad: bool = False) -> Any:
+        call = [a.clone() for a in args]
+        for _, i, v in picked:
+            if grad:
+                call[i].requires_grad_(True)
+            elif i == which:
+                call[i] = call[i] + shift * v
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = fn(*call)
+        if not hasattr(out, "dtype") or out.dtype != torch.float64 or not out.is_floating_point():
+            raise TypeError("not float64")
+        return out, call
+
+    try:
+        out, call = total(grad=True)
+        grads = torch.autograd.grad(out.sum(), [call[i] for _, i, _ in picked], allow_unused=True)
+        with torch.no_grad():
+            again, _ = total()
+            if not torch.equal(again, out.detach()):  # a draw of its own, or a cache: no claim
+                return None
+            wrong = []
+            for (key, i, v), g in zip(picked, grads):
+                eps = 1e-6 * max(1.0, float(args[i].abs().max()))
+                up, _ = total(eps, i)
+                down, _ = total(-eps, i)
+                fd = float((up.sum() - down.sum()) / (2 * eps))
+                ad = 0.0 if g is None else float((g * v).sum())
+                size = float(torch.linalg.vector_norm(v)) * (0.0 if g is None else float(torch.linalg.vector_norm(g)))
+                if not (np.isfinite(fd) and np.isfinite(ad)):
+                    return None
+                if abs(fd - ad) > 1e-4 * (abs(fd) + size) + 1e-7:
+                    wrong.append(key)
+    except Exception:  # noqa: BLE001 — the student's function: anything can happen (it may refuse float64)
+        return None
+    return wrong
+
+
 def _keeps_grad_tf(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> bool | None:
     """:func:`_keeps_grad` for TensorFlow: called on its float inputs watched by a ``tf.GradientTape``, does the
     gradient of the result's sum reach every one of them? False when it does not reach one (NumPy inside, the
@@ -2032,8 +2114,10 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
         # a result kept for the very objects it was given (a cache keyed by id()): the last trial's arrays changed in
         # place and handed in again give the old result, where new arrays of the same numbers give another
         if plan.get("trials") and framework in ("numpy", "torch") and results:
+            kept: dict[str, Any] = {}
             record["keeps_by_identity"] = _keeps_by_identity(fn, args, record["answers"][-1][name],
-                                                             plan["trials"][-1], framework)
+                                                             plan["trials"][-1], framework, kept)
+            record["same_for_doubled"] = kept.get("same_for_doubled") is True
         # a function that uses what the step rules out (another library) is not measured: that comes first
         record["probes"] = {} if record.get("forbidden") else _probes(plan, fn, name, framework)
         if plan.get("keeps_grad") and framework == "torch" and plan.get("trials") and plan.get("module"):
@@ -2046,6 +2130,8 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             wanted = plan["keeps_grad"] if isinstance(plan["keeps_grad"], (list, tuple)) else None
             notes: dict[str, Any] = {}
             record["keeps_grad"] = _keeps_grad(fn, name, plan["trials"][0], wanted, notes)
+            if record["keeps_grad"]:  # a gradient reaches every input: is it the right one?
+                record["grad_mismatch"] = _grad_mismatch(fn, plan["trials"][0], wanted)
             if notes.get("inplace_error"):
                 record["grad_inplace"] = notes["inplace_error"]
         elif plan.get("keeps_grad") and framework == "tensorflow" and plan.get("trials"):
@@ -2072,13 +2158,18 @@ def _doubled(value: Any, framework: str | None) -> Any:
 
 
 def _keeps_by_identity(fn: Callable[..., Any], args: Mapping[str, Any], before: np.ndarray, trial: Mapping[str, Any],
-                       framework: str | None) -> bool:
+                       framework: str | None, notes: dict[str, Any] | None = None) -> bool:
     """Does ``fn`` keep answers for the objects it is handed (a cache keyed by `id(...)` or by an array's memory
     address)? Called on the last trial's arrays doubled in place, it gives back exactly what it returned for them
-    before (``before``), while new arrays holding the same doubled numbers get another answer."""
+    before (``before``), while new arrays holding the same doubled numbers get another answer. Whether those new
+    arrays got exactly ``before`` back too goes into ``notes`` (``same_for_doubled``: a cache keyed by the shapes
+    gives that, which the verdict weighs against what the doubled numbers should give)."""
     try:
         with _quiet():
             fresh = to_array(fn(*{k: _doubled(v, framework) for k, v in trial.items()}.values()), "r", finite=False)
+        if notes is not None:
+            notes["same_for_doubled"] = fresh.shape == before.shape and bool(np.array_equal(fresh, before,
+                                                                                             equal_nan=True))
         doubled = False
         for value in args.values():
             if isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.flags.writeable:

@@ -56,13 +56,13 @@ class _Log:
         if cols.min() > rows.max():
             raise ScoresAboveTheDiagonal(
                 f"it computed the scores of {where}: every one of those keys comes after every one of those "
-                "queries, a block above the diagonal that the causal mask hides entirely. Skip such blocks "
-                "instead of computing and masking them")
+                "queries, a block above the diagonal that no query of it may see. Skip such blocks instead of "
+                "computing them")
         self.above += above
         if self.above > self.allowance:
             raise ScoresAboveTheDiagonal(
                 f"it has computed {self.above} scores of a key that comes after its query (this product: {where}), "
-                f"and the causal mask hides every one of them. Skipping the key blocks that lie after each block of "
+                f"and no query may see any of them. Skipping the key blocks that lie after each block of "
                 f"queries leaves only about {self.n * (self.block_size - 1) // 2}, all in the diagonal blocks")
 
 

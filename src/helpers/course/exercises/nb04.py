@@ -923,8 +923,8 @@ NUMPY_HINTS = {
     "about 709 above what you subtracted overflows to inf, and inf / inf is nan. Subtract each row's maximum, as "
     "the step asks.",
 }
-_TF_UNSTABLE = ("On rows with large scores your function returns NaN: tf.exp of a score above 88 overflows float32 "
-                "to inf, and inf / inf is NaN. Subtract each row's own maximum before tf.exp "
+_TF_UNSTABLE = ("On rows with large scores your function returns NaN: tf.exp of a large score overflows to inf "
+                "(above 88 in float32, above 709 in float64), and inf / inf is NaN. Subtract each row's own maximum before tf.exp "
                 "(tf.reduce_max(s, axis=-1, keepdims=True)): every exponent is then at most 0, none can overflow, "
                 "and the weights do not change. tf.nn.softmax does that for you.")
 
@@ -1002,6 +1002,18 @@ def _numpy_inputs(rng: np.random.Generator | None = None) -> dict:
         other = world(rng, d_v=int(np.shape(out["w_value_np"])[-1]), signed=False)
         out.update({name: other[name] for name in NUMPY_INDEPENDENT})
     return out
+
+
+def wider_spread(inputs: dict) -> dict:
+    """An edge replay of the NumPy step with its spreads a quarter wider (see :func:`_levels`): in the row of
+    c_i = 1 the largest scaled score then lies about 850 above the row's own diagonal score, so each row shifted by
+    its diagonal (a word against itself) instead of its maximum overflows, while the maximum still keeps every
+    exponential at most 1."""
+    wk = np.array(inputs["w_key_np"], dtype=np.float64)
+    if wk.shape[0] < 2 or wk.shape[1] < 2:
+        return inputs
+    wk[1, 1] = round(wk[1, 1] * 1.25)
+    return {**inputs, "w_key_np": wk}
 
 
 def narrow_keys(inputs: dict) -> dict:
@@ -1167,8 +1179,13 @@ def _exercises() -> list[Exercise]:
                         "missing_squeeze": _qkv_unsqueezed, "product_order_reversed": _qkv_reversed,
                         **QKV_MIX_UPS[0]},
               hints={**QKV_HINTS, **QKV_MIX_UPS[1]}, dtype="int32",
-              # "from x": the words' own query_1 … query_4 of step 3, concatenated, give the same numbers
-              computed_with=("w_query", "w_key", "w_value")),
+              # "from x": the words' own query_1 … query_4 of step 3, concatenated, give the same numbers; words
+              # of another width than the 4 tokens: a reshape to (d_model, n) shows
+              computed_with=("w_query", "w_key", "w_value"), widths=True,
+              raised_hints=((r"Input to reshape is a tensor with",
+                             "Your reshape has the notebook's sizes typed in: a sentence with words of another "
+                             "width does not fit them. Take the batch's one sentence instead (`word_emb_stack[0]`), "
+                             "which keeps whatever sizes the words have."),)),
         value("04.scores", "The score matrix", ("attn_scores",), ref_scores, reads=("queries", "keys"),
               mistakes=SCORES_MISTAKES, hints=SCORES_HINTS, dtype="int32"),
         # word 1's weights of step 4 from another draw: a row copied from them (not computed) shows
@@ -1189,7 +1206,7 @@ def _exercises() -> list[Exercise]:
               dtype="float32", rtol=1e-5),
         # values of other widths than the 4 words (widths): a mean over the words times d_v shows
         value("04.attention_sum", "The outputs as explicit weighted sums", ("outputs_sum",), ref_outputs_sum,
-              reads=("attn_weights", "values"), independent=("outputs",),
+              reads=("attn_weights", "values"), independent=("outputs", "output_1"),
               mistakes=OUTPUTS_SUM_MISTAKES, hints=OUTPUTS_SUM_HINTS, dtype="float32", rtol=1e-5,
               how={"matmul": False}),
         value("04.numpy", "The NumPy cross-check", ("outputs_np",), ref_outputs_np,
@@ -1198,7 +1215,7 @@ def _exercises() -> list[Exercise]:
               # not pass; TensorFlow's float32 results, off by ~1e-7, are still told apart as copies
               framework="numpy", mistakes=NUMPY_MISTAKES, hints=NUMPY_HINTS, rtol=5e-7, atol=1e-9,
               not_with=("tf", "tensorflow", "torch", "keras", "jax"),  # NumPy only: no other library's tensors
-              dtype="float64", widths=True, levels=True),
+              dtype="float64", widths=True, levels=True, edge=wider_spread),
         Exercise(
             "04.scaled_attention",
             title="scaled_attention(q, k, v)",

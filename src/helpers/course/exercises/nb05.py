@@ -310,6 +310,13 @@ def all_very_negative(inputs: dict) -> dict:
     return {**inputs, "scores": _bounded_rows(inputs["scores"]) - 800.0}
 
 
+def level_rows(inputs: dict) -> dict:
+    """An edge trial of ordinary scores whose rows are flat: every score of a row equal, or nearly (uniform weights,
+    the case of identical tokens). A shift by anything above each row's maximum (max - 709, say) makes their
+    exponentials so large that the row's sum overflows to inf, and the row comes out as zeros."""
+    return {"scores": np.array([[0.0, 0.0, 0.0, 0.0, 0.0], [1.5, 1.5, 1.25, 1.5, 1.5], [-2.0, -2.0, -2.0, -2.0, -2.5]])}
+
+
 def _shifted_below_max(answer, inputs) -> bool:
     """Right on every row it gives finite numbers for, NaN or inf on some row whose mean, median or second-largest
     score lies more than 709 below its maximum, and nowhere else: each row shifted by a number of its own below its
@@ -643,7 +650,8 @@ register(
         # one row of scores: the answer is (1, n), not squeezed; rows whose top score is far above the rest, and
         # rows whose bottom one is far below (shifted by a number well below or above the maximum, exp() overflows
         # or underflows on every row)
-        edge=(one_row("scores"), far_above, far_below, all_very_negative),
+        # and flat rows of ordinary scores: a shift above the maximum overflows the sum there
+        edge=(one_row("scores"), far_above, far_below, all_very_negative, level_rows),
         points=2,
         hints={
             "softmax_wrong_axis": "Your softmax normalised each column. Each row must sum to 1: take the "

@@ -414,6 +414,56 @@ def _past_limit(name: str, scores_of, top: float = 200.0, *, last_row: bool = Fa
     return edge
 
 
+def _far_below_first_query(first: dict) -> dict:
+    """An edge trial from the first random one: the first new query of the first sentence scores every key it may see
+    at -115 or below (its keys share a long common part, the query points away from it); the other rows keep scores
+    of a few units or tens. The future it must not see then has to stay hidden whatever its fill: a fill of -100
+    gives those keys the weight, and a softmax written out without the row's maximum gives 0 / 0 there."""
+    q, k = np.array(first["q"], dtype=np.float64), np.array(first["k"], dtype=np.float64)
+    if q.ndim < 3:
+        return first
+    m, total, d = q.shape[-2], k.shape[-2], q.shape[-1]
+    seen = total - m + 1  # the cached keys and the first new token's own
+    common = np.ones(d) / np.sqrt(d)
+    for size in (10.0, 30.0, 100.0):
+        k0 = k[0] + size * common
+        unit = -(k0[:seen] @ common) / np.sqrt(d)
+        if unit.max() < 0:
+            q[0, 0], k[0] = -common * (115.0 / -unit.max()), k0
+            return {**first, "q": q, "k": k}
+    return first
+
+
+_far_below_first_query.of_first_trial = True
+
+
+def _long_sources(first: dict) -> dict:
+    """An edge trial from the first random one's widths: two sources padded to 300 tokens, of 260 and 150 (the other
+    trials have a few): lengths kept in int8 or uint8 (which wrap at 128 and 256) show. From a generator seeded by
+    the first trial's shapes."""
+    q, v = np.asarray(first["q"]), np.asarray(first["v"])
+    rng = np.random.default_rng([*q.shape, v.shape[-1], 300])
+    d, d_v = q.shape[-1], v.shape[-1]
+    return {"q": rng.normal(size=(2, 3, d)), "k": rng.normal(size=(2, 300, d)), "v": rng.normal(size=(2, 300, d_v)),
+            "enc_lengths": np.array([260, 150], dtype=np.asarray(first["enc_lengths"]).dtype)}
+
+
+_long_sources.of_first_trial = True
+
+
+def _long_cache(first: dict) -> dict:
+    """An edge trial from the first random one's widths: a cache of 197 keys and 3 new queries (the other trials have
+    at most 13 keys): positions kept in int8 (which wraps at 128) show. From a generator seeded by the first trial's
+    shapes."""
+    q, v = np.asarray(first["q"]), np.asarray(first["v"])
+    rng = np.random.default_rng([*q.shape, v.shape[-1], 200])
+    d, d_v = q.shape[-1], v.shape[-1]
+    return {"q": rng.normal(size=(2, 3, d)), "k": rng.normal(size=(2, 200, d)), "v": rng.normal(size=(2, 200, d_v))}
+
+
+_long_cache.of_first_trial = True
+
+
 def _scores_of(scores_of):
     return lambda **i: scores_of(i)
 
@@ -903,7 +953,7 @@ def _exercises() -> list[Exercise]:
     padded = {"inputs": padded_inputs, "reference": ref_padded, "mistakes": PADDED_MISTAKES,
               # and scores up to 200 in the first sentence: a softmax without each row's maximum fails
               "edge": (loud_padding, _louder("q", _qk), _one_source_token, _real_zero_key,
-                       _past_limit("q", _qk, quiet_padding=True), _other_lengths),
+                       _past_limit("q", _qk, quiet_padding=True), _other_lengths, _long_sources),
               "signs": {"padding_penalty_on_real_keys": _penalty_on_real_keys,
                         "padding_masked_late": _padding_masked_late,
                         "unstable_softmax": overflow_sign(ref_padded, _scores_of(_visible_padded), 88.0),
@@ -937,9 +987,10 @@ def _exercises() -> list[Exercise]:
                  # scores of 40: clamped scores show
                  # a heads axis and a key of zeros: a transpose(1, 2) and a mask by value show
                  # and a new token's next key far louder than its own: the future hidden after the softmax shows
-                 # and scores up to 200 in the first sentence: a softmax without each row's maximum fails
+                 # and scores up to 200 in the first sentence: a softmax without each row's maximum fails; and a
+                 # query whose visible scores all lie at -115 or below: a finite fill above them shows
                  edge=(_one_query, _louder("q", _qk), _heads_and_zero_key, _without_batch("q", "k", "v"),
-                       loud_future, _past_limit("q", _qk, last_row=True)),
+                       loud_future, _past_limit("q", _qk, last_row=True), _far_below_first_query, _long_cache),
                  raised_hints=((r"must match the size of tensor|must be broadcastable|size mismatch|cannot be "
                                 r"multiplied", heads_axis_hint),),
                  explains=scale_explains(CACHED_OTHER_SCALE), **own, **torch_),

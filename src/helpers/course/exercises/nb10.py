@@ -484,6 +484,16 @@ def tied_logits(first: dict) -> dict:
 tied_logits.of_first_trial = True
 
 
+def separator_answer(_: dict) -> dict:
+    """An edge trial of the notebook's own sizes (its separator is the notebook's SEP): the first sequence's last
+    answer token is the separator itself, as a batch off the task's rule may hold. The loss counts every answer
+    token as it is: one that leaves the separator out (`ignore_index=SEP`) shows."""
+    example = logits_example()
+    tokens = np.array(example["tokens"])
+    tokens[0, -1] = SEP
+    return {**example, "tokens": tokens}
+
+
 def separator_loudest(first: dict) -> dict:
     """An edge trial from the first random one: at every sequence's first answer guess, the separator's logit the
     largest and the right token's the second: that guess is wrong (the model guesses the separator). An argmax over
@@ -794,6 +804,19 @@ def _probe(rng):
             "probe_lr": float(rng.choice([0.3, 2.0, 3.0]))}
 
 
+def large_batch(first: dict) -> dict:
+    """An edge replay from the first random one: a batch of 70 sequences, more than the 64 that `train()` hands the
+    step (drawn from a generator seeded by the sizes): a step that trains on part of its batch only (a slice of a
+    size typed in) shows."""
+    table = np.asarray(first["probe_table"])
+    tokens = np.asarray(first["probe_tokens"])
+    length, digits = (tokens.shape[1] - 1) // 2, table.shape[0] - 1
+    return {**first, "probe_tokens": make_sequences(np.random.default_rng([70, length, digits]), 70, length, digits)}
+
+
+large_batch.of_first_trial = True
+
+
 def world(rng: np.random.Generator | None = None) -> dict:
     """Every array the notebook defines, in notebook order, and the answers of its value steps.
 
@@ -942,7 +965,7 @@ def _exercises() -> list[Exercise]:
             kind="function",
             inputs=loss_inputs,
             # and logits in the hundreds: a log-sum-exp without its maximum, or the log of a softmax, overflows
-            edge=(answers_off_rule, one_digit, unused_tokens, confidently_wrong, loud_logits),
+            edge=(answers_off_rule, one_digit, unused_tokens, confidently_wrong, loud_logits, separator_answer),
             reference=ref_loss,
             native=native_loss,
             signs={"loss_capped": _capped},
@@ -968,6 +991,7 @@ def _exercises() -> list[Exercise]:
             # run once more with an optimizer that counts its steps: the numbers of SGD, whatever way they are
             # reached (an update by hand, an optimizer of its own), do not show that the optimizer given is used
             probes=(Probe("train_step", step_probe_inputs, lambda inputs: 0, "optimizer_not_used"),),
+            edge=large_batch,  # 70 sequences: a step on part of its batch shows
             raised_hints=((r"does not require grad and does not have a grad_fn",
                            "loss.backward() needs a loss that kept track of its gradients: compute it without "
                            "torch.no_grad() or .detach() in the step (if the model or answer_loss cut them, "
