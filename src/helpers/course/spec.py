@@ -1821,8 +1821,9 @@ def _module_grad_problem(ex: Exercise, entry: Any) -> Outcome | None:
     if entry["keeps_grad"] and not cut and (partial := list(entry.get("partial") or [])):
         names = ", ".join(f"`{n}`" for n in partial)
         return _fail(ex, "gradient_cut", f"The gradient of {names} is not the gradient of `{ex.module}`'s output: "
-                                         f"part of the way the output depends on {'it' if len(partial) == 1 else 'them'}"
-                                         " gets none, or a wrong one, as with a `.detach()` (or "
+                                         "part of the way the output depends on "
+                                         f"{'it' if len(partial) == 1 else 'them'} gets none, or a wrong one, as with "
+                                         "a `.detach()` (or "
                                          "`torch.no_grad()`) on one of the paths inside forward, such as the input of "
                                          "a layer detached while the residual around it is not; or a lookup that "
                                          "changes its rows' gradients (`padding_idx`, which gives that row none, "

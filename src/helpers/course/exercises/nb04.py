@@ -924,7 +924,8 @@ NUMPY_HINTS = {
     "the step asks.",
 }
 _TF_UNSTABLE = ("On rows with large scores your function returns NaN: tf.exp of a large score overflows to inf "
-                "(above 88 in float32, above 709 in float64), and inf / inf is NaN. Subtract each row's own maximum before tf.exp "
+                "(above 88 in float32, above 709 in float64), and inf / inf is NaN. Subtract each row's own maximum "
+                "before tf.exp "
                 "(tf.reduce_max(s, axis=-1, keepdims=True)): every exponent is then at most 0, none can overflow, "
                 "and the weights do not change. tf.nn.softmax does that for you.")
 
