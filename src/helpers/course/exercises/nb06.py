@@ -157,9 +157,10 @@ def _far_row(q) -> int:
 def far_below(inputs: dict) -> dict:
     """An edge trial: one query (the second last) scores exactly FAR_BELOW with every key, hidden or not. Every key
     gets 1 as its first entry and that query is FAR_BELOW·√d_k (−1100·√d_k) on its first axis and 0 elsewhere, so its
-    scores are all the same number, exactly: its row of weights is uniform over the keys it may see. A mask that fills hidden
-    scores with a finite number above FAR_BELOW (−100, −1e3) gives the hidden keys that row's weight instead; −∞,
-    −1e9, the dtype's lowest, a fill added to the scores, and a softmax renormalised after zeroing all stay exact."""
+    scores are all the same number, exactly: its row of weights is uniform over the keys it may see. A mask that fills
+    hidden scores with a finite number above FAR_BELOW (−100, −1e3) gives the hidden keys that row's weight instead;
+    −∞, −1e9, the dtype's lowest, a fill added to the scores, and a softmax renormalised after zeroing all stay
+    exact."""
     q, k = np.array(inputs["q"], dtype=float), np.array(inputs["k"], dtype=float)
     row = _far_row(q)
     q[..., row, :] = 0.0
