@@ -221,7 +221,8 @@ def judge_result(res: Result) -> list[str]:
     return problems
 
 
-_RESET = "import sys as _sys\nif 'torch' in _sys.modules:\n    _sys.modules['torch'].set_grad_enabled(True)\n"
+_RESET = ("import sys as _sys\nif 'torch' in _sys.modules:\n    _sys.modules['torch'].set_grad_enabled(True)\n"
+          "    _sys.modules['torch'].set_default_dtype(_sys.modules['torch'].float32)\n")
 
 
 def run_notebook(notebook: str, attempts: list[Attempt], timeout: int = 300) -> Iterator[Result]:
@@ -276,7 +277,8 @@ def run_notebook(notebook: str, attempts: list[Attempt], timeout: int = 300) -> 
                     | deleted_names(source)
                 if "mutates_input" in str(a.diagnosis):  # changed in place: whatever it names
                     stray |= mentioned_names(source)
-                restore({n for n in stray if not n.startswith("_")}, i)
-                # global state an attempt may leave behind (gradients switched off for the session)
+                # global state an attempt may leave behind (gradients switched off for the session, another
+                # default dtype), reset before the cells that bind its stray names run again
                 client.execute_cell(new_code_cell(_RESET), scratch, store_history=False)
+                restore({n for n in stray if not n.startswith("_")}, i)
             run(cell.source)

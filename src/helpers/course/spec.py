@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -1907,6 +1908,14 @@ def _step_probe_problem(ex: Exercise, record: Mapping[str, Any], right: bool) ->
                      "only some of them, an optimizer given a part of model.parameters(), or a parameter detached "
                      "or frozen in the step). Compute the gradient of the loss with respect to every weight: "
                      "loss.backward(), then optimizer.step().")
+    if [n for n in entry.get("moved_otherwise") or [] if isinstance(n, str)]:
+        return _fail(ex, "missing_zero_grad",
+                     f"Your `{name}` treats the model's parameters differently. On the check's stand-in, whose one "
+                     "parameter is a table of scores, its losses are right; run three times on a stand-in with two "
+                     "parameters (that table and a shift added to every score), it moves them otherwise than three "
+                     "plain steps (optimizer.zero_grad(), loss.backward(), optimizer.step()) do: the gradients of "
+                     "some parameters are not cleared between steps, or not used (a loop over the parameters that "
+                     "stops early, say). Clear every gradient with optimizer.zero_grad().")
     rows, batch = entry.get("rows"), entry.get("batch")
     # (the batch in parts, each forwarded once, gradients accumulated: one forward of every sequence all the same)
     parts = isinstance(rows, list) and isinstance(batch, int) and sum(r for r in rows if isinstance(r, int)) == batch
@@ -2967,7 +2976,40 @@ def _reads_globals(ex: Exercise, record: Mapping[str, Any], then: str) -> str:
 
 
 def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
-    """The verdict on a record (see :mod:`helpers.runtime.collect`) for the inputs of ``plan``."""
+    """The verdict on a record (see :mod:`helpers.runtime.collect`) for the inputs of ``plan``; a step that fails
+    while an earlier cell has left the session without gradients, or with another default dtype, is told so too."""
+    if ex.framework == "torch" and record.get("default_dtype") and record.get("default_dtype_own"):
+        return _fail(ex, "wrong_dtype", f"Your cell changes torch's default dtype for the whole session, to "
+                                        f"{record['default_dtype']} (`torch.set_default_dtype`): every tensor a later "
+                                        "cell makes from plain numbers is then of that dtype, and the steps built on "
+                                        "float32 tensors fail or mix dtypes. Leave the default alone (float32, the "
+                                        "default) and ask for another dtype only where you need it "
+                                        "(`dtype=torch.float64`).")
+    outcome = _evaluate(ex, plan, record)
+    if outcome.status != "fail" or ex.framework not in ("torch", None):
+        return outcome
+    if record.get("default_dtype") and not record.get("default_dtype_own"):
+        return dataclasses.replace(outcome, message=outcome.message + (
+            f" (Note: torch's default dtype is {record['default_dtype']} in this session: an earlier cell called "
+            "`torch.set_default_dtype`, so every tensor made from plain numbers since is of that dtype. Set it back "
+            "with `torch.set_default_dtype(torch.float32)`, then run the cells again from the top.)"))
+    if record.get("grad_off_session") and ex.framework == "torch" and outcome.diagnosis == "gradient_cut":
+        what = ", ".join(f"`{n}`" for n in ex.answers) if ex.kind == "value" else f"`{ex.answers[0]}(...)`"
+        return _fail(ex, "grad_left_off", f"{what} keeps no gradient because gradients are switched off for the "
+                                          "whole session: an earlier cell called `torch.set_grad_enabled(False)`, or "
+                                          "entered `torch.no_grad()` without leaving it, so nothing computed since "
+                                          "keeps track of them. Turn them back on with "
+                                          "`torch.set_grad_enabled(True)`, then run the cells again.")
+    if record.get("grad_off_session") and ex.framework == "torch":
+        return dataclasses.replace(outcome, message=outcome.message + (
+            " (Note: gradients are switched off for the whole session: an earlier cell called "
+            "`torch.set_grad_enabled(False)`, or entered `torch.no_grad()` without leaving it, so nothing computed "
+            "since keeps track of them. Turn them back on with `torch.set_grad_enabled(True)`, then run this cell "
+            "again.)"))
+    return outcome
+
+
+def _evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
     if grad_off := _grad_off_problem(ex, record):  # the session is left without gradients: that first
         return grad_off
     error = record.get("error")

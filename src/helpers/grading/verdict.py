@@ -156,6 +156,15 @@ def _typed_lists(value: Any) -> list[list[float]]:
             and all(isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x) for x in item)]
 
 
+def _session(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """What an earlier cell (or this one) left the session in: gradients off, torch's default dtype changed."""
+    out: dict[str, Any] = {"grad_off_session": raw.get("grad_off_session") is True}
+    if isinstance(raw.get("default_dtype"), str):
+        out["default_dtype"] = _text(raw["default_dtype"], 20)
+        out["default_dtype_own"] = raw.get("default_dtype_own") is True
+    return out
+
+
 def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     """Rebuild a record from the sandbox, keeping only what the plan asked for, in checked types."""
     if not isinstance(raw, dict):
@@ -172,7 +181,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                 "scalars_read": _scalars(raw.get("scalars_read")), "calls": _identifiers(raw.get("calls")),
                 # what the function's own code says, for the hints about the error (a mask as wide as the longest
                 # length, the notebook's numbers typed in)
-                "how": _features(raw.get("how")), "typed_in": _typed_lists(raw.get("typed_in"))}
+                "how": _features(raw.get("how")), "typed_in": _typed_lists(raw.get("typed_in")),
+                "grad_off": raw.get("grad_off") is True, **_session(raw)}
     answers_names = set(ex.answers)
     answers = raw.get("answers")
     if not isinstance(answers, list) or not answers or len(answers) > len(plan.inputs):
@@ -208,6 +218,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     if isinstance(own_up, list) and len(own_up) < len(plan.inputs):
         record["replay_upstream"] = [_arrays(a, starts_from, "the inputs the cell computes") for a in own_up]
     record["grad_off"] = raw.get("grad_off") is True
+    record.update(_session(raw))
     replay = raw.get("replay")
     if isinstance(replay, dict):
         err = replay.get("error")
@@ -339,6 +350,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                     "steps": entry["steps"], "changed": entry.get("changed") is True,
                     "unchanged": _names(entry.get("unchanged") or [], {"table", "shift"},
                                         "the stand-in's parameters left unchanged"),
+                    "moved_otherwise": _names(entry.get("moved_otherwise") or [], {"table", "shift"},
+                                              "the stand-in's parameters moved otherwise"),
                     "modes": [m is True for m in modes[:100]] if isinstance(modes, list) else [],
                     **({"rows": [r for r in entry["rows"][:100] if type(r) is int], "batch": entry["batch"]}
                        if isinstance(entry.get("rows"), list) and type(entry.get("batch")) is int else {}),

@@ -1758,6 +1758,24 @@ def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dic
                        "batch": int(tokens.shape[0]), "training_after": bool(model.training),
                        "changed": any(moved.values()), "unchanged": [n for n, m in moved.items() if not m]}
         out["rng_reset"] = bool(torch.equal(states[0], states[1]))
+        # three steps with SGD, next to three plain steps (zero_grad, the step's own loss function, backward, step)
+        # on a copy: a parameter that moves otherwise has its gradients cleared, or used, differently (a `break`
+        # left in a loop that clears them one parameter at a time)
+        loss_fn = getattr(step, "__globals__", {}).get("answer_loss")
+        if callable(loss_fn):
+            torch.manual_seed(20234)
+            model, plain = Table().train(), Table().train()
+            sgd, plain_sgd = (torch.optim.SGD(m.parameters(), lr=float(inputs["lr"])) for m in (model, plain))
+            with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for _ in range(3):
+                    step(model, sgd, tokens.clone())
+                    plain_sgd.zero_grad()
+                    loss_fn(plain(tokens.clone()), tokens.clone()).backward()
+                    plain_sgd.step()
+            out["moved_otherwise"] = [n for n in ("table", "shift")
+                                      if not torch.allclose(getattr(model, n).detach(), getattr(plain, n).detach(),
+                                                            rtol=1e-4, atol=1e-5)]
         # three steps with an optimizer that keeps a state (Adam's running averages and its step count): a step
         # that clears that state at every call (`optimizer.state.clear()`) leaves a count of 1
         torch.manual_seed(20233)
@@ -2315,9 +2333,19 @@ def collect(plan: Mapping[str, Any], namespace: Mapping[str, Any], history: Hist
     record["id"] = plan["id"]
     torch = sys.modules.get("torch")
     inference = bool(getattr(torch, "is_inference_mode_enabled", lambda: False)()) if torch is not None else False
-    if torch is not None and hasattr(torch, "is_grad_enabled") and (not torch.is_grad_enabled() or inference) \
-            and run is not None and re.search(r"set_grad_enabled|__enter__|inference_mode|no_grad", run.source):
+    off = torch is not None and hasattr(torch, "is_grad_enabled") and (not torch.is_grad_enabled() or inference)
+    if off and run is not None and re.search(r"set_grad_enabled|__enter__|inference_mode\(\)\s*$", run.source,
+                                             re.MULTILINE):
         # this step's cell switched gradients off and left them off (`torch.set_grad_enabled(False)`, a
         # `torch.no_grad().__enter__()` never left): every later cell runs without them
         record["grad_off"] = True
+    elif off:  # an earlier cell did: what this one computed has no gradients, through no fault of its own
+        record["grad_off_session"] = True
+    dtype = getattr(torch, "get_default_dtype", None) if torch is not None else None
+    if callable(dtype) and str(dtype()) != "torch.float32":
+        # torch's default dtype changed for the whole session (`torch.set_default_dtype(torch.float64)`): every
+        # tensor made from plain numbers after it is of that dtype; by this step's cell, or an earlier one
+        record["default_dtype"] = str(dtype()).replace("torch.", "")
+        record["default_dtype_own"] = bool(run is not None and re.search(r"set_default_dtype|set_default_tensor_type",
+                                                                         run.source))
     return record

@@ -261,6 +261,12 @@ def high_p(inputs: dict) -> dict:
     return {**inputs, "p": 0.95}
 
 
+def precise_p(inputs: dict) -> dict:
+    """An edge trial: a dropout probability of 0.125, with three decimals where the other trials have at most two
+    (a p rounded on the way shows)."""
+    return {**inputs, "p": 0.125}
+
+
 def nothing_kept(inputs: dict) -> dict:
     """An edge trial: a keep-mask of zeros, every weight dropped (likely for a small tensor at a large p): the
     answer is all zeros (a draw that drops everything is not a reason to keep everything)."""
@@ -1050,7 +1056,7 @@ def _exercises() -> list[Exercise]:
             mistakes=DROPOUT_MISTAKES,
             signs={"given_draw_ignored": _own_draw},
             hints=DROPOUT_HINTS,
-            edge=(one_hot_row, high_p, nothing_kept),
+            edge=(one_hot_row, high_p, nothing_kept, precise_p),
             **torch_,
         ),
         Exercise(

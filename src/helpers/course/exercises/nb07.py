@@ -526,6 +526,15 @@ def huge_future(inputs: dict) -> dict:
     return {**inputs, "q": q, "k": k, "block_size": max(int(inputs["block_size"]), 2)}
 
 
+def zero_query(inputs: dict) -> dict:
+    """An edge trial of causal blockwise attention: the first query all zeros, so it scores exactly 0 with every key,
+    the ones it sees and the ones after it in its block. A mask made from the scores' values (a score of 0 taken
+    for one the mask zeroed) hides the first or shows the others."""
+    q = np.array(inputs["q"], dtype=float)
+    q[0] = 0.0
+    return {**inputs, "q": q, "block_size": max(int(inputs["block_size"]), 2)}
+
+
 def long_flash(rng):
     """n = 1536 keys in blocks of 16, narrow queries and values: one n × n matrix of booleans (n² bytes,
     2.25 MiB) is already well above what a few n × block arrays of float64 take, so a mask of the whole
@@ -733,7 +742,7 @@ register(
             # "one tile of block_size queries at a time": not one query at a time
             Probe("tile_blocks", causal_probe_inputs, lambda inputs: 0, "keys_not_in_blocks"),
         ),
-        edge=(one_block, huge_future, key_by_key),
+        edge=(one_block, huge_future, key_by_key, zero_query),
         raises={r"\bScoresAboveTheDiagonal\b": "future_blocks_computed", **BLOCKS_RAISED,
                 r"\bQueriesNotInTiles\b": "queries_not_in_tiles"},
         how={"library_attention": False},
