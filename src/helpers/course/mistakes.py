@@ -639,11 +639,11 @@ _ROWS = [
      "softmax and before the product with the values (on masked scores, −∞ · 0 is NaN)."),
     # --- notebooks 06 to 10 (simulation 6, B)
     ("future_masked_late", "the future hidden after the softmax, each row renormalised",
-     "Your weights come from a softmax over every key, the future zeroed afterwards and each row divided by its new "
-     "sum (or the maximum taken over every key, the future's too). That is exact in arithmetic, but on a row whose "
-     "hidden key scores far above the visible ones the softmax gives that key all the weight, the visible ones "
-     "underflow to 0, and the row becomes 0/0 = NaN. Hide the future before the softmax (a score of −∞): then no "
-     "row divides by 0."),
+     "Your weights reach the hidden keys' scores before your mask does: a softmax over every key with the future "
+     "zeroed afterwards, the maximum taken over every key, or the exponentials taken before the mask. That is "
+     "exact in arithmetic, but on a row whose hidden key scores far above the visible ones it is not: the visible "
+     "weights underflow to 0 (and the row becomes 0/0), or the hidden key's exponential overflows (and inf · 0 is "
+     "NaN). Hide the future in the scores themselves, before the softmax (a score of −∞)."),
     ("padding_masked_late", "the padded keys masked after the exponentials",
      "On a batch whose padding holds large numbers (anything can sit in the padding), your result is NaN or inf: "
      "the padded keys' scores reach the exponentials, or the maximum subtracted before them, ahead of your mask. "

@@ -22,9 +22,9 @@ Everything here is NumPy and never runs student code.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -1025,6 +1025,13 @@ def _grad_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     if not ex.keeps_grad:
         return None
     if ex.kind == "function" and ex.module:  # the function runs a module: the module's output must keep it
+        if isinstance(record.get("grad_inplace"), str):
+            return _fail(ex, "in_place_breaks_backward",
+                         f"`{ex.module}` gives the right numbers, but the gradient through its forward raises: an "
+                         "in-place operation (`exp_`, `/=`, `masked_fill_`, `x[...] = …`) changed a tensor that "
+                         "autograd had saved to compute the gradients (a softmax's output, say), so the module "
+                         "cannot be trained. Write that step out of place (`w = w.masked_fill(mask, 0)`, `s = "
+                         f"s.exp()`). (The gradient raised: {record['grad_inplace']})")
         if record.get("module_grad") is False:
             return _fail(ex, "gradient_cut", f"The output of `{ex.module}` is cut off from the module's own weights "
                                              "(all of them, or some): a "

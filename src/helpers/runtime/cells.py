@@ -15,7 +15,7 @@ from typing import Any
 
 __all__ = ["assigned_names", "called_names", "code_features", "computed_from", "defining_cell", "discarded_results",
            "filled_at", "filled_names",
-           "first_code_line", "free_names", "mentioned_names", "typed_lists"]
+           "first_code_line", "free_names", "mentioned_names", "typed_lists", "without_timing"]
 
 _MAGIC = re.compile(r"^(\s*)([%!].*)$", re.M)
 # For a cell that does not parse (a syntax error): the names on the left of a top-level `=`.
@@ -23,8 +23,18 @@ _ASSIGNMENT = re.compile(r"^([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*(?:[-+*/@%]
 _DEF = re.compile(r"^(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)", re.M)
 
 
+_TIME_LINE = re.compile(r"^(\s*)%time[ \t]+(\S.*)$", re.M)
+_TIME_CELL = re.compile(r"\A(\s*)%%time[ \t]*(?:\n|\Z)")
+
+
+def without_timing(source: str) -> str:
+    """``source`` without IPython's timing magics, which run their code in the notebook as it is: ``%time x = …``
+    is the statement ``x = …``, and a cell that starts with ``%%time`` is the rest of the cell."""
+    return _TIME_LINE.sub(lambda m: m.group(1) + m.group(2), _TIME_CELL.sub(lambda m: m.group(1), source))
+
+
 def _parse(source: str) -> ast.AST | None:
-    text = _MAGIC.sub(lambda m: m.group(1) + "pass", source)
+    text = _MAGIC.sub(lambda m: m.group(1) + "pass", without_timing(source))
     try:
         return ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -99,7 +109,7 @@ def definition_source(source: str, name: str) -> str:
     tree = _parse(source)
     if tree is None:
         return source
-    text = _MAGIC.sub(lambda m: m.group(1) + "pass", source)  # what was parsed: the offsets are into it
+    text = _MAGIC.sub(lambda m: m.group(1) + "pass", without_timing(source))  # what was parsed: the offsets are into it
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
             return ast.get_source_segment(text, node) or source
@@ -144,7 +154,7 @@ def free_names(source: str) -> set[str]:
     """The names a cell reads that it does not bind at its top level: the notebook's variables it uses. Names
     local to a function, a lambda or a comprehension of the cell (``for w in ...`` inside a generator) are not
     free; a name the cell both reads and binds at its top level is not either."""
-    text = _MAGIC.sub(lambda m: m.group(1) + "pass", source)
+    text = _MAGIC.sub(lambda m: m.group(1) + "pass", without_timing(source))
     try:
         top = symtable.symtable(text, "<cell>", "exec")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -518,12 +528,34 @@ _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
+def _idle(node: ast.AST) -> bool:
+    """A loop in name only: a ``for`` whose body never reads its loop variable, or a comprehension whose result and
+    conditions never read any of its variables (``for i, x_i in enumerate(x): s = x @ query`` computes the same
+    thing on every turn). ``for _ in …`` too. A ``while`` loop is never idle: its condition may be what changes."""
+    def targets(t: ast.AST) -> set[str]:
+        return {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+    def loaded(parts: list[ast.AST]) -> set[str]:
+        return {n.id for part in parts for n in ast.walk(part)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        return not targets(node.target) & loaded([*node.body, *node.orelse])
+    if isinstance(node, _COMPREHENSIONS):
+        names = set().union(*(targets(g.target) for g in node.generators))
+        parts: list[ast.AST] = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+        parts += [c for g in node.generators for c in g.ifs] + [g.iter for g in node.generators[1:]]
+        return not names & loaded(parts)
+    return False
+
+
 def _loop_depth(node: ast.AST, depth: int = 0) -> int:
     """How deep loops nest in ``node``: a ``for``/``while`` counts one, a comprehension one per ``for`` clause
-    (``[f(a, b) for a in x for b in x]`` is two loops, one inside the other)."""
-    if isinstance(node, _LOOPS):
+    (``[f(a, b) for a in x for b in x]`` is two loops, one inside the other); a loop in name only (:func:`_idle`)
+    does not count."""
+    if isinstance(node, _LOOPS) and not _idle(node):
         depth += 1
-    elif isinstance(node, _COMPREHENSIONS):
+    elif isinstance(node, _COMPREHENSIONS) and not _idle(node):
         depth += len(node.generators)
     return max([depth, *(_loop_depth(child, depth) for child in ast.iter_child_nodes(node))])
 
@@ -708,7 +740,7 @@ def code_features(source: str) -> dict[str, Any] | None:
             pass
         elif isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp,
                                ast.GeneratorExp)):
-            loop = True
+            loop = loop or not _idle(node)  # (a loop whose variable nothing reads computes nothing per turn)
         elif isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, ast.MatMult):
             matmul = True
         elif isinstance(node, ast.Call):

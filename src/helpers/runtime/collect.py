@@ -59,6 +59,7 @@ from .cells import (
     module_changes,
     out_targets,
     typed_lists,
+    without_timing,
 )
 from .history import History, Run, message_line
 from .watch import tracking
@@ -169,10 +170,11 @@ def _module_like(params: Mapping[str, Any], module: Any) -> Any:
     ``double``)."""
     import torch
 
-    if {"trainable", "frozen"} <= set(params) <= {"trainable", "frozen", "buffers", "double"} \
+    if {"trainable", "frozen"} <= set(params) <= {"trainable", "frozen", "buffers", "double", "eval"} \
             and all(isinstance(params[k], Mapping) for k in ("trainable", "frozen")):
-        return _module_of(params["trainable"], params["frozen"], params.get("buffers") or {},
+        made = _module_of(params["trainable"], params["frozen"], params.get("buffers") or {},
                           params.get("double") or ())
+        return made.eval() if params.get("eval") else made
     clone = copy.deepcopy(module)
     own = [name for name, _ in clone.named_parameters()]
     if set(params) <= set(own):
@@ -470,6 +472,7 @@ def _no_check(*args: Any, **kwargs: Any) -> None:
 
 
 def _compile_cell(source: str, shell: Any) -> types.CodeType | None:
+    source = without_timing(source)  # `%time x = …` runs `x = …` (in the replay's namespace, not the notebook's)
     if _MAGIC_LINE.search(source):
         if shell is None:
             return None
@@ -2040,9 +2043,11 @@ def _module_stateful(module: Any, inputs: Mapping[str, Any]) -> str | None:
         _restore_tensor_state(module, kept)
 
 
-def _module_keeps_grad(module: Any, inputs: Mapping[str, Any]) -> bool | None:
+def _module_keeps_grad(module: Any, inputs: Mapping[str, Any], notes: dict[str, Any] | None = None) -> bool | None:
     """Called on the first of ``inputs`` with gradients on, does the module's output reach every parameter of it
-    that requires a gradient? None when that cannot be told (no module, it raised, no tensor came out)."""
+    that requires a gradient? None when that cannot be told (no module, it raised, no tensor came out). A gradient
+    that raises because an in-place operation changed a tensor autograd had saved goes into ``notes``
+    (``inplace_error``)."""
     torch = sys.modules.get("torch")
     params = [p for p in getattr(module, "parameters", lambda: [])() if getattr(p, "requires_grad", False)] \
         if torch is not None and isinstance(module, torch.nn.Module) else []
@@ -2056,7 +2061,9 @@ def _module_keeps_grad(module: Any, inputs: Mapping[str, Any]) -> bool | None:
             if not getattr(result, "requires_grad", False):
                 return False if hasattr(result, "requires_grad") else None
             grads = torch.autograd.grad(result.sum(), params, allow_unused=True)
-    except Exception:  # noqa: BLE001 — the student's module: anything can happen
+    except Exception as exc:  # noqa: BLE001 — the student's module: anything can happen
+        if notes is not None and "modified by an inplace operation" in str(exc):
+            notes["inplace_error"] = _first_line(exc)[:300]
         return None
     finally:
         torch.set_rng_state(state)
@@ -2140,7 +2147,10 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
         record["probes"] = {} if record.get("forbidden") else _probes(plan, fn, name, framework)
         if plan.get("keeps_grad") and framework == "torch" and plan.get("trials") and plan.get("module"):
             # the function runs a module the cell made (which it may call without gradients): that module's output
-            record["module_grad"] = _module_keeps_grad(namespace.get(plan["module"]), plan["trials"][0])
+            notes = {}
+            record["module_grad"] = _module_keeps_grad(namespace.get(plan["module"]), plan["trials"][0], notes)
+            if notes.get("inplace_error"):
+                record["grad_inplace"] = notes["inplace_error"]
         if framework == "torch" and plan.get("trials") and plan.get("module"):
             record["module_stateful"] = _module_stateful(namespace.get(plan["module"]), plan["trials"][0])
             record["module_frozen"] = _frozen(namespace.get(plan["module"]))

@@ -611,8 +611,11 @@ def _trainable_inputs(rng: np.random.Generator | None = None) -> dict:
     # (bytes / 4 is not the count); and a buffer, which is no parameter (kept out of the state_dict, as a causal
     # mask's often is: a count of the state_dict's entries is then that of every parameter, frozen ones too)
     trainable["proj.w_out"] = rng.uniform(-1.0, 1.0, size=(d_k, m))
+    # and a matrix that starts at zero (as LoRA's second factor does), trainable all the same (a count of the nonzero
+    # entries leaves it out), in a module in evaluation mode (the mode changes nothing about what training may change)
+    trainable["proj.w_up"] = np.zeros((m, 2))
     module = {"trainable": trainable, "frozen": {frozen: weights[frozen]},
-              "buffers": {"mask": np.ones((int(rng.choice([2, 3])), m + 1))}, "double": ["proj.w_out"]}
+              "buffers": {"mask": np.ones((int(rng.choice([2, 3])), m + 1))}, "double": ["proj.w_out"], "eval": True}
     return {"x": x, "d_model": d_model, "d_k": d_k, "sa_v1": module}
 
 
@@ -651,8 +654,8 @@ def _value(ex_id, title, answers, reference, independent=(), one_width=False, ro
                     inputs=upstream_of(drawn, answers[0]), framework="torch", **kw)
 
 
-_NO_LOOP = ("Your numbers are right, but your cell loops over the rows (a `for` or a comprehension). The step asks "
-            "for {what} without a loop: one product does every row at once.")
+_NO_LOOP = ("Your numbers are right, but your cell loops (a `for` or a comprehension, over the rows or the "
+            "features). The step asks for {what} without a loop: one product does every row at once.")
 
 
 _PART_1_UNSCALED = ("You divided the scores by √3, the square root of the width of an input, before the softmax. "

@@ -1017,6 +1017,20 @@ def wider_spread(inputs: dict) -> dict:
     return {**inputs, "w_key_np": wk}
 
 
+def tiny_output(inputs: dict) -> dict:
+    """An edge replay of the outputs step: the first word weighs the first two values 0.3001 and 0.2999, whose first
+    entries are 1 and -1 (the others 0), so its first output is 0.0002: outputs near zero set to zero "to tidy the
+    print" (or rounded) show."""
+    w = np.array(inputs["attn_weights"], dtype=np.float64)
+    v = np.array(inputs["values"])
+    if w.shape[0] < 1 or w.shape[1] < 4 or v.shape[0] < 4:
+        return inputs
+    w[0] = [0.3001, 0.2999, 0.2, 0.2] + [0.0] * (w.shape[1] - 4)
+    v[:, 0] = 0
+    v[0, 0], v[1, 0] = 1, -1
+    return {**inputs, "attn_weights": w, "values": v}
+
+
 def narrow_keys(inputs: dict) -> dict:
     """An edge replay of keys 3 wide, narrower than the 4 words (the other replays' keys may all be wider): a d_k
     taken as the largest (or the first) size of the keys, max(n, d_k), shows. Drawn from a generator seeded by the
@@ -1204,7 +1218,7 @@ def _exercises() -> list[Exercise]:
         value("04.attention", "The outputs of all four words", ("outputs",), ref_outputs,
               reads=("attn_weights", "values"), mistakes=OUTPUTS_MISTAKES, independent=("output_1",),
               hints={**OUTPUTS_HINTS, "not_as_asked": ONE_PRODUCT}, how={"matmul": True, "loop": False},
-              dtype="float32", rtol=1e-5),
+              dtype="float32", rtol=1e-5, edge=tiny_output),
         # values of other widths than the 4 words (widths): a mean over the words times d_v shows
         value("04.attention_sum", "The outputs as explicit weighted sums", ("outputs_sum",), ref_outputs_sum,
               reads=("attn_weights", "values"), independent=("outputs", "output_1"),

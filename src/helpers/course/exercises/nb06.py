@@ -581,8 +581,8 @@ def _own_draw(answer, inputs) -> bool:
 
 DROPOUT_HINTS = {
     "given_draw_ignored": "Your zeros fall in other places than keep's: your function does not drop where the "
-    "keep-mask it is given says (a random draw of its own, F.dropout or torch.rand, or keep sliced or broadcast "
-    "another way). Use `keep` as it is: multiply the weights by it, then divide by (1 − p).",
+    "keep-mask it is given says (a draw of its own, keep changed on the way, or used another way than as it is). "
+    "Use `keep` as it is: multiply the weights by it, then divide by (1 − p).",
 }
 
 
