@@ -803,6 +803,16 @@ _PROCESS_ROWS = [
     ("gradient_cut", "the computation cut off from the trainable weights",
      "The result does not require a gradient: a `.detach()`, `torch.no_grad()` or a NumPy round trip cut it off "
      "from the weights, so training could not change them."),
+    ("pe_exponent_from_n", "the exponent 2i/n, with the number of positions for d_model",
+     "Your frequencies use the number of positions n (the table's rows) where the formula has d_model, the width "
+     "of each vector: column pair i turns at 1 / 10000^(2i/d_model), whatever the number of positions."),
+    ("embeddings_scaled", "the token vectors multiplied by √d_model before the encoding is added",
+     "You multiplied the token vectors by √d_model before adding the encoding (as the original Transformer does "
+     "with its learned embeddings). This step adds the encoding to the vectors as they are: x + pe."),
+    ("heads_averaged", "the heads' merged output divided by their number",
+     "Your output is the right one divided by the number of heads: the heads averaged. Multi-head attention does "
+     "not average its heads: it places their outputs side by side (each head fills its own d_head features of the "
+     "merged row), and the output projection mixes them."),
     ("gradient_wrong", "a gradient that is not the gradient of the result",
      "The result is right, but the gradient that flows back through it is not its gradient: some entries of an "
      "input get none, or a wrong one (a lookup with `padding_idx` gives that row none), so training would not "

@@ -695,6 +695,8 @@ MHA_MISTAKES = {
     "softmax_wrong_axis": lambda **i: _mha(**i, axis=-2),  # over the queries: dim=-2
     # the division by √d_head after the softmax (the weights, or the heads' outputs: the same numbers, projected)
     "scale_after_softmax": lambda **i: _mha(**i, scale="none") / np.sqrt(i["x"].shape[-1] // int(i["num_heads"])),
+    # the heads "averaged": the merged output divided by their number
+    "heads_averaged": lambda **i: _mha(**i) / int(i["num_heads"]),
 }
 # TensorFlow's version is one function: heads dealt in turn when splitting only, then merged back the usual way
 # (perm [0, 2, 1, 3]); and tf.transpose without perm, which reverses every axis, when merging

@@ -74,10 +74,12 @@ def _exponents(d_model: int, how: str = "pair") -> np.ndarray:
     }[how].astype(np.float64)
 
 
-def sinusoid(n, d_model, exponent="pair", start=0, layout="interleaved", base=BASE):
-    """(n, d_model): sin in the even columns, cos in the odd ones, with switches for the mistakes."""
+def sinusoid(n, d_model, exponent="pair", start=0, layout="interleaved", base=BASE, width=None):
+    """(n, d_model): sin in the even columns, cos in the odd ones, with switches for the mistakes (``width``: the d
+    of the exponent 2i/d, when it is another number than d_model)."""
     n, d_model = int(n), int(d_model)
-    angles = np.arange(start, start + n, dtype=np.float64)[:, None] / base ** _exponents(d_model, exponent)
+    e = _exponents(d_model, exponent) * (1.0 if width is None else d_model / width)
+    angles = np.arange(start, start + n, dtype=np.float64)[:, None] / base ** e
     out = np.empty((n, d_model))
     if layout == "halves":  # all sines, then all cosines, of the pairs' angles
         a = angles[:, 0::2]
@@ -258,6 +260,7 @@ SINUSOID_MISTAKES = {
     "pe_same_frequency": lambda n, d_model: sinusoid(n, d_model, exponent="same"),
     "positions_from_one": lambda n, d_model: sinusoid(n, d_model, start=1),
     "pe_base_1000": lambda n, d_model: sinusoid(n, d_model, base=1000.0),
+    "pe_exponent_from_n": lambda n, d_model: sinusoid(n, d_model, width=n),
 }
 
 
@@ -322,6 +325,8 @@ POSITIONAL_MISTAKES = {
                                                                       x @ w_value),
     "pe_scaled": lambda x, w_query, w_key, w_value, pe: self_attention(x + pe * np.sqrt(x.shape[-1]), w_query,
                                                                        w_key, w_value),
+    "embeddings_scaled": lambda x, w_query, w_key, w_value, pe: self_attention(x * np.sqrt(x.shape[-1]) + pe,
+                                                                               w_query, w_key, w_value),
 }
 POSITIONAL_HINTS = {
     "positions_not_added": "Your outputs are those of self_attention(x, …) without positions: `pe` never made it "
