@@ -766,8 +766,9 @@ _PROCESS_ROWS = [
      "Your cell never uses what the step asks you to compute with (for instance the trained model): the numbers "
      "come from somewhere else."),
     ("full_score_matrix", "the whole n × n score matrix held at once",
-     "Your function holds far more memory than one block of scores: it builds the whole n × n score matrix "
-     "(or something as large). Work through the keys one block at a time, keeping only a running maximum, a "
+     "Your function holds far more memory than one block of scores needs: memory that grows with the length of "
+     "the sequence as the whole n × n score matrix does (that matrix, a mask of the whole sequence, or what every "
+     "block gave kept in a list). Work through the keys one block at a time, keeping only a running maximum, a "
      "running sum and a running output per query."),
     ("not_one_pass", "the stream read more than once",
      "Your function reads the stream of scores more than once (or keeps all of it). An online softmax reads "

@@ -1114,7 +1114,7 @@ def _through_float32(trials: Sequence[tuple[Arrays, Mapping[str, Any]]], wants: 
     """Whether the answers' errors look like float32's: spread over nearly every entry. Of the entries whose right
     value float32 cannot hold, fewer than a quarter agree to double precision (a computation in float64 that
     changes only some entries, such as small weights set to 0, leaves most of them exact)."""
-    exact = total = single = close = 0
+    exact = total = single = close = rows = scaled = 0
     for (got, _), want in zip(trials, wants):
         for name in names:
             try:
@@ -1123,7 +1123,15 @@ def _through_float32(trials: Sequence[tuple[Arrays, Mapping[str, Any]]], wants: 
                 continue
             if g.shape != w.shape:
                 continue
-            with np.errstate(over="ignore", invalid="ignore"):
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                # a row whose entries are all off by one and the same factor (a small constant added to a row's sum,
+                # say) is scaled, not rounded: float32 leaves each entry its own error
+                if g.ndim and g.shape[-1] > 2:
+                    r = ((g - w) / w).reshape(-1, g.shape[-1])
+                    mean = np.abs(np.nanmean(r, axis=-1))
+                    off = np.isfinite(mean) & (mean > 1e-9)
+                    rows += int(off.sum())
+                    scaled += int(np.sum(off & (np.nanstd(r, axis=-1) < 1e-3 * mean)))
                 held = np.isfinite(w) & (w.astype(np.float32).astype(float) != w)
                 exact += int(np.sum(held & (np.abs(g - w) <= 1e-12 * np.abs(w))))
                 # float32's own numbers (a cast back at the end), or errors relative to each number's size (float32
@@ -1131,6 +1139,8 @@ def _through_float32(trials: Sequence[tuple[Arrays, Mapping[str, Any]]], wants: 
                 single += int(np.sum(held & (g.astype(np.float32).astype(float) == g)))
                 close += int(np.sum(held & (np.abs(g - w) <= 1e-5 * np.abs(w))))
             total += int(held.sum())
+    if rows and scaled >= rows / 2:
+        return False
     return total == 0 or exact < total / 4 and (single >= total / 2 or close >= 0.9 * total)
 
 
@@ -1826,6 +1836,12 @@ def _module_grad_problem(ex: Exercise, entry: Any) -> Outcome | None:
     if not isinstance(entry, Mapping) or "keeps_grad" not in entry:
         return None
     cut = list(entry.get("cut") or [])
+    if entry["keeps_grad"] and not cut and (sparse := list(entry.get("sparse") or [])):
+        names = ", ".join(f"`{n}`" for n in sparse)
+        return _fail(ex, "not_trainable", f"The gradient of {names} comes out as a sparse tensor (a lookup made with "
+                                          "`sparse=True`): AdamW, like most optimizers, refuses to step with it, so "
+                                          "training raises. Look the rows up plainly (`table[tokens]`, or "
+                                          "`F.embedding` without `sparse=True`).")
     if entry["keeps_grad"] and not cut and (partial := list(entry.get("partial") or [])):
         names = ", ".join(f"`{n}`" for n in partial)
         return _fail(ex, "gradient_cut", f"The gradient of {names} is not the gradient of `{ex.module}`'s output: "
@@ -1891,9 +1907,16 @@ def _step_probe_problem(ex: Exercise, record: Mapping[str, Any], right: bool) ->
     """How the step's function trains (see :class:`Probe`, ``train_step``). ``right``: its answers are right
     (then the mode and the generator are judged too; a wrong answer has a cause of its own to fix first)."""
     entry = (record.get("probes") or {}).get("train_step")
+    name = ex.functions[0] if ex.functions else "Your step"
+    inputs = dict(next((p.inputs(None) for p in ex.probes if p.kind == "train_step"), {}))
+    if right and isinstance(entry, Mapping) and isinstance(entry.get("error"), str) and "steps" not in entry:
+        return Outcome(ex.id, "fail", 0, ex.points,
+                       f"Your `{name}` is right on the notebook's stand-in, but given another batch "
+                       f"({len(inputs.get('tokens', ()))} sequences) and another learning rate, it raised "
+                       f"{entry['error']}. A step computes with the `model`, `optimizer` and `tokens` it is given "
+                       "(not with the notebook's `probe_…` variables, nor with their sizes).")
     if not isinstance(entry, Mapping) or "steps" not in entry:
         return None
-    name = ex.functions[0] if ex.functions else "Your step"
     if entry["steps"] == 0 and entry.get("changed"):
         return _fail(ex, "optimizer_not_used", ex.hints.get("optimizer_not_used"),
                      f" (Given an SGD optimizer, `{name}` changed the weights, but never called its step().)")
@@ -1915,6 +1938,13 @@ def _step_probe_problem(ex: Exercise, record: Mapping[str, Any], right: bool) ->
                      "only some of them, an optimizer given a part of model.parameters(), or a parameter detached "
                      "or frozen in the step). Compute the gradient of the loss with respect to every weight: "
                      "loss.backward(), then optimizer.step().")
+    lr = inputs.get("lr")
+    if isinstance(entry.get("lr_after"), float) and isinstance(lr, float) and not np.isclose(entry["lr_after"], lr):
+        return _fail(ex, "optimizer_not_used",
+                     f"Your `{name}` changes the optimizer it is given: given one with a learning rate of {lr}, it "
+                     f"left it at {entry['lr_after']:g} (an assignment to `param_groups[…][\"lr\"]`, say). "
+                     "The caller sets the learning rate (train() gives AdamW 3e-3): a step only calls "
+                     "optimizer.zero_grad(), loss.backward() and optimizer.step().")
     if [n for n in entry.get("moved_otherwise") or [] if isinstance(n, str)]:
         return _fail(ex, "missing_zero_grad",
                      f"Your `{name}` treats the model's parameters differently. On the check's stand-in, whose one "
@@ -2852,6 +2882,13 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
                                           "only because what it takes from there happens not to change them, and it "
                                           "raises a NameError wherever that variable does not exist. Use only the "
                                           "parameters the function is given.")
+    if fail is None and ex.framework == "torch" and not ex.keeps_grad and not ex.module \
+            and True in ((record.get("facts") or {}).get("grad") or {}).values():
+        # nothing it is given needs a gradient, yet its result does: it makes a trainable tensor of its own
+        return _fail(ex, "not_as_asked", f"`{ex.answers[0]}(...)` returns a tensor that requires a gradient, though "
+                                         "nothing it is given does: it makes a trainable tensor of its own (an "
+                                         "`nn.Parameter`, or `requires_grad=True`), which an optimizer would then "
+                                         "change. What it computes is fixed: return a plain tensor.")
     if fail is None:
         for check in (_unused_problem(ex, record), _zeroed_small(ex, list(zip(answers, plan.inputs))),
                       _dtype_problem(ex, record.get("facts") or {}),
@@ -3299,6 +3336,33 @@ def large_scores(q: str = "q", k: str = "k", *, x: str | None = None, w_query: s
 
     edge.of_first_trial = True
     return edge
+
+
+def more_rows(name: str, n: int = 40) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """An edge trial made from the first random trial: ``name`` with ``n`` rows (tokens) of fresh numbers of the same
+    spread, drawn from a generator seeded by its shape; the other inputs as they are. Tokens cut at a count typed in
+    (`x[:8]`, `x[-16:]`, a "context window") show."""
+    def edge(first: dict[str, Any]) -> dict[str, Any]:
+        a = np.asarray(first[name], dtype=float)
+        rng = np.random.default_rng([*a.shape, n])
+        spread = float(a.std()) or 1.0
+        return {**first, name: rng.normal(scale=spread, size=(*a.shape[:-2], n, a.shape[-1]))}
+
+    edge.of_first_trial = True
+    return edge
+
+
+def keys_reversed(edge: Callable[[dict[str, Any]], dict[str, Any]], k: str = "k",
+                  v: str = "v") -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """An edge trial: ``edge``'s, with the keys and values in reverse order (attention's outputs do not change): a
+    score that ``edge`` puts on the first key is on the last one, so a row maximum that leaves out the last column
+    (`s[:, :-1].max(...)`) shows as one that leaves out the first does."""
+    def reversed_edge(first: dict[str, Any]) -> dict[str, Any]:
+        out = edge(first)
+        return {**out, k: np.flip(np.asarray(out[k]), axis=-2).copy(), v: np.flip(np.asarray(out[v]), axis=-2).copy()}
+
+    reversed_edge.of_first_trial = getattr(edge, "of_first_trial", False)
+    return reversed_edge
 
 
 def _answer_and_reference(answer: Arrays, reference: Callable[..., Any],

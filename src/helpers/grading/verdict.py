@@ -334,6 +334,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                     **{key: _names(entry.get(key) or [], {p[0] for p in (record.get("module") or {})
                                                          .get("params", [])} or {""}, what)
                        for key, what in (("partial", "the parameters whose gradient misses a path"),
+                                         ("sparse", "the parameters whose gradient is sparse"),
                                          ("train_cut", "the parameters cut off in training mode"),
                                          ("train_partial", "the parameters whose gradient misses a path in training "
                                                            "mode"))},
@@ -346,12 +347,17 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                 continue
             if probe.kind == "train_step":
                 modes = entry.get("modes")
+                if type(entry.get("steps")) is not int and isinstance(entry.get("error"), str):
+                    record["probes"][probe.kind] = {"error": _text(entry["error"], 300)}
+                    continue
                 record["probes"][probe.kind] = {} if type(entry.get("steps")) is not int else {
                     "steps": entry["steps"], "changed": entry.get("changed") is True,
                     "unchanged": _names(entry.get("unchanged") or [], {"table", "shift"},
                                         "the stand-in's parameters left unchanged"),
                     "moved_otherwise": _names(entry.get("moved_otherwise") or [], {"table", "shift"},
                                               "the stand-in's parameters moved otherwise"),
+                    **({"lr_after": float(entry["lr_after"])} if type(entry.get("lr_after")) in (int, float)
+                       else {}),
                     "modes": [m is True for m in modes[:100]] if isinstance(modes, list) else [],
                     **({"rows": [r for r in entry["rows"][:100] if type(r) is int], "batch": entry["batch"]}
                        if isinstance(entry.get("rows"), list) and type(entry.get("batch")) is int else {}),

@@ -1451,7 +1451,10 @@ def _module_grad(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
         torch.set_rng_state(state)  # a module that draws in evaluation mode must not move the notebook's generator
         _restore_tensor_state(module, kept)
     out = {"keeps_grad": True, "cut": [n for (n, _), g in zip(named, grads) if g is None], "ignores_input": ignores,
-           "partial": partial, "stateful": stateful}
+           "partial": partial, "stateful": stateful,
+           # a gradient of another layout than a plain tensor's (`F.embedding(..., sparse=True)`): most optimizers,
+           # AdamW among them, refuse to step with it
+           "sparse": [n for (n, _), g in zip(named, grads) if g is not None and g.layout != torch.strided]}
     if trained.get("inplace"):
         out["inplace_error"] = trained["inplace"]
     if trained.get("reused_graph"):
@@ -1758,6 +1761,7 @@ def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dic
                 moved = {"table": not bool(torch.equal(model.table.detach(), table)),
                          "shift": bool(model.shift.detach().abs().sum() > 0)}
                 out = {"steps": optimizer.steps, "modes": model.modes, "rows": model.rows,
+                       "lr_after": float(optimizer.param_groups[0].get("lr", float("nan"))),
                        "batch": int(tokens.shape[0]), "training_after": bool(model.training),
                        "changed": any(moved.values()), "unchanged": [n for n, m in moved.items() if not m]}
         out["rng_reset"] = bool(torch.equal(states[0], states[1]))
@@ -1956,10 +1960,17 @@ def _grad_mismatch(fn: Callable[..., Any], inputs: Mapping[str, Any],
             if not torch.equal(again, out.detach()):  # a draw of its own, or a cache: no claim
                 return None
             wrong = []
+            base = float(out.detach().sum())
             for (key, i, v), g in zip(picked, grads):
                 eps = 1e-6 * max(1.0, float(args[i].abs().max()))
                 up, _ = total(eps, i)
                 down, _ = total(-eps, i)
+                again, _ = total()
+                # the same function at every call (not a cache that hands back what an earlier call computed), and a
+                # smooth one here: the two half-steps agree to first order
+                high, low = float(up.sum()), float(down.sum())
+                if not torch.equal(again, out.detach()) or abs(high + low - 2 * base) > 1e-3 * abs(high - low) + 1e-9:
+                    return None
                 fd = float((up.sum() - down.sum()) / (2 * eps))
                 ad = 0.0 if g is None else float((g * v).sum())
                 size = float(torch.linalg.vector_norm(v)) * (0.0 if g is None else float(torch.linalg.vector_norm(g)))

@@ -267,6 +267,23 @@ def wide_inputs(inputs: dict) -> dict:
     return {name: full[name] for name in inputs}
 
 
+def long_loud_arrays(inputs: dict) -> tuple[np.ndarray, ...]:
+    """Fresh numbers for a sentence of 40 tokens whose inputs are 64 times the usual halves (exact in float32, as
+    every product of them is): tokens cut at a count typed in (`x[:8]`, `x[-16:]`) and clamps of the inputs, values,
+    scores or outputs at any "safe" bound up to several hundred show. Drawn from a generator seeded by the replay's
+    own inputs. (No softmax step gets it: its scores are in the hundred thousands.)"""
+    rng = _edge_rng(inputs)
+    x = 64.0 * fresh_numbers(rng, (40, 4))
+    wq, wk, wv = (fresh_numbers(rng, shape) for shape in ((4, 3), (4, 3), (4, int(rng.choice([4, 5])))))
+    return x, wq, wk, wv, _rounded_rows(rng, 40)
+
+
+def long_loud(inputs: dict) -> dict:
+    """An edge replay of a long, loud sentence (see :func:`long_loud_arrays`)."""
+    full = _world_of(*long_loud_arrays(inputs))
+    return {name: full[name] for name in inputs}
+
+
 def one_token_arrays(inputs: dict, d_v: int | None = None) -> tuple[np.ndarray, ...]:
     """Fresh numbers for a single token (its one score, one weight of 1): a result squeezed (`.squeeze()` drops
     every axis of length 1, whatever the sizes) loses its token axis. Drawn from a generator seeded by the replay's
@@ -669,7 +686,7 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
         rounded_step = dict(mistakes=ROUNDED_MISTAKES)
     return [
         value("x", "The inputs", ("x",), ref_x, reads=("x_list",), dtype="float32", hints=hints["x"],
-              edge=(large_numbers, wide_inputs, precise_numbers, repeated_numbers),
+              edge=(large_numbers, wide_inputs, precise_numbers, repeated_numbers, long_loud),
               **(dict(own, computed_with=("x_list",)) if tf else {})),
         value("weights", "The three weight matrices", ("w_query", "w_key", "w_value"), ref_weights,
               edge=(large_numbers, precise_numbers, repeated_numbers),
@@ -680,12 +697,12 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
         # PyTorch half projects the tensors of step 0 (the TensorFlow half makes them in the same cell).
         # numbers with three decimals too: weights sent through bfloat16 or float16 show
         value("qkv", "Queries, keys and values", ("queries", "keys", "values"), ref_qkv,
-              edge=(large_numbers, precise_numbers),
+              edge=(large_numbers, precise_numbers, long_loud),
               reads=("x", "w_query", "w_key", "w_value"), mistakes=QKV_MISTAKES, hints=hints["qkv"], dtype="float32",
               computed_with=() if tf else ("x", "w_query", "w_key", "w_value"), **own),
         value("scores", "Attention scores", ("attn_scores",), ref_scores, reads=("queries", "keys"),
               mistakes=SCORES_MISTAKES, hints=hints["scores"], dtype="float32",
-              edge=(large_numbers, small_numbers, one_token), **own),  # one token: a squeeze shows
+              edge=(large_numbers, small_numbers, one_token, long_loud), **own),  # one token: a squeeze shows
         # scores up to 86 too: a clamp of the scores shows; and up to 200: a softmax that does not subtract each
         # row's own maximum (its formula as written, a shift by the mean or by the largest score of all) fails
         value("softmax", "Attention weights (softmax)", ("attn_weights",), ref_softmax,
@@ -704,7 +721,7 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
         # (the TensorFlow half's cell makes the weights too: from a softmax that overflows, its outputs are 🟡)
         value("outputs", "Outputs", ("outputs",), hints=hints["outputs"], dtype="float32",
               edge=(large_numbers, precise_numbers, small_numbers, one_token,
-                    *((past_limit_scores, far_past_scores, far_below_scores) if tf else ())),
+                    *((past_limit_scores, far_past_scores, far_below_scores) if tf else ()), long_loud),
               **outputs_step, **own),
         value("outputs_rounded", "Outputs from the rounded weights", ("outputs_rounded",), ref_rounded,
               reads=("rounded_weights", "values"), hints=hints["outputs_rounded"], dtype="float32",

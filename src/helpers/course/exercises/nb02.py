@@ -33,6 +33,7 @@ from ..spec import (
     Exercise,
     Probe,
     global_shift_sign,
+    more_rows,
     one_row,
     overflow_sign,
     register,
@@ -611,9 +612,12 @@ def _trainable_inputs(rng: np.random.Generator | None = None) -> dict:
     # (bytes / 4 is not the count); and a buffer, which is no parameter (kept out of the state_dict, as a causal
     # mask's often is: a count of the state_dict's entries is then that of every parameter, frozen ones too)
     trainable["proj.w_out"] = rng.uniform(-1.0, 1.0, size=(d_k, m))
-    # and a matrix that starts at zero (as LoRA's second factor does), trainable all the same (a count of the nonzero
-    # entries leaves it out), in a module in evaluation mode (the mode changes nothing about what training may change)
-    trainable["proj.w_up"] = np.zeros((m, 2))
+    # and a bias that starts at zero, trainable all the same (a count of the nonzero entries leaves it out), and a
+    # learnable temperature of no axis (a count that multiplies two sizes of each parameter, or reduces its shape
+    # without a start, fails on those), in a module in evaluation mode (the mode changes nothing about what training
+    # may change)
+    trainable["proj.bias"] = np.zeros(m)
+    trainable["temperature"] = np.array(1.5)
     module = {"trainable": trainable, "frozen": {frozen: weights[frozen]},
               "buffers": {"mask": np.ones((int(rng.choice([2, 3])), m + 1))}, "double": ["proj.w_out"], "eval": True}
     return {"x": x, "d_model": d_model, "d_k": d_k, "sa_v1": module}
@@ -1041,8 +1045,9 @@ PART_2 = [
         # and the first trial's first word said twice: a function that merges equal rows returns fewer
         # (no trial of scores near 800 for the function: its random float inputs, rounded to float32, leave a right
         # float32 answer outside the tolerance there on some draws)
+        # and 40 tokens: tokens cut at a count typed in show
         edge=(one_row("x", "w_value"), swapped_n_d_k, near_limit_inputs, past_limit_inputs, rows_reversed("x"),
-              repeated_row("x"), far_below_inputs),
+              repeated_row("x"), far_below_inputs, more_rows("x")),
         signs={"unstable_softmax": overflow_sign(attention, _projected, 88.0),
                "global_max_subtraction": global_shift_sign(attention, _projected, 87.0)},
         widths=("w_key", "w_value"),  # "any size": values wider than the keys in some trial, narrower in another
@@ -1142,6 +1147,11 @@ PART_2 = [
                "counted_inputs": "You counted the numbers of the inputs x, which happen to be 18 too. Training "
                "changes the module's own numbers: add up the entries of sa_v1's parameters (sa_v1.parameters()), "
                "which do not depend on the inputs."},
+        # a module's parameters need not be matrices: a bias has one axis, a learnable temperature none
+        raised_hints=((r"tuple index out of range|reduce\(\) of empty",
+                       "Your count takes every parameter for a matrix (its p.shape[0] and p.shape[1], or the product "
+                       "of its sizes with no start), but a parameter may have one axis (a bias) or none (a learnable "
+                       "temperature). Count each one's entries with p.numel(), whatever its shape."),),
     ),
     Exercise(
         "02.sa_v2",

@@ -35,6 +35,7 @@ from ..reference import (
 from ..spec import (
     Exercise,
     global_shift_sign,
+    more_rows,
     one_row,
     overflow_sign,
     register,
@@ -151,6 +152,13 @@ def large_numbers(inputs: dict) -> dict:
     base = _base_of(*(np.asarray(big[name], dtype=np.float64) for name in lists))
     full = _world_of(base, np.asarray(big["rounded_weights"][0], dtype=np.float64))
     return {name: full[name] for name in inputs}
+
+
+def long_loud(inputs: dict) -> dict:
+    """An edge replay of 40 tokens whose inputs are 64 times the usual halves (see :func:`nb01.long_loud_arrays`):
+    tokens cut at a count typed in and clamps at a "safe" bound up to several hundred show."""
+    lists = {name: inputs[name] for name in ("x_list", "w_query_list", "w_key_list", "w_value_list")}
+    return _lists_world(inputs, nb01.long_loud_arrays(lists))
 
 
 def near_limit_scores(inputs: dict) -> dict:
@@ -769,21 +777,21 @@ def _predict_axis(name, title, answer, mistakes, ndim):
 register(
     _value("tensors", "The inputs and the weight matrices", ("x", "w_query", "w_key", "w_value"), ref_tensors,
            # and a token of zeros (dropping it shows); a token said twice (merging equal rows shows)
-           edge=(large_numbers, precise_numbers, small_numbers, repeated_numbers),
+           edge=(large_numbers, precise_numbers, small_numbers, repeated_numbers, long_loud),
            reads=("x_list", "w_query_list", "w_key_list", "w_value_list"), dtype="float32", framework="torch",
            mistakes={"swapped_projections": swapped_tensors, "key_value_swapped": key_value_swapped_tensors}),
     # from the float32 tensors of part 1 (a float64 result makes the next product raise)
     # and values narrower than the keys (the replays have them wider): a cut to d_v columns shows either way; and
     # numbers with three decimals (a trip through bfloat16 shows)
     _value("qkv", "Queries, keys and values", ("queries", "keys", "values"), ref_qkv,
-           edge=(large_numbers, narrow_values, precise_numbers),
+           edge=(large_numbers, narrow_values, precise_numbers, long_loud),
            reads=("x", "w_query", "w_key", "w_value"), framework="torch", dtype="float32",
            computed_with=("x", "w_query", "w_key", "w_value"), mistakes=QKV_MISTAKES, hints=QKV_MIX_UPS[1]),
     _predict_shape("predict_scores", "Prediction: the shape of the scores", "scores_shape", ref_scores_shape,
                    PREDICT_SCORES_MISTAKES),
     # float32 all the way, as part 1 asks: integer scores make the softmax raise, float64 weights the next product
     _value("scores", "The attention scores", ("attn_scores",), ref_scores, reads=("queries", "keys"),
-           edge=(large_numbers, narrow_values, small_numbers, one_token),  # one token: a squeeze shows
+           edge=(large_numbers, narrow_values, small_numbers, one_token, long_loud),  # one token: a squeeze shows
            framework="torch", mistakes=SCORES_MISTAKES, dtype="float32",
            how={"loop": False, "matmul": True},  # "all the scores at once with one matrix product"
            hints={"not_as_asked:loop": "Your numbers are right, but your cell goes through the keys (or the "
@@ -811,7 +819,7 @@ register(
            reads=("attn_weights", "values"), framework="torch", mistakes=WEIGHTED_MISTAKES,
            how={"loop": False}, dtype="float32",
            # three decimals too: values sent through float16 show; one token: a squeeze shows
-           edge=(large_numbers, precise_numbers, one_token),
+           edge=(large_numbers, precise_numbers, one_token, long_loud),
            hints={"not_as_asked": "Your numbers are right, but your cell goes through a loop (over the queries, "
                   "the tokens or the features). This step is about broadcasting: one product of two tensors, one of "
                   "them given a new axis, makes every weighted value at once."}),
@@ -819,7 +827,7 @@ register(
                   {"sum_wrong_axis": _axis("sum_axis", 0), "sum_over_features": _axis("sum_axis", 2)}, ndim=3),
     _value("outputs", "The outputs", ("outputs",), ref_outputs, reads=("weighted_values", "sum_axis"),
            framework="torch", mistakes=OUTPUT_MISTAKES, computed_with=("weighted_values",),
-           edge=(large_numbers, one_token),  # one token: a squeeze shows
+           edge=(large_numbers, one_token, long_loud),  # one token: a squeeze shows
            hints={"not_computed_with": "Your numbers are right, but your cell never uses `weighted_values`: this "
                   "step sums the weighted values of the previous step over the right axis (a matrix product of the "
                   "weights and the values gives the same numbers, and skips the point of the step)."}),
@@ -851,7 +859,7 @@ register(
         # and a token of zeros (its scores are 0: a mask of the zero scores, or a sparse softmax, drops them), and
         # small values (outputs set to 0 below a threshold show)
         edge=(one_row("x", "w_value"), large_fn_inputs, past_limit_fn_inputs, rows_reversed("x"), zero_row("x"),
-              scaled_by("w_value", 2.0 ** -10), repeated_row("x"), far_below_fn_inputs),
+              scaled_by("w_value", 2.0 ** -10), repeated_row("x"), far_below_fn_inputs, more_rows("x")),
         # scores up to 200: a softmax that does not subtract each row's own maximum fails on some rows only
         signs={"unstable_softmax": overflow_sign(ref_fn, _scores_fn, 88.0),
                "global_max_subtraction": global_shift_sign(ref_fn, _scores_fn, 87.0)},

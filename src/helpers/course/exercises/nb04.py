@@ -48,6 +48,7 @@ from ..roles import ROLES, mix_ups
 from ..spec import (
     Exercise,
     global_shift_sign,
+    keys_reversed,
     large_scores,
     one_row,
     overflow_sign,
@@ -1005,6 +1006,25 @@ def _numpy_inputs(rng: np.random.Generator | None = None) -> dict:
     return out
 
 
+def _numpy_world_of(inputs: dict, words, wq, wk, wv) -> dict:
+    """The NumPy step's inputs made anew from these words and weights (the TensorFlow names too, which a cell may
+    convert instead: they hold the same numbers), the results it must not copy kept from ``inputs``."""
+    full = _world_from(np.asarray(words), np.asarray(wq), np.asarray(wk), np.asarray(wv))
+    return {name: inputs[name] if name in NUMPY_INDEPENDENT else full[name] for name in inputs}
+
+
+def widest_last(inputs: dict) -> dict:
+    """An edge replay of the NumPy step with its words reordered so that the word of the widest spread (c_i = 5, see
+    :func:`_levels`) comes last: its key then tops every row that has a spread from the last column, so a row
+    maximum that leaves the last column out overflows there."""
+    x = np.array(inputs["x_np"], dtype=np.float64)
+    if x.shape[-1] < 2:
+        return inputs
+    top = int(np.argmax(x[:, 1]))
+    order = [i for i in range(len(x)) if i != top] + [top]
+    return _numpy_world_of(inputs, x[order], inputs["w_query_np"], inputs["w_key_np"], inputs["w_value_np"])
+
+
 def wider_spread(inputs: dict) -> dict:
     """An edge replay of the NumPy step with its spreads a quarter wider (see :func:`_levels`): in the row of
     c_i = 1 the largest scaled score then lies about 850 above the row's own diagonal score, so each row shifted by
@@ -1014,7 +1034,7 @@ def wider_spread(inputs: dict) -> dict:
     if wk.shape[0] < 2 or wk.shape[1] < 2:
         return inputs
     wk[1, 1] = round(wk[1, 1] * 1.25)
-    return {**inputs, "w_key_np": wk}
+    return _numpy_world_of(inputs, inputs["x_np"], inputs["w_query_np"], wk, inputs["w_value_np"])
 
 
 def tiny_output(inputs: dict) -> dict:
@@ -1230,7 +1250,7 @@ def _exercises() -> list[Exercise]:
               # not pass; TensorFlow's float32 results, off by ~1e-7, are still told apart as copies
               framework="numpy", mistakes=NUMPY_MISTAKES, hints=NUMPY_HINTS, rtol=5e-7, atol=1e-9,
               not_with=("tf", "tensorflow", "torch", "keras", "jax"),  # NumPy only: no other library's tensors
-              dtype="float64", widths=True, levels=True, edge=wider_spread),
+              dtype="float64", widths=True, levels=True, edge=(wider_spread, widest_last)),
         Exercise(
             "04.scaled_attention",
             title="scaled_attention(q, k, v)",
@@ -1247,7 +1267,9 @@ def _exercises() -> list[Exercise]:
             # one query, values of width 1: the answer is (1, 1), not squeezed; scores of 800: a softmax without
             # each row's maximum overflows
             # and a key of zeros (its scores are 0: a mask made from the scores' values hides it)
-            edge=(one_row("q", "v"), large_scores(), zero_row("k"), many_words),  # and 13 words: a top-8 shows
+            # and the score of 800 on the last key: a row maximum that leaves the last column out shows
+            edge=(one_row("q", "v"), large_scores(), zero_row("k"), many_words,  # and 13 words: a top-8 shows
+                  keys_reversed(large_scores())),
             signs={"unstable_softmax": overflow_sign(ref_scaled_attention, _qk_scores, 88.0)},  # float32
             widths=("k", "v"),  # "any n, d_k and d_v": values wider than the keys in some trial, narrower in another
             points=2,
@@ -1266,7 +1288,8 @@ def _exercises() -> list[Exercise]:
             dtype="float32",
             keeps_grad=True,  # x and the three weight matrices reach the result
             # one token; the same shapes, other numbers; scores of 800
-            edge=(one_row("x", "w_value"), rows_reversed("x"), large_scores(x="x")),
+            # and a token of zeros (a real token: masked as padding, it shows)
+            edge=(one_row("x", "w_value"), rows_reversed("x"), large_scores(x="x"), zero_row("x")),
             signs={"unstable_softmax": overflow_sign(ref_self_attention, _xw_scores, 88.0)},
             widths=("w_key", "w_value"),
             depends_on=("04.scaled_attention",),

@@ -28,7 +28,7 @@ from ..reference import (
     unstable_softmax,
 )
 from ..roles import mix_ups
-from ..spec import Exercise, large_scores, one_row, overflow_sign, register, rows_reversed, upstream_of
+from ..spec import Exercise, large_scores, one_row, overflow_sign, register, rows_reversed, upstream_of, zero_row
 
 NOTEBOOK = "05_numpy_self_attention_bug"
 SEED = "004_0a3221decd775555.txt"  # every number it prints must appear in the stored outputs
@@ -290,6 +290,16 @@ def far_above(inputs: dict) -> dict:
     s = _bounded_rows(inputs["scores"])
     rows = np.arange(s.shape[0])
     s[rows, s.argmax(axis=-1)] += 1500.0
+    return {**inputs, "scores": s}
+
+
+def far_above_last(inputs: dict) -> dict:
+    """:func:`far_above`'s trial with each row's lifted score moved to the last column: a row maximum that leaves the
+    last column out (`scores[:, :-1].max(...)`) overflows there as one that leaves the first out does elsewhere."""
+    s = far_above(inputs)["scores"]
+    rows = np.arange(s.shape[0])
+    top = s.argmax(axis=-1)
+    s[rows, top], s[rows, -1] = s[rows, -1], s[rows, top].copy()
     return {**inputs, "scores": s}
 
 
@@ -651,7 +661,9 @@ register(
         # rows whose bottom one is far below (shifted by a number well below or above the maximum, exp() overflows
         # or underflows on every row)
         # and flat rows of ordinary scores: a shift above the maximum overflows the sum there
-        edge=(one_row("scores"), far_above, far_below, all_very_negative, level_rows),
+        # (flat rows last: a cache keyed by the array's identity shows on the last trial doubled, which a one-hot
+        # row of far_above's would not tell)
+        edge=(one_row("scores"), far_above, far_below, all_very_negative, far_above_last, level_rows),
         points=2,
         hints={
             "softmax_wrong_axis": "Your softmax normalised each column. Each row must sum to 1: take the "
@@ -706,7 +718,8 @@ register(
         # one token; the same shapes, other numbers; scores of 800 (Part 4's lesson: a softmax without each row's
         # maximum overflows)
         # and scores up to 30: weights from 1 down to about 1e-13, which a threshold on the small ones cuts
-        edge=(one_row("x", "w_value"), rows_reversed("x"), large_scores(x="x"), large_scores(x="x", top=30.0)),
+        edge=(one_row("x", "w_value"), rows_reversed("x"), large_scores(x="x"), large_scores(x="x", top=30.0),
+              zero_row("x")),  # and a token of zeros (a real token: masked as padding, it shows)
         signs={"unstable_softmax": overflow_sign(ref_self_attention, _xw_scores, 709.0)},  # float64
         # float64 all the way: the outputs are right to far more than 1e-6, so weights below 1e-6 set to 0 inside,
         # or a constant added to every exponential, show on every draw

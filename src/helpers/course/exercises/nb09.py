@@ -414,27 +414,60 @@ def _past_limit(name: str, scores_of, top: float = 200.0, *, last_row: bool = Fa
     return edge
 
 
-def _far_below_first_query(first: dict) -> dict:
-    """An edge trial from the first random one: the first new query of the first sentence scores every key it may see
-    at -115 or below (its keys share a long common part, the query points away from it); the other rows keep scores
-    of a few units or tens. The future it must not see then has to stay hidden whatever its fill: a fill of -100
-    gives those keys the weight, and a softmax written out without the row's maximum gives 0 / 0 there."""
-    q, k = np.array(first["q"], dtype=np.float64), np.array(first["k"], dtype=np.float64)
-    if q.ndim < 3:
+def _far_below(seen_of):
+    """An edge trial from the first random one: the first query of the first sentence scores every key it may see
+    (the first ``seen_of(q, k, first)`` keys) at -115 or below (its keys share a long common part, the query points
+    away from it); the other rows keep scores of a few units or tens. The keys it must not see then have to stay
+    hidden whatever their fill: a fill of -100 gives them the weight, scores clamped from below (at -80, say) flatten
+    its weights, and a softmax written out without the row's maximum gives 0 / 0 there."""
+    def edge(first: dict) -> dict:
+        q, k = np.array(first["q"], dtype=np.float64), np.array(first["k"], dtype=np.float64)
+        if q.ndim < 3:
+            return first
+        d = q.shape[-1]
+        seen = seen_of(q, k, first)
+        common = np.ones(d) / np.sqrt(d)
+        for size in (10.0, 30.0, 100.0):
+            k0 = k[0] + size * common
+            unit = -(k0[:seen] @ common) / np.sqrt(d)
+            if unit.max() < 0:
+                q[0, 0], k[0] = -common * (115.0 / -unit.max()), k0
+                return {**first, "q": q, "k": k}
         return first
-    m, total, d = q.shape[-2], k.shape[-2], q.shape[-1]
-    seen = total - m + 1  # the cached keys and the first new token's own
-    common = np.ones(d) / np.sqrt(d)
+
+    edge.of_first_trial = True
+    return edge
+
+
+def _far_below_cross(first: dict) -> dict:
+    """:func:`_far_below`'s trial for cross-attention, which projects its own queries and keys: the first sentence's
+    source tokens get a long common part, and its first decoder token points away from what that part becomes, so
+    that it scores every source token at -115 or below (a clamp of the scores from below, at -80 say, shows)."""
+    x_dec, x_enc = np.array(first["x_dec"], dtype=np.float64), np.array(first["x_enc"], dtype=np.float64)
+    wq, wk = np.asarray(first["w_query"], dtype=np.float64), np.asarray(first["w_key"], dtype=np.float64)
+    if x_dec.ndim < 3 or x_enc.ndim < 3:
+        return first
+    common = np.ones(x_enc.shape[-1]) / np.sqrt(x_enc.shape[-1])
     for size in (10.0, 30.0, 100.0):
-        k0 = k[0] + size * common
-        unit = -(k0[:seen] @ common) / np.sqrt(d)
+        enc0 = x_enc[0] + size * common
+        m = (enc0 @ wk) @ wq.T / np.sqrt(wk.shape[-1])  # score of token j with a decoder token u: u · m[j]
+        mean = m.mean(axis=0)
+        if not np.linalg.norm(mean):
+            continue
+        u = -mean / np.linalg.norm(mean)
+        unit = m @ u
         if unit.max() < 0:
-            q[0, 0], k[0] = -common * (115.0 / -unit.max()), k0
-            return {**first, "q": q, "k": k}
+            x_dec[0, 0], x_enc[0] = u * (115.0 / -unit.max()), enc0
+            return {**first, "x_dec": x_dec, "x_enc": x_enc}
     return first
 
 
-_far_below_first_query.of_first_trial = True
+_far_below_cross.of_first_trial = True
+
+
+# the first new query of a cache sees the cached keys and its own; a padded sentence's queries see its real keys
+_far_below_first_query = _far_below(lambda q, k, first: k.shape[-2] - q.shape[-2] + 1)
+_far_below_padded = _far_below(lambda q, k, first: int(np.asarray(first["enc_lengths"])[0]))
 
 
 def _long_sources(first: dict) -> dict:
@@ -779,6 +812,12 @@ def fractional_bits(inputs: dict) -> dict:
     return dict(zip(inputs, (2, 3, 7, 5, 0.3203125)))
 
 
+def many_digits(inputs: dict) -> dict:
+    """An edge trial whose total has twelve significant digits, the last of them not 0 (2·61·128·163 839·128·1 =
+    327 489 257 472 bytes): a total rounded to ten significant digits on the way (`float(f"{x:.10g}")`) shows."""
+    return dict(zip(inputs, (61, 128, 163_839, 128, 1)))
+
+
 def empty_cache(inputs: dict) -> dict:
     """An edge trial: no token cached yet (n = 0), which takes no bytes at all: a count that never goes below one
     token (`max(n, 1)`, or one token's bytes added to those of n − 1) shows."""
@@ -953,7 +992,7 @@ def _exercises() -> list[Exercise]:
     padded = {"inputs": padded_inputs, "reference": ref_padded, "mistakes": PADDED_MISTAKES,
               # and scores up to 200 in the first sentence: a softmax without each row's maximum fails
               "edge": (loud_padding, _louder("q", _qk), _one_source_token, _real_zero_key,
-                       _past_limit("q", _qk, quiet_padding=True), _other_lengths, _long_sources),
+                       _past_limit("q", _qk, quiet_padding=True), _other_lengths, _long_sources, _far_below_padded),
               "signs": {"padding_penalty_on_real_keys": _penalty_on_real_keys,
                         "padding_masked_late": _padding_masked_late,
                         "unstable_softmax": overflow_sign(ref_padded, _scores_of(_visible_padded), 88.0),
@@ -971,7 +1010,8 @@ def _exercises() -> list[Exercise]:
                  # and values 64 times larger (outputs of about 50): outputs clamped to a "safe" range show
                  # and scores up to 200 in the first sentence: a softmax without each row's maximum fails
                  edge=(_batch_of_one, _louder("w_query", _cross_scores), _without_batch("x_dec", "x_enc"),
-                       scaled_by("w_value", 64.0), _past_limit("x_dec", _cross_scores), _zero_source_token),
+                       scaled_by("w_value", 64.0), _past_limit("x_dec", _cross_scores), _zero_source_token,
+                       _far_below_cross),
                  signs={"unstable_softmax": overflow_sign(ref_cross, _scores_of(_cross_scores), 88.0),
                         "global_max_subtraction": global_shift_sign(ref_cross, _scores_of(_cross_scores), 87.0)},
                  explains=scale_explains(CROSS_OTHER_SCALE), **own, **torch_),
@@ -1012,9 +1052,12 @@ def _exercises() -> list[Exercise]:
         ),
         Exercise("09.kv_cache_bytes", title="The size of a KV cache", answers=("kv_cache_bytes",),
                  inputs=cache_bytes_inputs, reference=ref_cache_bytes, mistakes=CACHE_BYTES_MISTAKES,
-                 rtol=1e-6, atol=0.0,  # relative: an answer in MiB is a small number
+                 # relative: an answer in MiB is a small number; and to 1e-12, as float64 holds a count of bytes
+                 # exactly (a total rounded to ten significant digits is 1e-10 off)
+                 rtol=1e-12, atol=0.0,
                  framework="python",  # "a number out": not a tensor, nor a float32 (inexact above 2**24)
-                 edge=(large_cache, empty_cache, four_bit_cache, one_token, quarter_bytes, fractional_bits),
+                 edge=(large_cache, empty_cache, four_bit_cache, one_token, quarter_bytes, fractional_bits,
+                       many_digits),
                  signs={"integer_overflow": _wrapped}, explains={"cache_in_kibibytes": _in_kibibytes}, **common),
         Exercise("09.tf_padded_cross_attention", title="Cross-attention over a padded batch in TensorFlow",
                  answers=("tf_padded_cross_attention",), hints=TF_PADDED_HINTS, **padded, **common,

@@ -714,9 +714,11 @@ def layer_probe_inputs(rng=None) -> dict:
 
 
 def step_probe_inputs(rng=None) -> dict:
-    """The notebook's stand-in, for a run of the student's train_step with an optimizer that counts its steps."""
+    """A stand-in like the notebook's, for a run of the student's train_step with an optimizer that counts its
+    steps: the notebook's table, but another batch (5 sequences) and another learning rate (0.37), so that a step
+    that reads the notebook's `probe_tokens` or `probe_lr` instead of what it is given shows."""
     probe = _probe(None)
-    return {"table": probe["probe_table"], "tokens": probe["probe_tokens"], "lr": probe["probe_lr"]}
+    return {"table": probe["probe_table"], "tokens": make_sequences(np.random.default_rng(11), 5), "lr": 0.37}
 
 
 def own_predictions(guesses: np.ndarray) -> dict:
