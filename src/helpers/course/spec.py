@@ -2617,14 +2617,26 @@ def _cell_carried(ex: Exercise, plan: Plan, record: Mapping[str, Any], fail0: st
             return None
         if _compare(ex, got, want, inputs=inputs) is not None:
             return None
-    owners = [f"`{n}`" + (f" ({o.id})" if (o := producer(ex, n)) else "") for n in ex.cell_reads]
+    def differs(n: str) -> bool:  # the cell's own value of ``n`` is not the right one, on some trial
+        for i, (_, inputs) in enumerate(trials):
+            try:
+                own_value = np.asarray(inputs[n], dtype=np.float64)
+                right = np.asarray(plan.inputs[i][n], dtype=np.float64)
+                if own_value.shape != right.shape or not np.allclose(own_value, right, rtol=1e-5, atol=1e-6):
+                    return True
+            except (KeyError, TypeError, ValueError):
+                continue
+        return False
+
+    wrong = [n for n in ex.cell_reads if differs(n)] or list(ex.cell_reads)
+    owners = [f"`{n}`" + (f" ({o.id})" if (o := producer(ex, n)) else "") for n in wrong]
     where = "" if fail0 is not None else " (on this notebook's numbers the difference hides, not on others)"
     return Outcome(
         ex.id, "carried", ex.points, ex.points,
         f"Your line for this step is right: from the {', '.join(owners)} your cell computes above it, it gives exactly "
         f"what it should. But {'that is' if len(owners) == 1 else 'those are'} not right yet{where}, so the result is "
         "not either: fix that line, then run the cell again.",
-        carried_from=tuple(o.id for n in ex.cell_reads if (o := producer(ex, n))),
+        carried_from=tuple(dict.fromkeys(o.id for n in wrong if (o := producer(ex, n)))),
     )
 
 
@@ -2647,6 +2659,13 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
         return _fail(ex, "not_as_asked", ex.hints.get("not_as_asked") or _HOW["typed_numbers", False])
     product = bool((record.get("how") or {}).get("matmul", True))
     fail0 = _compare(ex, got0, want0, product=product, inputs=world0)
+    if fail0 is not None and (aliased := record.get("aliased")):
+        # two answers are one tensor: whatever is written into one is in the other
+        a, b = aliased[0]
+        return _fail(ex, "overwrites_variable",
+                     f"Your `{a}` and `{b}` are one and the same tensor (a line such as `{b} = {a}` names it twice, it "
+                     f"does not copy it), so what you wrote into one (`{b}.copy_(…)`, `{b}[…] = …`) is in the other "
+                     f"too. Make each one its own result: `{b} = …` with its own computation.")
     replay = record.get("replay") or {}
     replays = answers[1:]
     fails = [_compare(ex, got, ex.expected(plan.inputs[i]), " on other inputs", product=product,

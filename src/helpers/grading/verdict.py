@@ -219,6 +219,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         record["replay_upstream"] = [_arrays(a, starts_from, "the inputs the cell computes") for a in own_up]
     record["grad_off"] = raw.get("grad_off") is True
     record.update(_session(raw))
+    record["aliased"] = [[a, b] for a, b in (p for p in raw.get("aliased") or [] if isinstance(p, list) and len(p) == 2)
+                         if a in answers_names and b in answers_names][:10]
     replay = raw.get("replay")
     if isinstance(replay, dict):
         err = replay.get("error")

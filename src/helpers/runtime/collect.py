@@ -638,6 +638,28 @@ def _facts(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             "matrix": {n: True for n, v in values.items() if isinstance(v, np.matrix)}}
 
 
+def _aliased(values: Mapping[str, Any]) -> list[list[str]]:
+    """Pairs of answers that are one object, or share their memory (`keys = queries`, then `keys.copy_(…)`: writing
+    one changes the other)."""
+    def address(v: Any) -> int | None:
+        if isinstance(v, np.ndarray):
+            return int(v.__array_interface__["data"][0]) if v.size else None
+        ptr = getattr(v, "data_ptr", None)  # a torch tensor
+        try:
+            return int(ptr()) if callable(ptr) and v.numel() else None
+        except Exception:  # noqa: BLE001 — anything that merely looks like a tensor
+            return None
+
+    names = list(values)
+    pairs = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            va, vb = values[a], values[b]
+            if va is vb or (address(va) is not None and address(va) == address(vb)):
+                pairs.append([a, b])
+    return pairs[:10]
+
+
 def _items_framework(value: Any) -> str | None:
     """For a list or tuple: the framework of its entries when they are all tensors of one framework
     (e.g. a list of losses left as 0-d tensors) or all NumPy arrays of at least one axis (rows), else None."""
@@ -966,6 +988,7 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
         record["answers"] = [{n: to_array(v, n, finite=False) for n, v in values.items()}]
     except AnswerError as err:
         return _error(err.kind, err.message)
+    record["aliased"] = _aliased(values)
     record["upstream"] = {n: a for n, a in _snapshot({r: namespace[r] for r in plan.get("reads", ())
                                                       if r in namespace}).items()}
     trials = plan.get("trials") or []

@@ -698,6 +698,8 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
         # numbers with three decimals too: weights sent through bfloat16 or float16 show
         value("qkv", "Queries, keys and values", ("queries", "keys", "values"), ref_qkv,
               edge=(large_numbers, precise_numbers, long_loud),
+              # the TensorFlow half's lines start from the tensors its own cell makes above them
+              **(dict(cell_reads=("x", "w_query", "w_key", "w_value"), cell_reference=ref_qkv) if tf else {}),
               reads=("x", "w_query", "w_key", "w_value"), mistakes=QKV_MISTAKES, hints=hints["qkv"], dtype="float32",
               computed_with=() if tf else ("x", "w_query", "w_key", "w_value"), **own),
         value("scores", "Attention scores", ("attn_scores",), ref_scores, reads=("queries", "keys"),
