@@ -415,24 +415,31 @@ def _past_limit(name: str, scores_of, top: float = 200.0, *, last_row: bool = Fa
 
 
 def _far_below(seen_of):
-    """An edge trial from the first random one: the first query of the first sentence scores every key it may see
-    (the first ``seen_of(q, k, first)`` keys) at -115 or below (its keys share a long common part, the query points
-    away from it); the other rows keep scores of a few units or tens. The keys it must not see then have to stay
-    hidden whatever their fill: a fill of -100 gives them the weight, scores clamped from below (at -80, say) flatten
-    its weights, and a softmax written out without the row's maximum gives 0 / 0 there."""
+    """An edge trial from the first random one: the first query of one sentence (the one whose first query sees the
+    most keys, two at least) scores every key it may see (``seen_of(q, k, first)[b]`` of sentence b) at -115 or
+    below (its keys share a long common part, the query points away from it); the other rows keep scores of a few
+    units or tens. The keys it must not see then have to stay hidden whatever their fill: a fill of -100 gives them
+    the weight, scores clamped from below (at -80, say) flatten its weights, and a softmax written out without the
+    row's maximum gives 0 / 0 there."""
     def edge(first: dict) -> dict:
         q, k = np.array(first["q"], dtype=np.float64), np.array(first["k"], dtype=np.float64)
         if q.ndim < 3:
             return first
         d = q.shape[-1]
-        seen = seen_of(q, k, first)
+        seen = np.array(np.broadcast_to(np.asarray(seen_of(q, k, first)), q.shape[:1]))
+        b = int(np.argmax(seen))
+        out = dict(first)
+        if "enc_lengths" in first and seen[b] < 2 <= k.shape[-2] - 1:  # two real keys at least, still padded
+            lengths = np.array(first["enc_lengths"])
+            lengths[b] = seen[b] = 2
+            out["enc_lengths"] = lengths
         common = np.ones(d) / np.sqrt(d)
         for size in (10.0, 30.0, 100.0):
-            k0 = k[0] + size * common
-            unit = -(k0[:seen] @ common) / np.sqrt(d)
+            kb = k[b] + size * common
+            unit = -(kb[: int(seen[b])] @ common) / np.sqrt(d)
             if unit.max() < 0:
-                q[0, 0], k[0] = -common * (115.0 / -unit.max()), k0
-                return {**first, "q": q, "k": k}
+                q[b, 0], k[b] = -common * (115.0 / -unit.max()), kb
+                return {**out, "q": q, "k": k}
         return first
 
     edge.of_first_trial = True
@@ -467,7 +474,7 @@ _far_below_cross.of_first_trial = True
 
 # the first new query of a cache sees the cached keys and its own; a padded sentence's queries see its real keys
 _far_below_first_query = _far_below(lambda q, k, first: k.shape[-2] - q.shape[-2] + 1)
-_far_below_padded = _far_below(lambda q, k, first: int(np.asarray(first["enc_lengths"])[0]))
+_far_below_padded = _far_below(lambda q, k, first: np.asarray(first["enc_lengths"]))
 
 
 def _long_sources(first: dict) -> dict:
