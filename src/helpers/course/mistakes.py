@@ -804,6 +804,12 @@ _PROCESS_ROWS = [
     ("gradient_cut", "the computation cut off from the trainable weights",
      "The result does not require a gradient: a `.detach()`, `torch.no_grad()` or a NumPy round trip cut it off "
      "from the weights, so training could not change them."),
+    ("tokens_cut", "tokens past a count typed in dropped",
+     "Your result keeps only some of the tokens of a longer sentence: a count typed in (`x[:8]`, a \"context "
+     "window\") drops the others. Keep every token the inputs have."),
+    ("clamped", "numbers clamped at a bound",
+     "Your numbers never go past a bound where the right ones do, and all the others are right: a clamp or clip "
+     "in your code cuts them off. Take it out: the right numbers can be that large."),
     ("pe_exponent_from_n", "the exponent 2i/n, with the number of positions for d_model",
      "Your frequencies use the number of positions n (the table's rows) where the formula has d_model, the width "
      "of each vector: column pair i turns at 1 / 10000^(2i/d_model), whatever the number of positions."),

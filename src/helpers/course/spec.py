@@ -714,6 +714,56 @@ def _clipped(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str
             "or clip in your code cuts them off. Take it out: the right numbers can be that large.")
 
 
+def _cut_or_clamped(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]], note: str = "") -> Outcome | None:
+    """A mistake the trials of many tokens or of large numbers show: on every trial where the answer is wrong, it is
+    the right answer with its tokens cut at a count (its first or last k rows along the token axis: `x[:8]`, a
+    "context window"), or the right answer clamped at a bound (``tokens_cut``, ``clamped``)."""
+    if ex.predicts:
+        return None
+    cut, clamped, wrong = [], [], 0
+    for got, inputs in trials:
+        try:
+            want = ex.expected(inputs)
+        except Exception:  # noqa: BLE001 — a reference that cannot take those inputs
+            return None
+        for name in ex.answers:
+            if name not in got or name not in want:
+                continue
+            try:
+                g, w = np.asarray(got[name], dtype=np.float64), np.asarray(want[name], dtype=np.float64)
+            except (TypeError, ValueError):
+                return None
+            if g.shape == w.shape and np.allclose(g, w, rtol=ex.rtol, atol=ex.atol, equal_nan=True):
+                continue
+            wrong += 1
+            # (on a long trial only: on a short one, fewer rows come from many other mistakes, equal tokens merged)
+            if g.ndim == w.ndim >= 1 and g.shape[1:] == w.shape[1:] and 0 < g.shape[0] < w.shape[0] >= 20:
+                k = g.shape[0]
+                if np.allclose(g, w[:k], rtol=ex.rtol, atol=ex.atol) or np.allclose(g, w[-k:], rtol=ex.rtol,
+                                                                                    atol=ex.atol):
+                    cut.append((k, w.shape[0]))
+                    continue
+            if g.ndim >= 2 and g.shape[:-2] == w.shape[:-2] and g.shape[-1] == w.shape[-1] \
+                    and 0 < g.shape[-2] < w.shape[-2] and w.shape[-2] >= 20:
+                k = g.shape[-2]
+                if np.allclose(g, w[..., :k, :], rtol=ex.rtol, atol=ex.atol) \
+                        or np.allclose(g, w[..., -k:, :], rtol=ex.rtol, atol=ex.atol):
+                    cut.append((k, w.shape[-2]))
+                    continue
+            if (said := _clipped(g, w, ex.rtol, ex.atol)) and g.shape == w.shape:
+                clamped.append(said)
+                continue
+            return None
+    if wrong and len(cut) == wrong:
+        k, n = cut[0]
+        return _fail(ex, "tokens_cut", f"Your result keeps only {k} of the {n} tokens of a longer sentence (the first "
+                                       f"or the last {k} rows): a count typed in (`x[:{k}]`, a \"context window\") "
+                                       "drops the others. Keep every token the inputs have.", note)
+    if wrong and len(clamped) == wrong:
+        return _fail(ex, "clamped", clamped[0].strip(), note)
+    return None
+
+
 def _compare(ex: Exercise, got: Arrays, want: Arrays, trial: str = "", *, product: bool = True,
              inputs: Mapping[str, Any] | None = None) -> str | None:
     """None when ``got`` matches ``want``; otherwise what is wrong (the first name that differs).
@@ -2757,6 +2807,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
         code = None  # zeros from another cause (a tf.Variable reset after the cell made it its answer): no cast
     if code:
         return _fail(ex, code, note=note)
+    if shortcut := _cut_or_clamped(ex, trials, note):
+        return shortcut
     if fail0 is None and (unused := _unused_names_problem(ex, record)):
         # right here, wrong on other inputs, and the cell never uses what the step is to compute with: that is why
         return _fail(ex, unused.diagnosis or "not_computed_with", unused.message, note)
@@ -2944,6 +2996,8 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
                                                                     "size from the arguments (`q.shape[-1]`, …)."))
     if code:
         return _fail(ex, code)
+    if shortcut := _cut_or_clamped(ex, trials):
+        return shortcut
     if _nearly_right(ex, _finite_trials(trials)) and (how := _unused_problem(ex, record)):
         return how
     if explained := _explained(ex, trials, record):
