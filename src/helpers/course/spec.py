@@ -743,8 +743,8 @@ def _cut_or_clamped(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, An
                                                                                     atol=ex.atol):
                     cut.append((k, w.shape[0]))
                     continue
-            if g.ndim >= 2 and g.shape[:-2] == w.shape[:-2] and g.shape[-1] == w.shape[-1] \
-                    and 0 < g.shape[-2] < w.shape[-2] and w.shape[-2] >= 20:
+            if g.ndim == w.ndim >= 2 and g.shape[:-2] == w.shape[:-2] and g.shape[-1] == w.shape[-1] \
+                    and 0 < g.shape[-2] < w.shape[-2] >= 20:
                 k = g.shape[-2]
                 if np.allclose(g, w[..., :k, :], rtol=ex.rtol, atol=ex.atol) \
                         or np.allclose(g, w[..., -k:, :], rtol=ex.rtol, atol=ex.atol):
