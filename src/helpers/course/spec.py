@@ -3425,19 +3425,6 @@ def more_rows(name: str, n: int = 40) -> Callable[[dict[str, Any]], dict[str, An
     return edge
 
 
-def keys_reversed(edge: Callable[[dict[str, Any]], dict[str, Any]], k: str = "k",
-                  v: str = "v") -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """An edge trial: ``edge``'s, with the keys and values in reverse order (attention's outputs do not change): a
-    score that ``edge`` puts on the first key is on the last one, so a row maximum that leaves out the last column
-    (`s[:, :-1].max(...)`) shows as one that leaves out the first does."""
-    def reversed_edge(first: dict[str, Any]) -> dict[str, Any]:
-        out = edge(first)
-        return {**out, k: np.flip(np.asarray(out[k]), axis=-2).copy(), v: np.flip(np.asarray(out[v]), axis=-2).copy()}
-
-    reversed_edge.of_first_trial = getattr(edge, "of_first_trial", False)
-    return reversed_edge
-
-
 def _answer_and_reference(answer: Arrays, reference: Callable[..., Any],
                           inputs: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray] | None:
     """A one-answer step's answer and the reference's, as float64 arrays (None for an answer of several names)."""

@@ -48,7 +48,6 @@ from ..roles import ROLES, mix_ups
 from ..spec import (
     Exercise,
     global_shift_sign,
-    keys_reversed,
     large_scores,
     one_row,
     overflow_sign,
@@ -1037,6 +1036,22 @@ def wider_spread(inputs: dict) -> dict:
     return _numpy_world_of(inputs, inputs["x_np"], inputs["w_query_np"], wk, inputs["w_value_np"])
 
 
+def last_key_loudest(first: dict) -> dict:
+    """An edge trial from the first random one: the first query scores 800 with the last key and exactly 0 with every
+    other one (their part along the query taken out): a row maximum that leaves the last column out
+    (`s[:, :-1].max(...)`) subtracts 0 there, and exp(800) overflows. The right weights are one-hot."""
+    q, k = np.array(first["q"], dtype=np.float64), np.array(first["k"], dtype=np.float64)
+    if k.shape[-2] < 2 or not np.linalg.norm(q[0]):
+        return first
+    u = q[0] / np.linalg.norm(q[0])
+    k[:-1] -= np.outer(k[:-1] @ u, u)
+    k[-1] = u * (800.0 * np.sqrt(k.shape[-1]) / np.linalg.norm(q[0]))
+    return {**first, "k": k}
+
+
+last_key_loudest.of_first_trial = True
+
+
 def tiny_output(inputs: dict) -> dict:
     """An edge replay of the outputs step: the first word weighs the first two values 0.3001 and 0.2999, whose first
     entries are 1 and -1 (the others 0), so its first output is 0.0002: outputs near zero set to zero "to tidy the
@@ -1269,7 +1284,7 @@ def _exercises() -> list[Exercise]:
             # and a key of zeros (its scores are 0: a mask made from the scores' values hides it)
             # and the score of 800 on the last key: a row maximum that leaves the last column out shows
             edge=(one_row("q", "v"), large_scores(), zero_row("k"), many_words,  # and 13 words: a top-8 shows
-                  keys_reversed(large_scores())),
+                  last_key_loudest),
             signs={"unstable_softmax": overflow_sign(ref_scaled_attention, _qk_scores, 88.0)},  # float32
             widths=("k", "v"),  # "any n, d_k and d_v": values wider than the keys in some trial, narrower in another
             points=2,

@@ -378,8 +378,12 @@ def _louder(name: str, scores_of, top: float = 40.0):
     beyond the other trials' few units (the scores of trained projections, or of part 1's ×16 query): scores clipped
     or clamped to a "safe" range show. Nothing overflows: the softmax is still exact."""
     def edge(first: dict) -> dict:
-        peak = float(np.abs(scores_of(first)).max()) or 1.0
-        return {**first, name: np.asarray(first[name], dtype=np.float64) * (top / peak)}
+        s = np.asarray(scores_of(first), dtype=np.float64)
+        # the largest score positive (its sign turned where the largest in size is negative): a cap from above
+        # shows as a clamp on both sides does
+        sign = -1.0 if s.max() < -s.min() else 1.0
+        peak = float(np.abs(s).max()) or 1.0
+        return {**first, name: np.asarray(first[name], dtype=np.float64) * (sign * top / peak)}
 
     edge.of_first_trial = True
     return edge
