@@ -808,8 +808,8 @@ _PROCESS_ROWS = [
      "Your result keeps only some of the tokens of a longer sentence: a count typed in (`x[:8]`, a \"context "
      "window\") drops the others. Keep every token the inputs have."),
     ("clamped", "numbers clamped at a bound",
-     "Your numbers never go past a bound where the right ones do, and all the others are right: a clamp or clip "
-     "in your code cuts them off. Take it out: the right numbers can be that large."),
+     "Your numbers never go past a bound where the right ones do, and all the others are right: a clamp, a clip "
+     "or a ReLU in your code cuts them off. Take it out: the right numbers can be that large."),
     ("pe_exponent_from_n", "the exponent 2i/n, with the number of positions for d_model",
      "Your frequencies use the number of positions n (the table's rows) where the formula has d_model, the width "
      "of each vector: column pair i turns at 1 / 10000^(2i/d_model), whatever the number of positions."),

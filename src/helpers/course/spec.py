@@ -710,8 +710,8 @@ def _clipped(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str
     if not cut:
         return ""
     bounds = " and ".join(_fmt(b) for b in cut)
-    return (f" Your numbers never go past {bounds} where the right ones do, and all the others are right: a clamp "
-            "or clip in your code cuts them off. Take it out: the right numbers can be that large.")
+    return (f" Your numbers never go past {bounds} where the right ones do, and all the others are right: a clamp, "
+            "a clip or a ReLU in your code cuts them off. Take it out: the right numbers can be that large.")
 
 
 def _cut_or_clamped(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]], note: str = "") -> Outcome | None:

@@ -395,7 +395,8 @@ def rope_inputs(rng=None) -> dict:
     if rng is None:
         d = notebook_data()
         return {"x": d["x"] @ d["w_query"], "positions": np.arange(len(SENTENCE))}
-    n, d = int(rng.integers(3, 8)), int(rng.choice([4, 6, 8, 12]))
+    # (never the notebook's d_model of 8: a width read from the notebook shows on every draw)
+    n, d = int(rng.integers(3, 8)), int(rng.choice([4, 6, 10, 12]))
     # always a batch axis in front ("a batch axis may come first"; the notebook's own x has none), so that
     # x.shape[1] for d, or pairs taken along axis 1, show on every draw
     lead = (int(rng.integers(2, 4)),)
