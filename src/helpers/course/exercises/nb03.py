@@ -819,7 +819,7 @@ register(
            reads=("attn_weights", "values"), framework="torch", mistakes=WEIGHTED_MISTAKES,
            how={"loop": False}, dtype="float32",
            # three decimals too: values sent through float16 show; one token: a squeeze shows
-           edge=(large_numbers, precise_numbers, one_token, long_loud),
+           edge=(large_numbers, precise_numbers, one_token),
            hints={"not_as_asked": "Your numbers are right, but your cell goes through a loop (over the queries, "
                   "the tokens or the features). This step is about broadcasting: one product of two tensors, one of "
                   "them given a new axis, makes every weighted value at once."}),
@@ -827,7 +827,7 @@ register(
                   {"sum_wrong_axis": _axis("sum_axis", 0), "sum_over_features": _axis("sum_axis", 2)}, ndim=3),
     _value("outputs", "The outputs", ("outputs",), ref_outputs, reads=("weighted_values", "sum_axis"),
            framework="torch", mistakes=OUTPUT_MISTAKES, computed_with=("weighted_values",),
-           edge=(large_numbers, one_token, long_loud),  # one token: a squeeze shows
+           edge=(large_numbers, one_token),  # one token: a squeeze shows
            hints={"not_computed_with": "Your numbers are right, but your cell never uses `weighted_values`: this "
                   "step sums the weighted values of the previous step over the right axis (a matrix product of the "
                   "weights and the values gives the same numbers, and skips the point of the step)."}),
