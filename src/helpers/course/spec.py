@@ -3411,6 +3411,21 @@ def large_scores(q: str = "q", k: str = "k", *, x: str | None = None, w_query: s
     return edge
 
 
+def long_batch(first: dict[str, Any], n_q: int, n_k: int, tag: int,
+               lengths: tuple[str, Sequence[int]] | None = None) -> dict[str, Any]:
+    """Queries, keys and values of a batch of two long sequences (``n_q`` queries, ``n_k`` keys) with the first random
+    trial's widths, drawn from a generator seeded by its shapes and ``tag``; with ``lengths`` (a name and the values),
+    those lengths too, of the first trial's dtype: sizes kept in int8 or uint8 (which wrap at 128 and 256) show."""
+    q, v = np.asarray(first["q"]), np.asarray(first["v"])
+    rng = np.random.default_rng([*q.shape, v.shape[-1], tag])
+    d, d_v = q.shape[-1], v.shape[-1]
+    out = {"q": rng.normal(size=(2, n_q, d)), "k": rng.normal(size=(2, n_k, d)), "v": rng.normal(size=(2, n_k, d_v))}
+    if lengths is not None:
+        name, values = lengths
+        out[name] = np.array(values, dtype=np.asarray(first[name]).dtype)
+    return out
+
+
 def more_rows(name: str, n: int = 40) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """An edge trial made from the first random trial: ``name`` with ``n`` rows (tokens) of fresh numbers of the same
     spread, drawn from a generator seeded by its shape; the other inputs as they are. Tokens cut at a count typed in

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..reference import softmax
 from ..scales import matches, other_scale, scale_explains
-from ..spec import Exercise, Probe, future_masked_late, loud_future, register, upstream_of
+from ..spec import Exercise, Probe, future_masked_late, long_batch, loud_future, register, upstream_of
 
 NOTEBOOK = "06_masks_dropout_multihead"
 
@@ -214,11 +214,7 @@ def long_padded(first: dict) -> dict:
     """An edge trial from the first random one's widths: two sentences padded to 300 tokens, of 260 and 300 (the
     other trials have at most 7): lengths kept in uint8 or int8 (which wrap at 256 and 128) show. From a generator
     seeded by the first trial's shapes."""
-    q, v = np.asarray(first["q"]), np.asarray(first["v"])
-    rng = np.random.default_rng([*q.shape, v.shape[-1], 300])
-    d, d_v = q.shape[-1], v.shape[-1]
-    return {"q": rng.normal(size=(2, 300, d)), "k": rng.normal(size=(2, 300, d)), "v": rng.normal(size=(2, 300, d_v)),
-            "lengths": np.array([260, 300], dtype=np.asarray(first["lengths"]).dtype)}
+    return long_batch(first, 300, 300, 300, ("lengths", (260, 300)))
 
 
 long_padded.of_first_trial = True

@@ -38,6 +38,7 @@ from ..spec import (
     RowBudget,
     future_masked_late,
     global_shift_sign,
+    long_batch,
     loud_future,
     overflow_sign,
     register,
@@ -485,11 +486,7 @@ def _long_sources(first: dict) -> dict:
     """An edge trial from the first random one's widths: two sources padded to 300 tokens, of 260 and 150 (the other
     trials have a few): lengths kept in int8 or uint8 (which wrap at 128 and 256) show. From a generator seeded by
     the first trial's shapes."""
-    q, v = np.asarray(first["q"]), np.asarray(first["v"])
-    rng = np.random.default_rng([*q.shape, v.shape[-1], 300])
-    d, d_v = q.shape[-1], v.shape[-1]
-    return {"q": rng.normal(size=(2, 3, d)), "k": rng.normal(size=(2, 300, d)), "v": rng.normal(size=(2, 300, d_v)),
-            "enc_lengths": np.array([260, 150], dtype=np.asarray(first["enc_lengths"]).dtype)}
+    return long_batch(first, 3, 300, 300, ("enc_lengths", (260, 150)))
 
 
 _long_sources.of_first_trial = True
@@ -499,10 +496,7 @@ def _long_cache(first: dict) -> dict:
     """An edge trial from the first random one's widths: a cache of 197 keys and 3 new queries (the other trials have
     at most 13 keys): positions kept in int8 (which wraps at 128) show. From a generator seeded by the first trial's
     shapes."""
-    q, v = np.asarray(first["q"]), np.asarray(first["v"])
-    rng = np.random.default_rng([*q.shape, v.shape[-1], 200])
-    d, d_v = q.shape[-1], v.shape[-1]
-    return {"q": rng.normal(size=(2, 3, d)), "k": rng.normal(size=(2, 200, d)), "v": rng.normal(size=(2, 200, d_v))}
+    return long_batch(first, 3, 200, 200)
 
 
 _long_cache.of_first_trial = True
