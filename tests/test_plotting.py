@@ -322,3 +322,63 @@ def test_gif_rejects_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="fps"):
         save_attention_gif(tmp_path / "a.gif", X, W_QUERY, W_KEY, W_VALUE, fps=0)
     assert not list(tmp_path.iterdir())
+
+
+# --- the grader's mode: arguments checked, nothing drawn ------------------------------------------
+
+
+BAD_CALLS = [  # (call, the error's text): each raises with DRAW on (see the tests above) and must with it off
+    (lambda d: attention_heatmap(np.zeros((2, 3, 3))), "2-d"),
+    (lambda d: attention_heatmap(ROUNDED, queries_labels=["a", "b"]), "2 labels for 3"),
+    (lambda d: attention_heatmap(ROUNDED, fmt=".2q"), "format"),
+    (lambda d: matrix_product_figure(X, KEYS), "cannot multiply"),
+    (lambda d: matrix_product_figure(X, W_KEY, highlight=(5, 0)), "outside the product"),
+    (lambda d: attention_steps_figure(X, W_QUERY, W_KEY, W_VALUE, steps="outputs"), "unknown step"),
+    (lambda d: attention_steps_figure(X, W_QUERY, W_KEY, W_VALUE, query=3), "query=3 does not exist"),
+    (lambda d: attention_steps_figure(X, W_QUERY, W_KEY, W_VALUE, labels=["a", "b"]), "2 labels for 3"),
+    (lambda d: scores_figure(KEYS, X), "same size"),
+    (lambda d: softmax_figure(np.zeros((2, 2, 2))), "1-d or 2-d"),
+    (lambda d: weighted_values_figure([0.5, 0.5], KEYS), "one weight per value"),
+    (lambda d: save_attention_gif(d / "a.png", X, W_QUERY, W_KEY, W_VALUE), r"\.gif"),
+    (lambda d: save_attention_gif(d / "a.gif", X, W_QUERY, W_KEY, W_VALUE, labels=["a"]), "1 labels for 3|labels"),
+]
+
+
+@pytest.mark.parametrize("draw", [True, False], ids=["drawn", "not drawn"])
+@pytest.mark.parametrize("k", range(len(BAD_CALLS)))
+def test_bad_arguments_raise_the_same_whether_or_not_figures_are_drawn(monkeypatch, tmp_path, draw, k):
+    import helpers.plotting as plotting
+
+    monkeypatch.setattr(plotting, "DRAW", draw)
+    call, text = BAD_CALLS[k]
+    with pytest.raises(ValueError, match=text):
+        call(tmp_path)
+    plt.close("all")
+
+
+def test_without_drawing_the_figures_are_blank_and_nothing_reaches_pyplot(monkeypatch, tmp_path):
+    import helpers.plotting as plotting
+    from PIL import Image
+
+    plt.close("all")
+    monkeypatch.setattr(plotting, "DRAW", False)
+    figures = [matrix_product_figure(X, W_KEY), attention_steps_figure(X, W_QUERY, W_KEY, W_VALUE),
+               scores_figure(KEYS, KEYS), softmax_figure(SCORES), weighted_values_figure(ROUNDED, KEYS)]
+    assert all(not f.axes and not f.patches and not f.texts for f in figures)
+    ax = attention_heatmap(ROUNDED)
+    assert not ax.images and not ax.texts  # an empty Axes: `ax.set_ylabel(...)` after it still works
+    ax.set_ylabel("")
+    _, given = plt.subplots()
+    assert attention_heatmap(ROUNDED, ax=given) is given and not given.images
+    assert plt.get_fignums() == [given.figure.number]  # only the student's own figure
+    path = save_attention_gif(tmp_path / "a.gif", X, W_QUERY, W_KEY, W_VALUE)
+    with Image.open(path) as im:  # the notebook reads the file back: it must be a GIF
+        assert im.format == "GIF" and im.size == (1, 1)
+    plt.close("all")
+
+
+def test_the_grader_sandbox_turns_drawing_off():
+    code = ("import helpers.plotting as p; from helpers.grading import zygote; assert p.DRAW; "
+            "zygote.preload(1, frameworks=()); print(p.DRAW)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
