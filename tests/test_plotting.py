@@ -357,8 +357,9 @@ def test_bad_arguments_raise_the_same_whether_or_not_figures_are_drawn(monkeypat
 
 
 def test_without_drawing_the_figures_are_blank_and_nothing_reaches_pyplot(monkeypatch, tmp_path):
-    import helpers.plotting as plotting
     from PIL import Image
+
+    import helpers.plotting as plotting
 
     plt.close("all")
     monkeypatch.setattr(plotting, "DRAW", False)
