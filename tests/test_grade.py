@@ -134,6 +134,23 @@ def test_refuses_without_bubblewrap_unless_told(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "g" / "results.jsonl").exists()
 
 
+def test_a_sandbox_that_fails_to_start_is_not_blamed_on_namespaces(tmp_path, monkeypatch, capsys):
+    """bubblewrap passed its probe, then the Python inside stopped (here: a package it cannot see)."""
+    place(tmp_path / "subs", "ann", good_minimal())
+    monkeypatch.setattr(grade, "find_bwrap", lambda: "/usr/bin/bwrap")
+    monkeypatch.setattr(grade, "probe_bwrap", lambda: None)
+
+    def fails(self, immediate, todo):
+        raise grade.SandboxError("the sandbox did not start (the sandbox closed its output).\n"
+                                 "ModuleNotFoundError: No module named 'helpers'")
+
+    monkeypatch.setattr(grade.Batch, "run", fails)
+    assert grade.main([str(tmp_path / "subs"), "--out", str(tmp_path / "g"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "No module named 'helpers'" in err and "bubblewrap itself works here" in err
+    assert "namespaces" not in err
+
+
 def test_output_folder_inside_submissions_is_refused(tmp_path, capsys):
     place(tmp_path / "subs", "ann", good_minimal())
     assert grade.main([str(tmp_path / "subs"), "--out", str(tmp_path / "subs" / "grades"), "--quiet"]) == 2

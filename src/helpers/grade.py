@@ -973,8 +973,9 @@ def _grade(args: argparse.Namespace, out: Path, sandboxed: bool, say: Any) -> in
         batch.run(immediate, todo)
     except SandboxError as exc:
         say(f"error: could not start the sandbox: {exc}\n"
-            "bubblewrap is installed but cannot create namespaces here (a container without privileges?).\n"
-            "Fix that, or rerun with --no-sandbox for submissions you trust (read its warning first).")
+            "bubblewrap itself works here (the grader tried it before the batch), so what failed is what runs\n"
+            "inside it: its last output is above (e.g. a package the sandbox cannot see). Fix that, or rerun with\n"
+            "--no-sandbox for submissions you trust (read its warning first).")
         report.rebuild(out, batch.journal, batch.titles, batch.mistakes)
         if args.shard is not None:
             shards.write_record(out, args.shard, class_size, len(chosen), skipped, batch.written,
