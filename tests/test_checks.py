@@ -924,6 +924,10 @@ def test_the_fresh_sizes_of_03_s_shape_predictions_are_never_within_one_of_each_
     ("scores.masked_fill_(mask, float('-inf'))\nw = scores", []),  # in place: nothing to keep
     ("w = torch.softmax(s, -1)\nw.sum(dim=-1)", []),  # the last line is shown, not thrown away
     ("print(w.sum())\nw = 1", []),
+    # in place, whatever the name says (simulation 28: `np.fill_diagonal` was said to change nothing)
+    ("np.fill_diagonal(s, -np.inf)\nw = softmax(s)", []),
+    ("np.exp(s, out=s)\nw = s / s.sum(axis=1, keepdims=True)", []),
+    ("np.exp(s)\nw = s / s.sum(axis=1, keepdims=True)", ["np.exp(s)"]),
 ])
 def test_a_result_computed_and_thrown_away_is_found(source, found):
     from helpers.runtime.cells import discarded_results

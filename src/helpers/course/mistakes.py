@@ -733,6 +733,19 @@ _PROPERTY_ROWS = [
      "Your function reads the notebook's variables instead of its own arguments."),
     ("hard_coded", "numbers typed in rather than computed",
      "Your cell gives the same answer whatever its inputs: compute it from the variables the step starts from."),
+    ("tied_counted_twice", "a parameter shared by two submodules counted twice",
+     "Your count adds a parameter twice when two submodules share it (tied weights): counting over each module's "
+     "own parameters, or over every name, meets it once per name. `module.parameters()` yields each parameter "
+     "once."),
+    ("example_sizes_only", "right only for the example's sizes",
+     "Your code gives the right numbers on the notebook's example but not on inputs of other sizes: somewhere it "
+     "relies on the example's sizes. Typical causes: a number typed in (a size, a count, an index), a slice, a loop "
+     "or a reshape made for the example, a size taken from something that equals it only there, or two axes that "
+     "line up only while their sizes are equal. Take every size from the shapes of the inputs."),
+    ("squeezed_axes", "axes of length 1 squeezed away",
+     "On inputs that have an axis of length 1 (one token, one row), your result lacks that axis: a `.squeeze()` "
+     "without an axis drops every axis of length 1, also those that belong to the answer. Squeeze only the axis you "
+     "mean (`.squeeze(0)`), or index it (`[0]`)."),
     ("copied_answer", "an earlier result copied instead of computed",
      "Your answer is a copy of an earlier result that happens to be equal here. This step asks you to compute it "
      "yourself, from its own inputs."),

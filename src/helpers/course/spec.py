@@ -1110,10 +1110,11 @@ def _grad_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
         if cut and ex.framework == "tensorflow":
             return _fail(ex, "gradient_cut", f"The result of `{cut[0]}` is cut off from its inputs: under a "
                                              "tf.GradientTape no gradient reaches them (all of them, or some), because "
-                                             "something on the way "
-                                             "is not a TensorFlow operation (NumPy, with the result wrapped in "
-                                             "tf.constant) or stops the gradient (tf.stop_gradient). A model could "
-                                             "not be trained through it: keep every step in tf operations.")
+                                             "something on the way does not pass gradients on: NumPy (with the "
+                                             "result wrapped in tf.constant), tf.stop_gradient, or a tf.Variable "
+                                             "made from an intermediate result (a Variable starts a new graph). A "
+                                             "model could not be trained through it: keep every step in tf "
+                                             "operations on tensors.")
     else:
         cut = [n for n, g in ((record.get("facts") or {}).get("grad") or {}).items() if g is False]
     if not cut:
@@ -2886,6 +2887,9 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                            f"it uses it. Compute `{missing}` in this cell." + note)
         if fail0 is None and (elsewhere := _raised_on_other_step(ex, replay_error)):
             return Outcome(ex.id, "fail", 0, ex.points, elsewhere + note)
+        if fail0 is None and not ex.module and (sized := _raised_on_other_sizes(
+                ex, plan, replay_error.get("trial"), str(replay_error.get("message", "")), note)):
+            return sized
         message = fail0 or (f"Right on this notebook's numbers, but run again on other inputs, "
                             f"your cell raised {replay_error.get('message', '')}."
                             + _raised_hint(ex, str(replay_error.get("message", ""))))
@@ -2910,10 +2914,13 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                        " Write every size with its own size name (n, d_model, d_k, d_v): another size's name that "
                        "is equal in this example, a size read off a tensor of the notebook, or digits typed in are "
                        "right only for the example's sizes." + note)
+    if fail0 is None and (sized := _sizes_problem(ex, plan, got0, trials[1:], note)):
+        return sized
     if ex.module and isinstance(world0.get(ex.module), Mapping):  # the replays hand the cell other modules
         first = first.replace(" on other inputs", " on another module (other widths, one of its matrices frozen, "
-                                                  "one more trainable matrix, in a submodule and in float64, and a "
-                                                  "buffer)")
+                                                  "one more trainable matrix, in a submodule and in float64, that "
+                                                  "matrix tied into a second submodule, and a buffer; or one whose "
+                                                  "every parameter is frozen)")
     return Outcome(ex.id, "fail", 0, ex.points,
                    "Right on this notebook's numbers, but not in general: "
                    + first + note)
@@ -3032,6 +3039,9 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
         # wrong, and it changes an argument in place (`x /= …`): the caller's variable changes too, which is a
         # mistake of its own, and the change is often what makes the numbers wrong
         return mutated
+    if answers and _compare(ex, answers[0], ex.expected(plan.inputs[0])) is None and \
+            (sized := _sizes_problem(ex, plan, answers[0], trials[1:len(answers)])):
+        return sized
     return Outcome(ex.id, "fail", 0, ex.points, fail)
 
 
@@ -3173,6 +3183,12 @@ def _evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
             return how
         answers = record.get("answers") or []
         where = plan.inputs[len(answers)] if ex.kind == "function" and len(answers) < len(plan.inputs) else None
+        if kind == "raised" and ex.kind == "function" and not ex.module and answers and where is not None \
+                and _compare(ex, answers[0], ex.expected(plan.inputs[0])) is None \
+                and (sized := _raised_on_other_sizes(ex, plan, len(answers), str(error.get("message")), "",
+                                                     {"inputs": where, "how": record.get("how") or {},
+                                                      "calls": record.get("calls")})):
+            return sized
         return outcome_for_error(ex, AnswerError(kind, str(error.get("message"))),
                                  {"inputs": where, "how": record.get("how") or {}, "calls": record.get("calls")})
     if ex.kind == "value":
@@ -3212,6 +3228,81 @@ def _raised_hint(ex: Exercise, message: str, context: Mapping[str, Any] | None =
         if text:
             out.append(f" {text}")
     return "".join(out)
+
+
+def _other_sizes(ex: Exercise, notebook: Mapping[str, Any], inputs: Mapping[str, Any]) -> list[str]:
+    """The inputs (those the step starts from) whose shape or size differs between the notebook's example and
+    ``inputs``, said as "`x` of shape (5, 6), not (3, 4)"; empty when every size is the example's, and when some
+    input has another number of axes (a batch axis: what fails there may be an operation made for 2-d inputs)."""
+    out = []
+    for name, value in inputs.items():
+        if ex.kind == "value" and ex.reads and name not in ex.reads:
+            continue
+        given = notebook.get(name)
+        if isinstance(value, np.ndarray) and isinstance(given, np.ndarray):
+            if value.ndim != given.ndim:
+                return []
+            if value.shape != given.shape:
+                out.append(f"`{name}` of shape {tuple(value.shape)}, not {tuple(given.shape)}")
+        elif _scalar(value) and _scalar(given) and isinstance(value, (int, np.integer)) and value != given \
+                and _SIZE_NAME.match(name):
+            out.append(f"`{name}` = {value}, not {given}")
+    return out
+
+
+def _sizes_problem(ex: Exercise, plan: Plan, got0: Arrays, trials: Sequence[tuple[Arrays, Mapping[str, Any]]],
+                   note: str = "") -> Outcome | None:
+    """Right on the notebook's example, a result of the wrong shape on inputs of other sizes: the axes of length 1
+    of those inputs squeezed away, or an axis that keeps the example's length where the inputs give it another."""
+    notebook = plan.inputs[0]
+    want0 = ex.expected(notebook)
+    for got, inputs in trials:
+        if not _other_sizes(ex, notebook, inputs):
+            continue
+        want = ex.expected(inputs)
+        for name in ex.answers:
+            g, w, w0 = (np.shape(a.get(name)) if isinstance(a.get(name), np.ndarray) else None
+                        for a in (got, want, want0))
+            if g is None or w is None or w0 is None or g == w or not isinstance(got0.get(name), np.ndarray):
+                continue
+            label = f"`{name}`" if ex.kind == "value" else f"`{ex.answers[0]}(...)`"
+            where = ", ".join(_other_sizes(ex, notebook, inputs))
+            if 1 in w and 1 not in w0 and g == tuple(d for d in w if d != 1):
+                return _fail(ex, "squeezed_axes",
+                             f"Right on this notebook's numbers, but on inputs with an axis of length 1 ({where}) "
+                             f"{label} has shape {g}, where {w} is right: it lacks the axes of length 1. That is what "
+                             "a `.squeeze()` without an axis does: it drops every axis of length 1, also those that "
+                             "belong to the answer. Squeeze only the axis you mean (`.squeeze(0)`), or index it "
+                             "(`[0]`).", note)
+            if len(g) == len(w) == len(w0):
+                kept = [k for k in range(len(w)) if w[k] != w0[k] and g[k] == w0[k]]
+                if kept and all(g[k] == w[k] for k in range(len(w)) if k not in kept):
+                    k = kept[0]
+                    return _fail(ex, "example_sizes_only",
+                                 f"Right on this notebook's numbers, but not on inputs of other sizes ({where}): "
+                                 f"{label} has shape {g} where {w} is right. Axis {k} has {g[k]}, its length in the "
+                                 "notebook's example, where these inputs give it "
+                                 f"{w[k]}: your code takes that size from the example (a number typed in, a slice or "
+                                 "a loop made for it, or the size of something that equals it only there), not from "
+                                 "the inputs. Take every size from the shapes of the inputs.", note)
+    return None
+
+
+def _raised_on_other_sizes(ex: Exercise, plan: Plan, trial: Any, message: str, note: str = "",
+                           context: Mapping[str, Any] | None = None) -> Outcome | None:
+    """Right on the notebook's example, raised on trial ``trial``, whose inputs have other sizes than the
+    example's: the code fits the example's sizes only (what raised is quoted; the cause stays general)."""
+    if not isinstance(trial, int) or not 0 < trial < len(plan.inputs):
+        return None
+    if not (where := _other_sizes(ex, plan.inputs[0], plan.inputs[trial])):
+        return None
+    error = re.sub(r" when called on .*$", "", re.sub(r"^`[^`]+` raised ", "", message), flags=re.S)
+    return _fail(ex, "example_sizes_only",
+                 f"Right on this notebook's numbers, but on inputs of other sizes ({', '.join(where)}) your code "
+                 f"raised {error.rstrip('.')}. Somewhere it relies on the example's sizes: a number typed in (a "
+                 "size, a count, an index), a slice, a loop or a reshape made for the example, a size taken from "
+                 "something that equals it only there, or two axes that line up only while their sizes are equal. "
+                 "Take every size from the shapes of the inputs." + _raised_hint(ex, message, context), note)
 
 
 def _typed_in_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any], note: str = "") -> Outcome | None:
@@ -3426,10 +3517,10 @@ def long_batch(first: dict[str, Any], n_q: int, n_k: int, tag: int,
     return out
 
 
-def more_rows(name: str, n: int = 40) -> Callable[[dict[str, Any]], dict[str, Any]]:
+def more_rows(name: str, n: int = 600) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """An edge trial made from the first random trial: ``name`` with ``n`` rows (tokens) of fresh numbers of the same
     spread, drawn from a generator seeded by its shape; the other inputs as they are. Tokens cut at a count typed in
-    (`x[:8]`, `x[-16:]`, a "context window") show."""
+    (`x[:8]`, `x[-16:]`, a "context window" of 512) show."""
     def edge(first: dict[str, Any]) -> dict[str, Any]:
         a = np.asarray(first[name], dtype=float)
         rng = np.random.default_rng([*a.shape, n])

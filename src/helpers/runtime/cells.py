@@ -554,10 +554,23 @@ def _loop_depth(node: ast.AST, depth: int = 0) -> int:
     (``[f(a, b) for a in x for b in x]`` is two loops, one inside the other); a loop in name only (:func:`_idle`)
     does not count."""
     if isinstance(node, _LOOPS) and not _idle(node):
-        depth += 1
+        depth += _product_depth(getattr(node, "iter", None))
     elif isinstance(node, _COMPREHENSIONS) and not _idle(node):
-        depth += len(node.generators)
+        depth += sum(_product_depth(g.iter) for g in node.generators)
     return max([depth, *(_loop_depth(child, depth) for child in ast.iter_child_nodes(node))])
+
+
+def _product_depth(iterable: ast.AST | None) -> int:
+    """How many loops one ``for`` over ``iterable`` is: ``itertools.product(a, b)`` or ``product(r, repeat=2)``
+    nests its loops in one statement (two, or the ``repeat``); anything else is one."""
+    if not (isinstance(iterable, ast.Call) and (isinstance(iterable.func, ast.Attribute) and iterable.func.attr ==
+                                                "product" and isinstance(iterable.func.value, ast.Name)
+                                                and iterable.func.value.id == "itertools"
+                                                or isinstance(iterable.func, ast.Name) and iterable.func.id == "product")):
+        return 1
+    repeat = next((k.value.value for k in iterable.keywords if k.arg == "repeat" and isinstance(k.value, ast.Constant)
+                   and isinstance(k.value.value, int)), 1)
+    return max(1, len(iterable.args) * repeat)
 
 
 _HALF = {"float16", "half", "bfloat16", "float16_t"}
@@ -632,8 +645,8 @@ def _seeds_in_class(tree: ast.AST) -> bool:
 # methods and functions that return a new tensor and leave their input as it was (their in-place twins end in _)
 _OUT_OF_PLACE = {"masked_fill", "masked_scatter", "transpose", "permute", "reshape", "view", "unsqueeze", "squeeze",
                  "softmax", "log_softmax", "add", "sub", "mul", "div", "clamp", "clip", "exp", "tril", "triu",
-                 "float", "double", "contiguous", "flip", "where", "fill_diagonal", "index_fill", "scatter",
-                 "matmul", "sqrt", "nan_to_num"}
+                 "float", "double", "contiguous", "flip", "where", "index_fill", "scatter", "matmul", "sqrt",
+                 "nan_to_num"}  # not fill_diagonal: NumPy's works in place (and returns None); torch's is fill_diagonal_
 
 
 _MODE_METHODS = {"eval", "train", "zero_grad"}  # what evaluating or stepping a model may call on it
@@ -706,7 +719,7 @@ def discarded_results(source: str) -> list[str]:
             for stmt in stmts:
                 call = stmt.value if isinstance(stmt, ast.Expr) else None
                 if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
-                        and call.func.attr in _OUT_OF_PLACE:
+                        and call.func.attr in _OUT_OF_PLACE and not any(k.arg == "out" for k in call.keywords):
                     found.append(ast.unparse(call)[:80])
     return found
 

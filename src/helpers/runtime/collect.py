@@ -170,10 +170,10 @@ def _module_like(params: Mapping[str, Any], module: Any) -> Any:
     ``double``)."""
     import torch
 
-    if {"trainable", "frozen"} <= set(params) <= {"trainable", "frozen", "buffers", "double", "eval"} \
+    if {"trainable", "frozen"} <= set(params) <= {"trainable", "frozen", "buffers", "double", "eval", "tied"} \
             and all(isinstance(params[k], Mapping) for k in ("trainable", "frozen")):
         made = _module_of(params["trainable"], params["frozen"], params.get("buffers") or {},
-                          params.get("double") or ())
+                          params.get("double") or (), params.get("tied") or {})
         return made.eval() if params.get("eval") else made
     clone = copy.deepcopy(module)
     own = [name for name, _ in clone.named_parameters()]
@@ -193,12 +193,13 @@ def _module_like(params: Mapping[str, Any], module: Any) -> Any:
 
 
 def _module_of(trainable: Mapping[str, Any], frozen: Mapping[str, Any], buffers: Mapping[str, Any] | None = None,
-               double: Iterable[str] = ()) -> Any:
+               double: Iterable[str] = (), tied: Mapping[str, str] | None = None) -> Any:
     """A plain ``nn.Module`` whose parameters are the given arrays (float32, or float64 for the names in
     ``double``), in that order, those of ``frozen`` with requires_grad=False, and ``buffers`` registered as buffers
     kept out of the state_dict:
     other counts, sizes and frozen parameters than the student's own module. A dotted name (``proj.w_out``) puts
-    the parameter in a submodule of that name."""
+    the parameter in a submodule of that name. ``tied`` maps a further name to one of those parameters: the same
+    parameter object, registered there too (tied weights, which ``parameters()`` yields once)."""
     import torch
 
     module = torch.nn.Module()
@@ -222,6 +223,9 @@ def _module_of(trainable: Mapping[str, Any], frozen: Mapping[str, Any], buffers:
     for name, arr in (buffers or {}).items():
         at, attr = owner(name)
         at.register_buffer(attr, torch.as_tensor(np.asarray(arr), dtype=torch.float32), persistent=False)
+    for alias, source in (tied or {}).items():
+        at, attr = owner(alias)
+        at.register_parameter(attr, module.get_parameter(source))
     return module
 
 

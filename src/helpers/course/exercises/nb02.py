@@ -503,6 +503,35 @@ def negative_score(first: dict) -> dict:
 negative_score.of_first_trial = True
 
 
+def _lined_up(first: dict, sign: float) -> dict:
+    """The first word made ``sign`` times c times the journey's embedding, with c such that its score with the
+    journey is about ±1000 (embeddings on a grid of eighths, c a whole number: every score is exact)."""
+    x = _grid(first["x"], 1 / 8)
+    if not x[JOURNEY].any():
+        return first
+    c = float(np.ceil(1000.0 / float(x[JOURNEY] @ x[JOURNEY])))
+    x[0] = sign * c * x[JOURNEY]
+    return _rebuilt(first, x=x)
+
+
+def opposite_word(first: dict) -> dict:
+    """An edge trial from the first random one: the first word points against the journey and is long, so its score
+    with the journey is about -1000 while the journey's row stays small above it. Subtracting the largest absolute
+    score (1000) instead of the largest pushes every exponent of that row below -900: 0 / 0."""
+    return _lined_up(first, -1.0)
+
+
+def longer_word(first: dict) -> dict:
+    """An edge trial from the first random one: the first word points along the journey and is long, so its score
+    with the journey (about 1000) is far above the journey's score with itself. Subtracting a row's own (diagonal)
+    score instead of its largest leaves an exponent of about 1000: inf, then NaN."""
+    return _lined_up(first, 1.0)
+
+
+opposite_word.of_first_trial = True
+longer_word.of_first_trial = True
+
+
 def near_limit_embeddings(first: dict) -> dict:
     """:func:`_near_limit` for part 1's scores, x·xᵀ (or the journey's row of it)."""
     return _near_limit(first, "x")
@@ -618,9 +647,26 @@ def _trainable_inputs(rng: np.random.Generator | None = None) -> dict:
     # may change)
     trainable["proj.bias"] = np.zeros(m)
     trainable["temperature"] = np.array(1.5)
+    # the bias also tied into a second submodule (one parameter, two names: parameters() yields it once, a count over
+    # each module's own parameters or over the state_dict's entries twice; not a matrix of d_model × d_k, whose
+    # second count would be the frozen matrix's)
     module = {"trainable": trainable, "frozen": {frozen: weights[frozen]},
-              "buffers": {"mask": np.ones((int(rng.choice([2, 3])), m + 1))}, "double": ["proj.w_out"], "eval": True}
+              "buffers": {"mask": np.ones((int(rng.choice([2, 3])), m + 1))}, "double": ["proj.w_out"], "eval": True,
+              "tied": {"head.bias": "proj.bias"}}
     return {"x": x, "d_model": d_model, "d_k": d_k, "sa_v1": module}
+
+
+def all_frozen(first: dict) -> dict:
+    """An edge trial from the first random one: every parameter of the module frozen (as the cell's own `frozen`
+    module), so the right count is 0: a count that needs at least one trainable parameter (`torch.cat` of them, a
+    `max`) raises there."""
+    module = dict(first["sa_v1"])
+    module["frozen"] = {**module["trainable"], **module["frozen"]}
+    module["trainable"] = {}
+    return {**first, "sa_v1": module}
+
+
+all_frozen.of_first_trial = True
 
 
 def _count(fn):
@@ -629,6 +675,13 @@ def _count(fn):
 
 def _numbers(params) -> int:
     return sum(int(np.size(w)) for w in params.values())
+
+
+def _tied(module, group: str) -> int:
+    """The entries of ``module``'s parameters of ``group`` ("trainable" or "frozen") met a second time under
+    another name (tied weights)."""
+    return sum(int(np.size(module[group][source])) for source in (module.get("tied") or {}).values()
+               if source in module[group])
 
 
 # --- the exercises ---------------------------------------------------------------------------
@@ -712,7 +765,8 @@ PART_1 = [
     _value("02.weights_2", "Weights by softmax", ("attn_weights_2",),
            _one("attn_weights_2", lambda attn_scores_2, **_: softmax(attn_scores_2)), reads=("attn_scores_2",),
            # scores up to 85: a clamp shows; up to 190: a softmax that does not subtract the maximum fails
-           edge=(journey_not_largest, near_limit_embeddings, past_limit_embeddings, far_past_embeddings),
+           edge=(journey_not_largest, near_limit_embeddings, past_limit_embeddings, far_past_embeddings,
+                 opposite_word, longer_word),  # a shift by the largest |score|, or by the journey's own score
            signs={"unstable_softmax": overflow_sign(lambda attn_scores_2, **_: softmax(attn_scores_2),
                                                     lambda attn_scores_2, **_: attn_scores_2, 88.0)},
            mistakes={
@@ -786,7 +840,8 @@ PART_1 = [
            independent=("attn_weights_2",),  # step 2's row of "journey" from another draw: a row copied shows
            dtype="float32",  # the next step multiplies it with the float32 x
            # scores up to 85: a clamp shows; up to 190: a softmax that does not subtract each row's maximum fails
-           edge=(near_limit_embeddings, past_limit_embeddings, far_past_embeddings),
+           edge=(near_limit_embeddings, past_limit_embeddings, far_past_embeddings,
+                 opposite_word, longer_word),  # a shift by each row's largest |score|, or by its diagonal
            signs={"unstable_softmax": overflow_sign(lambda attn_scores, **_: softmax(attn_scores),
                                                     lambda attn_scores, **_: attn_scores, 88.0),
                   "global_max_subtraction": global_shift_sign(lambda attn_scores, **_: softmax(attn_scores),
@@ -1116,7 +1171,7 @@ PART_2 = [
            }),
     Exercise(
         "02.trainable", notebook=NOTEBOOK, title="Trainable numbers in SelfAttentionV1", answers=("n_trainable",),
-        inputs=_trainable_inputs,
+        inputs=_trainable_inputs, edge=all_frozen,
         module="sa_v1",  # the count of the student's own module, when that one is wrong: 🟡 (no trainable to ask for)
         # a module whose output is cut off from its weights (02.sa_v1's probe): a right count of it is 🟡, not ✅
         probes=(Probe("module_grad", lambda rng: {"x": X}, lambda inputs: 0, "gradient_cut"),),
@@ -1127,6 +1182,13 @@ PART_2 = [
             "counted_frozen": _count(lambda trainable, frozen, **_: _numbers(trainable) + _numbers(frozen)),
             "counted_from_shapes": _count(lambda trainable, frozen, d_model, d_k, **_: 3 * d_model * d_k),
             "counted_inputs": lambda x, **_: {"n_trainable": np.asarray(float(np.size(x)))},
+            # the state_dict: every parameter, frozen or not, a tied one under each of its names
+            "counted_frozen:state_dict": lambda sa_v1, **_: {"n_trainable": np.asarray(float(
+                _numbers(sa_v1["trainable"]) + _numbers(sa_v1["frozen"]) + _tied(sa_v1, "trainable")
+                + _tied(sa_v1, "frozen")))},
+            # each module's own parameters (or every name of named_parameters(remove_duplicate=False))
+            "tied_counted_twice": lambda sa_v1, **_: {"n_trainable": np.asarray(float(
+                _numbers(sa_v1["trainable"]) + _tied(sa_v1, "trainable")))},
         },
         hints={"counted_tensors": "You counted the weight tensors (3), not the numbers in them. Add up the number "
                "of entries of every parameter that requires a gradient (a tensor's .numel()).",
@@ -1144,11 +1206,19 @@ PART_2 = [
                "train or not): right only for a module made exactly like SelfAttentionV1 with every "
                "weight trainable. Count what sa_v1 itself holds: the entries (.numel()) of its parameters that "
                "require a gradient.",
+               "tied_counted_twice": "Your count adds a parameter twice when two submodules share it (tied "
+               "weights, one parameter under two names): going through each module's own parameters, or through "
+               "every name of the module, meets it once per name. `sa_v1.parameters()` yields each parameter once: "
+               "count over that.",
                "counted_inputs": "You counted the numbers of the inputs x, which happen to be 18 too. Training "
                "changes the module's own numbers: add up the entries of sa_v1's parameters (sa_v1.parameters()), "
                "which do not depend on the inputs."},
         # a module's parameters need not be matrices: a bias has one axis, a learnable temperature none
-        raised_hints=((r"tuple index out of range|reduce\(\) of empty",
+        raised_hints=((r"expected a non-empty list of Tensors|empty sequence|must be non-empty",
+                       "On a module whose every parameter is frozen (like the cell's `frozen`), the count is 0, and "
+                       "joining or comparing no tensors at all (`torch.cat`, `torch.stack`, `max`) raises. Add up "
+                       "each trainable parameter's .numel() instead: a sum of nothing is 0."),
+                      (r"tuple index out of range|reduce\(\) of empty",
                        "Your count takes every parameter for a matrix (its p.shape[0] and p.shape[1], or the product "
                        "of its sizes with no start), but a parameter may have one axis (a bias) or none (a learnable "
                        "temperature). Count each one's entries with p.numel(), whatever its shape."),),

@@ -897,10 +897,12 @@ NUMPY_HINTS = {
     "computes everything again: the values from x_np and w_value_np.",
     "copied_answer": "You converted TensorFlow's results to NumPy. A cross-check must compute the outputs "
     "again, independently: from x_np, w_query_np, w_key_np and w_value_np with NumPy operations only.",
-    "unstable_softmax": "Your np.exp overflows on large scores: what goes into it is not each score minus its own "
-    "row's maximum (the scores as they are, or minus another number). np.exp of "
-    "anything above about 709 is inf in float64, and inf / inf is nan. Subtract each row's maximum first "
-    "(s.max(axis=-1, keepdims=True)), as the step asks: the softmax stays the same and no exponent is above 0.",
+    "unstable_softmax": "Your softmax gives nan on rows of large scores: what goes into np.exp is not each score "
+    "minus its own row's maximum. The scores as they are (or minus a smaller number) overflow: np.exp of anything "
+    "above about 709 is inf in float64, and inf / inf is nan; minus a larger number (the maximum of other numbers "
+    "than those you exponentiate), every exponential of a row can underflow to 0, and 0 / 0 is nan. Subtract each "
+    "row's maximum of the very scores you exponentiate (s.max(axis=-1, keepdims=True)), as the step asks: the "
+    "softmax stays the same and the largest exponent is exactly 0.",
     "global_max_subtraction": "You subtracted one maximum for the whole matrix. A row whose scores all lie far "
     "below that maximum underflows to 0 everywhere, and 0 / 0 is nan. Subtract each row's own maximum: "
     "s.max(axis=-1, keepdims=True).",
@@ -923,11 +925,13 @@ NUMPY_HINTS = {
     "about 709 above what you subtracted overflows to inf, and inf / inf is nan. Subtract each row's maximum, as "
     "the step asks.",
 }
-_TF_UNSTABLE = ("On rows with large scores your function returns NaN: tf.exp of a large score overflows to inf "
-                "(above 88 in float32, above 709 in float64), and inf / inf is NaN. Subtract each row's own maximum "
-                "before tf.exp "
-                "(tf.reduce_max(s, axis=-1, keepdims=True)): every exponent is then at most 0, none can overflow, "
-                "and the weights do not change. tf.nn.softmax does that for you.")
+_TF_UNSTABLE = ("On rows with large scores your function returns NaN: what goes into tf.exp is not each score minus "
+                "its own row's maximum. The scores as they are (or minus a smaller number) overflow: tf.exp of a "
+                "large score is inf (above 88 in float32, above 709 in float64), and inf / inf is NaN; minus a larger "
+                "number (the maximum of other numbers than those you exponentiate, such as the unscaled scores), "
+                "every exponential of a row can underflow to 0, and 0 / 0 is NaN. Subtract each row's maximum of "
+                "the very scores you exponentiate (tf.reduce_max(s, axis=-1, keepdims=True)): the largest exponent "
+                "is then exactly 0, and the weights do not change. tf.nn.softmax does that for you.")
 
 FN_HINTS = {
     "unstable_softmax": _TF_UNSTABLE,
@@ -1053,17 +1057,57 @@ last_key_loudest.of_first_trial = True
 
 
 def tiny_output(inputs: dict) -> dict:
-    """An edge replay of the outputs step: the first word weighs the first two values 0.3001 and 0.2999, whose first
-    entries are 1 and -1 (the others 0), so its first output is 0.0002: outputs near zero set to zero "to tidy the
-    print" (or rounded) show."""
+    """An edge replay of the outputs step: the first word weighs the first two values 0.25 + 2⁻¹⁹ and 0.25 - 2⁻¹⁹
+    (exact in float32), whose first entries are 1 and -1 (the others 0), so its first output is 2⁻¹⁸ = 3.8e-6, exactly
+    in any order of the sum: outputs near zero (or near a whole number, within 1e-5) set to it "to tidy the print",
+    or rounded, show."""
     w = np.array(inputs["attn_weights"], dtype=np.float64)
     v = np.array(inputs["values"])
     if w.shape[0] < 1 or w.shape[1] < 4 or v.shape[0] < 4:
         return inputs
-    w[0] = [0.3001, 0.2999, 0.2, 0.2] + [0.0] * (w.shape[1] - 4)
+    w[0] = [0.25 + 2.0**-19, 0.25 - 2.0**-19, 0.25, 0.25] + [0.0] * (w.shape[1] - 4)
     v[:, 0] = 0
     v[0, 0], v[1, 0] = 1, -1
     return {**inputs, "attn_weights": w, "values": v}
+
+
+def _inexact(a, bits: int) -> bool:
+    """Some entry of the integers ``a`` is not a number of a float type with ``bits`` significant bits (float16: 11,
+    exact up to 2048; bfloat16: 8, exact up to 256; float32: 24), so a round trip through it changes it (float16's
+    largest number, 65504, is not checked: the integers here stay below it, or past it are inexact anyway)."""
+    for n in np.abs(np.asarray(a, dtype=np.int64)).ravel().tolist():
+        if n and (n >> ((n & -n).bit_length() - 1)) >= 1 << bits:  # the odd part of n needs more bits
+            return True
+    return False
+
+
+def _large_words(inputs: dict, top: int, fits) -> dict:
+    """The replay's weights with words drawn from -top..top (seeded by the replay's own words, so the same inputs
+    give the same edge) until ``fits`` holds for the names made from them."""
+    wq, wk, wv = (np.asarray(inputs[n]) for n in ("w_query", "w_key", "w_value"))
+    rng = np.random.default_rng([int(v) + 5 for v in np.ravel(inputs["word_1"])] + [top])
+    for _ in range(200):
+        full = _world_from(rng.integers(-top, top + 1, size=(4, wq.shape[0])), wq, wk, wv)
+        if fits(full):
+            break
+    return {**inputs, **{name: full[name] for name in inputs if name in full}}
+
+
+def large_words(inputs: dict) -> dict:
+    """An edge replay of the projections step: words up to ±1500, so that some query, key and value is an odd
+    number above 2048: a trip through float16 (exact up to 2048) or bfloat16 (up to 256) and back rounds it."""
+    return _large_words(inputs, 1500, lambda w: all(_inexact(w[n], 11) for n in ("queries", "keys", "values")))
+
+
+def large_int_scores(inputs: dict) -> dict:
+    """An edge replay of the score steps: words up to ±400, so that queries and keys reach the hundreds (some of them
+    odd above 256) and scores the hundred thousands (some not a float16 number): a trip through bfloat16 or float16
+    and back rounds them. Every score stays below 2**24, where float32 is exact too."""
+    def fits(w):
+        s = w["attn_scores"]
+        return (_inexact(s, 11) and not _inexact(s, 24) and _inexact(w["queries"][:1], 8) and _inexact(w["keys"], 8)
+                and _inexact((w["keys"] @ w["queries"][0]), 11))
+    return _large_words(inputs, 400, fits)
 
 
 def narrow_keys(inputs: dict) -> dict:
@@ -1195,7 +1239,7 @@ def _exercises() -> list[Exercise]:
                   # tf.matmul(w_query, word_1, transpose_b=True): the matrix times the word as a column, (4, 1)
                   "product_order_reversed": lambda **i: _per_word(i, product=lambda word, w: w @ word.T),
                   **{k: v for m in QKV_WORDS_MIX_UPS for k, v in m[0].items()},
-              }, dtype="int32",
+              }, dtype="int32", edge=large_words,  # products in the hundreds: a float16 round trip shows
               how={"matmul": True},  # "each a matrix product"
               hints={
                   "not_as_asked": "Your numbers are right, but your cell makes them without a matrix product (a "
@@ -1213,7 +1257,7 @@ def _exercises() -> list[Exercise]:
               }),
         value("04.scores_1", "The scores of word 1", ("attn_scores_1",), ref_scores_1,
               reads=("query_1", "key_1", "key_2", "key_3", "key_4"),
-              mistakes=SCORES_1_MISTAKES, hints=SCORES_1_HINTS, dtype="int32"),
+              mistakes=SCORES_1_MISTAKES, hints=SCORES_1_HINTS, dtype="int32", edge=large_int_scores),
         value("04.weights_1", "The weights of word 1", ("attn_weights_1",), ref_weights_1,
               reads=("attn_scores_1", "key_1"), mistakes=WEIGHTS_1_MISTAKES, hints=WEIGHTS_1_HINTS,
               dtype="float32", widths=True, **TIGHT),
@@ -1237,7 +1281,7 @@ def _exercises() -> list[Exercise]:
                              "width does not fit them. Take the batch's one sentence instead (`word_emb_stack[0]`), "
                              "which keeps whatever sizes the words have."),)),
         value("04.scores", "The score matrix", ("attn_scores",), ref_scores, reads=("queries", "keys"),
-              mistakes=SCORES_MISTAKES, hints=SCORES_HINTS, dtype="int32"),
+              mistakes=SCORES_MISTAKES, hints=SCORES_HINTS, dtype="int32", edge=large_int_scores),
         # word 1's weights of step 4 from another draw: a row copied from them (not computed) shows
         value("04.weights", "The weight matrix", ("attn_weights",), ref_weights, reads=("attn_scores", "keys"),
               independent=("attn_weights_1",),

@@ -514,6 +514,19 @@ def _with_scores(first: dict, s: np.ndarray) -> dict:
 low_row.of_first_trial = True
 
 
+def deep_row(first: dict) -> dict:
+    """An edge trial from the first replay: the first row of scores moved down so that its largest is -300, and
+    -300 / √d_k once scaled (below -80 for keys up to 12 wide). Its exponentials are tiny but normal float64
+    numbers, and its softmax is unchanged: an epsilon added to the row sums (`+ 1e-12`) outweighs them, and
+    `1 + np.expm1(s)` rounds to exactly 0 there (0 / 0)."""
+    s = np.array(first["attn_scores"], dtype=float)
+    s[0] -= s[0].max() + 300.0
+    return _with_scores(first, s)
+
+
+deep_row.of_first_trial = True
+
+
 def wide_keys(first: dict) -> dict:
     """An edge trial from the first replay: the keys 12 wide (zeros added on the right, so every score stays as it
     is), where √d_k is 3.46: a square root cut to a whole number (`math.isqrt`, `int(...)`), 3, shows, as does a
@@ -577,7 +590,7 @@ register(
            lambda attn_scores, **_: {"fixed_weights": softmax(attn_scores)}, reads=("attn_scores",),
            # a row of scores all far below 0: small exponentials skipped show; a row with exponentials of exactly 0:
            # a division that skips them without out= shows
-           edge=(low_row, far_row),
+           edge=(low_row, far_row, deep_row),
            mistakes=FIXED_WEIGHTS_MISTAKES,
            hints={
                "global_softmax": "That is the original's bug again (your weights equal attention_weights): "
@@ -621,8 +634,8 @@ register(
     _value("05.scaled_weights", "The scaling by √d_k, as its own step", ("scaled_weights",), ref_scaled,
            reads=("attn_scores", "keys"), mistakes=SCALED_WEIGHTS_MISTAKES, world_fn=world_any_n,
            # exponentials of exactly 0: a division that skips them without out= shows; keys 12 wide: a square
-           # root cut to a whole number shows
-           edge=(far_row, wide_keys),
+           # root cut to a whole number shows; a row far below 0: an epsilon in the sums shows
+           edge=(far_row, wide_keys, deep_row),
            hints={
                "missing_scale": "These are the weights of the raw scores (your fixed_weights again). Divide "
                "attn_scores by √d_k before the softmax.",
