@@ -740,8 +740,9 @@ _PROPERTY_ROWS = [
     ("example_sizes_only", "right only for the example's sizes",
      "Your code gives the right numbers on the notebook's example but not on inputs of other sizes: somewhere it "
      "relies on the example's sizes. Typical causes: a number typed in (a size, a count, an index), a slice, a loop "
-     "or a reshape made for the example, a size taken from something that equals it only there, or two axes that "
-     "line up only while their sizes are equal. Take every size from the shapes of the inputs."),
+     "or a reshape made for the example, a size taken from something that equals it only there, a `.squeeze()` that "
+     "drops an axis when it has length 1, or two axes that line up only while their sizes are equal. Take every size "
+     "from the shapes of the inputs."),
     ("squeezed_axes", "axes of length 1 squeezed away",
      "On inputs that have an axis of length 1 (one token, one row), your result lacks that axis: a `.squeeze()` "
      "without an axis drops every axis of length 1, also those that belong to the answer. Squeeze only the axis you "

@@ -3301,7 +3301,8 @@ def _raised_on_other_sizes(ex: Exercise, plan: Plan, trial: Any, message: str, n
                  f"Right on this notebook's numbers, but on inputs of other sizes ({', '.join(where)}) your code "
                  f"raised {error.rstrip('.')}. Somewhere it relies on the example's sizes: a number typed in (a "
                  "size, a count, an index), a slice, a loop or a reshape made for the example, a size taken from "
-                 "something that equals it only there, or two axes that line up only while their sizes are equal. "
+                 "something that equals it only there, a `.squeeze()` that drops an axis when it has length 1, or "
+                 "two axes that line up only while their sizes are equal. "
                  "Take every size from the shapes of the inputs." + _raised_hint(ex, message, context), note)
 
 

@@ -155,7 +155,7 @@ def large_numbers(inputs: dict) -> dict:
 
 
 def long_loud(inputs: dict) -> dict:
-    """An edge replay of 40 tokens whose inputs are 64 times the usual halves (see :func:`nb01.long_loud_arrays`):
+    """An edge replay of 40 tokens whose inputs are 256 times the usual halves (see :func:`nb01.long_loud_arrays`):
     tokens cut at a count typed in and clamps at a "safe" bound up to several hundred show."""
     lists = {name: inputs[name] for name in ("x_list", "w_query_list", "w_key_list", "w_value_list")}
     return _lists_world(inputs, nb01.long_loud_arrays(lists))

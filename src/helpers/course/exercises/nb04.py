@@ -898,7 +898,7 @@ NUMPY_HINTS = {
     "copied_answer": "You converted TensorFlow's results to NumPy. A cross-check must compute the outputs "
     "again, independently: from x_np, w_query_np, w_key_np and w_value_np with NumPy operations only.",
     "unstable_softmax": "Your softmax gives nan on rows of large scores: what goes into np.exp is not each score "
-    "minus its own row's maximum. The scores as they are (or minus a smaller number) overflow: np.exp of anything "
+    "minus its own row's maximum. Scores not shifted (or minus a smaller number) overflow: np.exp of anything "
     "above about 709 is inf in float64, and inf / inf is nan; minus a larger number (the maximum of other numbers "
     "than those you exponentiate), every exponential of a row can underflow to 0, and 0 / 0 is nan. Subtract each "
     "row's maximum of the very scores you exponentiate (s.max(axis=-1, keepdims=True)), as the step asks: the "
@@ -926,7 +926,7 @@ NUMPY_HINTS = {
     "the step asks.",
 }
 _TF_UNSTABLE = ("On rows with large scores your function returns NaN: what goes into tf.exp is not each score minus "
-                "its own row's maximum. The scores as they are (or minus a smaller number) overflow: tf.exp of a "
+                "its own row's maximum. Scores not shifted (or minus a smaller number) overflow: tf.exp of a "
                 "large score is inf (above 88 in float32, above 709 in float64), and inf / inf is NaN; minus a larger "
                 "number (the maximum of other numbers than those you exponentiate, such as the unscaled scores), "
                 "every exponential of a row can underflow to 0, and 0 / 0 is NaN. Subtract each row's maximum of "
@@ -1059,13 +1059,15 @@ last_key_loudest.of_first_trial = True
 def tiny_output(inputs: dict) -> dict:
     """An edge replay of the outputs step: the first word weighs the first two values 0.25 + 2⁻¹⁹ and 0.25 - 2⁻¹⁹
     (exact in float32), whose first entries are 1 and -1 (the others 0), so its first output is 2⁻¹⁸ = 3.8e-6, exactly
-    in any order of the sum: outputs near zero (or near a whole number, within 1e-5) set to it "to tidy the print",
-    or rounded, show."""
+    in any order of the sum (the second word's, 9.8e-4): outputs near zero (or near a whole number, within 1e-5) set
+    to it "to tidy the print", or rounded, show."""
     w = np.array(inputs["attn_weights"], dtype=np.float64)
     v = np.array(inputs["values"])
     if w.shape[0] < 1 or w.shape[1] < 4 or v.shape[0] < 4:
         return inputs
     w[0] = [0.25 + 2.0**-19, 0.25 - 2.0**-19, 0.25, 0.25] + [0.0] * (w.shape[1] - 4)
+    if w.shape[0] > 1:  # and the second word's first output 2⁻¹⁰ = 9.8e-4, exactly: a cut at 1e-3 takes both
+        w[1] = [0.25 + 2.0**-11, 0.25 - 2.0**-11, 0.25, 0.25] + [0.0] * (w.shape[1] - 4)
     v[:, 0] = 0
     v[0, 0], v[1, 0] = 1, -1
     return {**inputs, "attn_weights": w, "values": v}

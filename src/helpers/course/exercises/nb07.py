@@ -432,6 +432,13 @@ def zero_maximum(inputs: dict) -> dict:
     return {"scores": np.array([-1.0, 0.0, -2.0, -0.5, -3.0])}
 
 
+def late_jump(inputs: dict) -> dict:
+    """An edge trial: 20 000 scores of 0, then one of 21. Their total is 1 + 20 000·e⁻²¹ = 1.0000152: an update that
+    drops what it has summed when the maximum jumps far ("the old terms are below e⁻²⁰") keeps 1 alone, 1.5e-5 off,
+    whereas each of those terms is tiny, many of them are not."""
+    return {"scores": np.concatenate([np.zeros(20_000), [21.0]])}
+
+
 def _stuck_start(answer, inputs) -> bool:
     """A finite maximum above every score with a total of 0: a running maximum started at a finite number above
     the scores (every exp(score − m) underflowed)."""
@@ -642,7 +649,7 @@ register(
         reference=lambda scores: _running(scores),
         mistakes=ONLINE_MISTAKES,
         not_with=NOT_NUMPY,
-        edge=(lowest_stream, zero_maximum, plain_stream),
+        edge=(lowest_stream, zero_maximum, plain_stream, late_jump),
         # total ≥ 1 is computed in float64: right code agrees to 2e-6 (a running log-sum-exp near 4·10⁹, the worst),
         # a total rounded to 4 decimals like the notebook's table does not (1.2122 is 4e-5 off)
         rtol=4e-6,

@@ -995,9 +995,11 @@ def _exercises() -> list[Exercise]:
             probes=(Probe("train_step", step_probe_inputs, lambda inputs: 0, "optimizer_not_used"),),
             edge=large_batch,  # 70 sequences: a step on part of its batch shows
             raised_hints=((r"does not require grad and does not have a grad_fn",
-                           "loss.backward() needs a loss that kept track of its gradients: compute it without "
-                           "torch.no_grad() or .detach() in the step (if the model or answer_loss cut them, "
-                           "10.model or 10.loss says so)."),
+                           "loss.backward() needs a loss that kept track of its gradients, and this one did not: "
+                           "something cut them before it — torch.no_grad() or .detach() in the step, or the model's "
+                           "parameters switched off (`requires_grad_(False)`, left so by an earlier call of the "
+                           "step). Keep the step to zero_grad(), the loss, backward() and step() (if the model or "
+                           "answer_loss cut the gradients, 10.model or 10.loss says so)."),
                           (r"contains None inside the list",
                            "(A None there is what a call of train_step that returns nothing gives: it must return "
                            "the loss, as a Python number, not print it.)"),),
