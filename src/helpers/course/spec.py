@@ -465,6 +465,15 @@ def one_row(rows: str, column: str | None = None) -> Callable[[dict[str, Any]], 
     return cut
 
 
+def batch_of_one(*names: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """An :attr:`Exercise.edge`: the draw with only the first entry of its batch (the leading axis of each of
+    ``names`` cut to length 1): a result squeezed (`.squeeze()` drops every axis of length 1) loses its batch axis."""
+    def cut(inputs: dict[str, Any]) -> dict[str, Any]:
+        return {**inputs, **{n: np.asarray(inputs[n])[:1] for n in names}}
+
+    return cut
+
+
 def draw(ex: Exercise, rng: np.random.Generator) -> dict[str, Any]:
     """Fresh inputs on which the reference and every catalogued variant can be told apart."""
     for _ in range(MAX_DRAWS):
@@ -2182,7 +2191,7 @@ def _blamed_scalars(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> dict
 # the names of sizes and counts in the notebooks: a function that reads one of them from the notebook's globals reads
 # what its arguments' shapes say
 _SIZE_NAME = re.compile(r"^(?:d(?:_\w+)?|n(?:_\w+)?|num_\w+|seq(?:_len)?|max_len|block(?:_size)?|batch(?:_size)?|"
-                        r"heads|n_heads|length|LENGTH|SEQ_LEN|D_MODEL|D_K)$")
+                        r"heads|n_heads|length|LENGTH|SEQ_LEN|D_MODEL|D_K|VOCAB|vocab(?:_size)?|DIGITS|digits)$")
 
 
 def _reads_scalars(ex: Exercise, scalars: Mapping[str, float], then: str) -> str:

@@ -563,10 +563,11 @@ def _loop_depth(node: ast.AST, depth: int = 0) -> int:
 def _product_depth(iterable: ast.AST | None) -> int:
     """How many loops one ``for`` over ``iterable`` is: ``itertools.product(a, b)`` or ``product(r, repeat=2)``
     nests its loops in one statement (two, or the ``repeat``); anything else is one."""
-    if not (isinstance(iterable, ast.Call) and (isinstance(iterable.func, ast.Attribute) and iterable.func.attr ==
-                                                "product" and isinstance(iterable.func.value, ast.Name)
-                                                and iterable.func.value.id == "itertools"
-                                                or isinstance(iterable.func, ast.Name) and iterable.func.id == "product")):
+    if not isinstance(iterable, ast.Call):
+        return 1
+    func = iterable.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "product" and isinstance(func.value, ast.Name)
+            and func.value.id == "itertools" or isinstance(func, ast.Name) and func.id == "product"):
         return 1
     repeat = next((k.value.value for k in iterable.keywords if k.arg == "repeat" and isinstance(k.value, ast.Constant)
                    and isinstance(k.value.value, int)), 1)
@@ -646,7 +647,8 @@ def _seeds_in_class(tree: ast.AST) -> bool:
 _OUT_OF_PLACE = {"masked_fill", "masked_scatter", "transpose", "permute", "reshape", "view", "unsqueeze", "squeeze",
                  "softmax", "log_softmax", "add", "sub", "mul", "div", "clamp", "clip", "exp", "tril", "triu",
                  "float", "double", "contiguous", "flip", "where", "index_fill", "scatter", "matmul", "sqrt",
-                 "nan_to_num"}  # not fill_diagonal: NumPy's works in place (and returns None); torch's is fill_diagonal_
+                 "nan_to_num"}
+# (not fill_diagonal: NumPy's works in place and returns None; torch's is fill_diagonal_)
 
 
 _MODE_METHODS = {"eval", "train", "zero_grad"}  # what evaluating or stepping a model may call on it

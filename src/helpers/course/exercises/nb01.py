@@ -270,8 +270,8 @@ def wide_inputs(inputs: dict) -> dict:
 def long_loud_arrays(inputs: dict) -> tuple[np.ndarray, ...]:
     """Fresh numbers for a sentence of 40 tokens whose inputs are 256 times the usual halves (exact in float32, as
     every product of them is): tokens cut at a count typed in (`x[:8]`, `x[-16:]`) and clamps of the inputs, values
-    or outputs at any "safe" bound up to several hundred, and of the scores up to float16's 65504, show. Drawn from a generator seeded by the replay's
-    own inputs. (No softmax step gets it: its scores are in the hundred thousands.)"""
+    or outputs at any "safe" bound up to several hundred, and of the scores up to float16's 65504, show. Drawn from a
+    generator seeded by the replay's own inputs. (No softmax step gets it: its scores are in the millions.)"""
     rng = _edge_rng(inputs)
     x = 256.0 * fresh_numbers(rng, (40, 4))
     wq, wk, wv = (fresh_numbers(rng, shape) for shape in ((4, 3), (4, 3), (4, int(rng.choice([4, 5])))))

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..reference import softmax
 from ..scales import matches, other_scale, scale_explains
-from ..spec import Exercise, Probe, future_masked_late, long_batch, loud_future, register, upstream_of
+from ..spec import Exercise, Probe, batch_of_one, future_masked_late, long_batch, loud_future, register, upstream_of
 
 NOTEBOOK = "06_masks_dropout_multihead"
 
@@ -1048,7 +1048,9 @@ def _exercises() -> list[Exercise]:
             # −1100: a finite fill above that gives the padded keys its weight
             # and a real key of zeros: a mask by value shows
             # and padding that scores far above the words: the padding hidden after the softmax shows
-            edge=(large_scores, far_below, real_zero_key, loud_padding, long_padded),
+            # and a batch of one sentence: a result squeezed loses its batch axis
+            edge=(large_scores, far_below, real_zero_key, loud_padding, long_padded,
+                  batch_of_one("q", "k", "v", "lengths")),
             signs={"mask_fill_too_small": _padded_fill_leaks},
             **torch_,
         ),

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..reference import softmax
 from ..scales import other_scale, scale_explains
-from ..spec import Exercise, Probe, register
+from ..spec import Exercise, Probe, batch_of_one, register
 
 NOTEBOOK = "07_attention_at_scale"
 
@@ -607,7 +607,7 @@ register(
         kind="function",
         framework="torch",
         inputs=vectorised_inputs,
-        edge=wide_values,
+        edge=(wide_values, batch_of_one("q", "k", "v")),  # a batch of one: a result squeezed loses its batch axis
         reference=lambda q, k, v: attention(q, k, v),
         mistakes=VECTORISED_MISTAKES,
         explains=scale_explains(VECTORISED_OTHER_SCALE),

@@ -230,6 +230,15 @@ def sinusoidal_inputs(rng=None) -> dict:
     return {"n": int(rng.integers(3, 13)), "d_model": int(rng.choice([4, 6, 8, 10, 12, 16]))}
 
 
+def one_position(first: dict) -> dict:
+    """An edge trial from the first random one: a table of one position (n = 1): a table squeezed (`.squeeze()`
+    drops every axis of length 1) loses its position axis."""
+    return {**first, "n": 1}
+
+
+one_position.of_first_trial = True
+
+
 def wider_table(first: dict) -> dict:
     """An edge trial from the first random one: its number of positions again, with a table 4 wider: a function
     that keeps its tables by the number of positions alone (a cache keyed by n) returns the first, narrower one."""
@@ -528,7 +537,7 @@ def _exercises() -> list[Exercise]:
             "08.sinusoidal", title="The sinusoidal encoding", answers=("sinusoidal_encoding",),
             inputs=sinusoidal_inputs, reference=ref_sinusoid, mistakes=SINUSOID_MISTAKES, hints=SINUSOID_HINTS,
             # and the first trial's n with a wider table: tables kept by n alone show
-            dtype="float32", signs={"pe_exponent_sign": _exponent_sign}, edge=(long_table, wider_table),
+            dtype="float32", signs={"pe_exponent_sign": _exponent_sign}, edge=(long_table, wider_table, one_position),
             atol=5e-5, **fn,
         ),
         Exercise(

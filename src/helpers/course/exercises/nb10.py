@@ -578,6 +578,22 @@ def accuracy_inputs(rng=None) -> dict:
     return {"logits": logits, "tokens": tokens}
 
 
+def large_vocabulary(first: dict) -> dict:
+    """An edge trial: 40 sequences of 6 digits out of 13 (a vocabulary of 14, above the notebook's 11), most answers
+    guessed right (more than 200 of 240): a size read from the notebook (`VOCAB`) shows, and so does a count kept
+    in a small integer type (int8 wraps past 127). From a generator seeded by the first trial's shape."""
+    rng = np.random.default_rng([*np.shape(first["tokens"]), 14])
+    batch, length, digits = 40, 6, 13
+    tokens = make_sequences(rng, batch, length, digits)
+    logits = rng.normal(size=(*tokens.shape, digits + 1))
+    rows, cols = np.nonzero(rng.random((batch, length)) < 0.9)
+    logits[rows, length + cols, tokens[rows, length + 1 + cols]] += 6.0
+    return {"logits": logits, "tokens": tokens}
+
+
+large_vocabulary.of_first_trial = True
+
+
 # --- part 4: one training step, on a stand-in model -------------------------------------------------
 
 
@@ -967,7 +983,8 @@ def _exercises() -> list[Exercise]:
             kind="function",
             inputs=loss_inputs,
             # and logits in the hundreds: a log-sum-exp without its maximum, or the log of a softmax, overflows
-            edge=(answers_off_rule, one_digit, unused_tokens, confidently_wrong, loud_logits, separator_answer),
+            edge=(answers_off_rule, one_digit, unused_tokens, confidently_wrong, loud_logits, separator_answer,
+                  large_vocabulary),
             reference=ref_loss,
             native=native_loss,
             signs={"loss_capped": _capped},
@@ -1014,7 +1031,7 @@ def _exercises() -> list[Exercise]:
             answers=("answer_accuracy",),
             kind="function",
             inputs=accuracy_inputs,
-            edge=(answers_off_rule, one_digit, separator_loudest, tied_logits),
+            edge=(answers_off_rule, one_digit, separator_loudest, tied_logits, large_vocabulary),
             reference=ref_accuracy,
             mistakes=ACCURACY_MISTAKES,
             signs=ACCURACY_SIGNS,
