@@ -1025,3 +1025,35 @@ def test_an_answer_bound_anew_by_another_steps_cell_is_judged_by_its_own_cell():
         history.post(source, ns, None)
     outcome = judge(ex, ns, history=history)
     assert outcome.status == "pass", outcome.message
+
+
+def test_a_size_kept_on_the_class_is_found_and_the_class_is_put_back():
+    """Simulation 28: `MultiHeadSelfAttention.d_head = …` in __init__ passed; every new module overwrote it."""
+    import torch
+
+    from helpers.runtime.collect import _class_state_shared
+
+    class Shared(torch.nn.Module):
+        def __init__(self, d_model):
+            super().__init__()
+            Shared.width = d_model
+            self.w = torch.nn.Parameter(torch.ones(d_model, d_model))
+
+        def forward(self, x):
+            return x[..., : Shared.width] @ self.w[: Shared.width, : Shared.width]
+
+    class Own(Shared):
+        def __init__(self, d_model):
+            torch.nn.Module.__init__(self)
+            self.width = d_model
+            self.w = torch.nn.Parameter(torch.ones(d_model, d_model))
+
+        def forward(self, x):
+            return x @ self.w
+
+    module = Shared(3)
+    x = torch.ones(2, 3)
+    said = _class_state_shared(module, [x], {"d_model": 5})
+    assert said is not None and said.startswith(("raises", "gives other outputs"))
+    assert Shared.width == 3 and torch.equal(module(x), torch.full((2, 3), 3.0))  # the class as it was
+    assert _class_state_shared(Own(3), [x], {"d_model": 5}) is None

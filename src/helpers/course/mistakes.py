@@ -733,6 +733,11 @@ _PROPERTY_ROWS = [
      "Your function reads the notebook's variables instead of its own arguments."),
     ("hard_coded", "numbers typed in rather than computed",
      "Your cell gives the same answer whatever its inputs: compute it from the variables the step starts from."),
+    ("class_state_shared", "a size kept on the class, shared by every module of it",
+     "Your module keeps something on its class (`MultiHeadSelfAttention.d_head = …` in `__init__`, or a class "
+     "attribute changed there) instead of on itself (`self.d_head = …`): every module of the class reads the same "
+     "one, so making a second module of other sizes changes it for the first, which then computes with the wrong "
+     "sizes. Keep what belongs to one module on `self`."),
     ("tied_counted_twice", "a parameter shared by two submodules counted twice",
      "Your count adds a parameter twice when two submodules share it (tied weights): counting over each module's "
      "own parameters, or over every name, meets it once per name. `module.parameters()` yields each parameter "

@@ -1749,6 +1749,10 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
                 and entry.get("stateful"):
             return _stateful_forward(ex, entry["stateful"])
         if probe.kind == "module_grad" and isinstance(entry := measured.get(probe.kind), Mapping) \
+                and isinstance(entry.get("class_state"), str):
+            return _fail(ex, "class_state_shared", note=f" (Here, once another module of the class, of other sizes, "
+                                                        f"had been made, `{ex.module}` {entry['class_state']}.)")
+        if probe.kind == "module_grad" and isinstance(entry := measured.get(probe.kind), Mapping) \
                 and entry.get("inplace_error"):
             return _module_grad_carried(ex, "training through it raises an error in backward") or _fail(
                 ex, "in_place_breaks_backward", note=f" (Training `{ex.module}` raised: {entry['inplace_error']})")

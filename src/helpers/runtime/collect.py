@@ -1152,7 +1152,10 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
             elif probe.get("kind") == "module_init":
                 record.setdefault("probes", {})["module_init"] = _module_init(module, probe)
             elif probe.get("kind") == "module_grad":
-                record.setdefault("probes", {})["module_grad"] = _module_grad(module, probe)
+                # (and the sizes another module of the class is made with, for what it may keep on the class)
+                make = next((p.get("inputs") for p in plan.get("probes") or [] if p.get("kind") == "module_init"),
+                            None)
+                record.setdefault("probes", {})["module_grad"] = _module_grad(module, probe, make)
             elif probe.get("kind") == "module_drops":
                 record.setdefault("probes", {})["module_drops"] = _module_drops(module, probe)
             elif probe.get("kind") == "module_guesses":
@@ -1204,12 +1207,13 @@ def _module_init(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
     are all equal or not all finite. torch's random generator is left as it was."""
     import torch
 
-    state = torch.get_rng_state()
+    state, saved = torch.get_rng_state(), dict(vars(type(module)))
     try:
         torch.manual_seed(0)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fresh = type(module)(**probe["inputs"])
+        _put_back_class(type(module), saved)  # what __init__ keeps on the class must not change the student's
         params, means, repeated = [], {}, {}
         with torch.no_grad():
             for name, p in fresh.named_parameters():
@@ -1440,10 +1444,11 @@ def _draw_shared_axes(shapes: list[tuple[int, ...]], module: Any, args: list[Any
     return shared or None
 
 
-def _module_grad(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
+def _module_grad(module: Any, probe: Mapping[str, Any], make: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The module called in evaluation mode with gradients on: does its output require a gradient, and which of
-    its trainable parameters does the gradient of the output's sum not reach (``cut``)? The module's mode is
-    left as it was."""
+    its trainable parameters does the gradient of the output's sum not reach (``cut``)? With ``make`` (keyword
+    arguments of the class), ``class_state``: what the module does once another module of its class has been made
+    with those (see :func:`_class_state_shared`). The module's mode is left as it was."""
     import torch
 
     args = [to_framework(v, "torch") for v in probe["inputs"].values()]
@@ -1471,6 +1476,9 @@ def _module_grad(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
             trained = _backward_in_training(module, args, named)
             input_cut = _input_cut(module, args)
             stateful = stateful or _changes_other_weights(module, args)  # (last: it changes the weights)
+            if not stateful and make:
+                _restore_tensor_state(module, kept)  # (the calls above may have moved its weights)
+            shared = None if stateful or not make else _class_state_shared(module, args, make)
     except Exception as exc:  # noqa: BLE001 — the student's module: anything can happen
         return {"error": f"{type(exc).__name__}: {_first_line(exc)}"}
     finally:
@@ -1478,7 +1486,7 @@ def _module_grad(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
         torch.set_rng_state(state)  # a module that draws in evaluation mode must not move the notebook's generator
         _restore_tensor_state(module, kept)
     out = {"keeps_grad": True, "cut": [n for (n, _), g in zip(named, grads) if g is None], "ignores_input": ignores,
-           "partial": partial, "stateful": stateful,
+           "partial": partial, "stateful": stateful, "class_state": shared,
            # a gradient of another layout than a plain tensor's (`F.embedding(..., sparse=True)`): most optimizers,
            # AdamW among them, refuse to step with it
            "sparse": [n for (n, _), g in zip(named, grads) if g is not None and g.layout != torch.strided]}
@@ -1491,6 +1499,47 @@ def _module_grad(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
     if not out["cut"] and not partial:  # right in evaluation mode, but not in training mode (its dropout branch)
         out["train_cut"], out["train_partial"] = trained.get("cut") or [], trained.get("partial") or []
     return out
+
+
+def _put_back_class(cls: type, saved: Mapping[str, Any]) -> None:
+    """The attributes of ``cls`` as ``saved`` (``dict(vars(cls))``) holds them: what a constructor set on the class
+    itself (``MyAttention.d_head = …``) undone."""
+    for name in [n for n in vars(cls) if n not in saved]:
+        with contextlib.suppress(Exception):
+            delattr(cls, name)
+    for name, value in saved.items():
+        if vars(cls).get(name) is not value:
+            with contextlib.suppress(Exception):
+                setattr(cls, name, value)
+
+
+def _class_state_shared(module: Any, args: list[Any], make: Mapping[str, Any]) -> str | None:
+    """``module`` called (in evaluation mode, without gradients) on ``args``, another module of its class made with
+    ``make``, then ``module`` called again: None when it gives the same, else what it does now ("raises …", "gives
+    other outputs") — it keeps something on its class (``MyAttention.d_head = …`` in ``__init__``), which every new
+    module overwrites. The class is put back as it was, so that the student's modules keep working."""
+    import torch
+
+    cls = type(module)
+    saved = dict(vars(cls))
+    try:
+        with torch.no_grad(), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            module.eval()
+            before = module(*args)
+            if not isinstance(before, torch.Tensor):
+                return None
+            torch.manual_seed(0)
+            cls(**make)
+            after = module(*args)
+        if isinstance(after, torch.Tensor) and after.shape == before.shape and \
+                torch.allclose(after.double(), before.double(), rtol=1e-5, atol=1e-6, equal_nan=True):
+            return None
+        return "gives other outputs"
+    except Exception as exc:  # noqa: BLE001 — the student's class: anything can happen
+        return f"raises {type(exc).__name__}: {_first_line(exc)}"
+    finally:
+        _put_back_class(cls, saved)
 
 
 def _partial_gradients(module: Any, args: list[Any], training: bool = False) -> list[str]:
