@@ -113,6 +113,8 @@ def test_the_reference_passes_on_every_draw(ex):
 def _same_input(a, b):
     if isinstance(a, dict):  # a module, as its parameters
         return isinstance(b, dict) and a.keys() == b.keys() and all(_same_input(a[k], b[k]) for k in a)
+    if isinstance(a, str):  # a name (of a tied parameter)
+        return a == b
     if isinstance(a, list) and any(isinstance(v, str) for v in a):  # names, as a notebook's labels
         return a == b
     return np.array_equal(np.asarray(a, dtype=float), np.asarray(b, dtype=float), equal_nan=True)

@@ -54,6 +54,11 @@ def _plain(inputs: Mapping[str, Any]) -> dict[str, Any]:
             params = dict(value.named_parameters())
             out[key] = {group: {n: p.detach().numpy().astype(np.float64) for n, p in params.items()
                                 if p.requires_grad is grad} for group, grad in (("trainable", True), ("frozen", False))}
+            # a parameter under a second name (tied weights), as the world's "tied" says it
+            first = {id(p): n for n, p in params.items()}
+            tied = {n: first[id(p)] for n, p in value.named_parameters(remove_duplicate=False) if n not in params}
+            if tied:
+                out[key]["tied"] = tied
         elif isinstance(value, list) or not hasattr(value, "shape"):
             out[key] = value
         else:

@@ -118,6 +118,8 @@ def world(rng: np.random.Generator | None = None, vary_n: bool = False) -> dict:
     fixed = softmax(attn_scores)
     q, k = emb["x"] @ emb["w_query"], emb["x"] @ emb["w_key"]
     return {
+        # the sentence's labels, one per token (the cells use len(tokens) as the number of tokens)
+        "tokens": list(TOKENS) if len(queries) == len(TOKENS) else [f"token {i + 1}" for i in range(len(queries))],
         "queries": queries, "keys": keys, "values": values,
         "attn_scores": attn_scores,
         "attention_weights": original,
@@ -579,6 +581,7 @@ def _value(ex_id, title, answers, reference, world_fn=world, **kw):
 register(
     _value("05.row_sums", "Row sums of the original's weights", ("row_sums",),
            lambda attention_weights, **_: {"row_sums": attention_weights.sum(axis=1)}, reads=("attention_weights",),
+           world_fn=world_any_n,  # other numbers of tokens: a slice typed in for the 4 (`[:, :4]`) shows
            mistakes={"sum_wrong_axis": lambda attention_weights, **_: {"row_sums": attention_weights.sum(axis=0)},
                      "sum_without_axis": lambda attention_weights, **_: {"row_sums": attention_weights.sum()}},
            hints={"sum_wrong_axis": "You summed each column (axis=0). One token's weights are one row: "
@@ -613,7 +616,7 @@ register(
            }),
     _value("05.fixed_value", "The fixed attention value", ("fixed_value",),
            lambda fixed_weights, values, **_: {"fixed_value": fixed_weights @ values},
-           reads=("fixed_weights", "values"), mistakes=FIXED_VALUE_MISTAKES,
+           reads=("fixed_weights", "values"), mistakes=FIXED_VALUE_MISTAKES, world_fn=world_any_n,  # (`[:, :4]`)
            # the original's value divided by its row totals gives the same numbers (the next cell prints the
            # identity), but it never applies the fix: the step is the value of the fixed weights
            computed_with=("fixed_weights",),
