@@ -3295,7 +3295,8 @@ def _sizes_problem(ex: Exercise, plan: Plan, got0: Arrays, trials: Sequence[tupl
                              "belong to the answer. Squeeze only the axis you mean (`.squeeze(0)`), or index it "
                              "(`[0]`).", note)
             if len(g) == len(w) == len(w0):
-                kept = [k for k in range(len(w)) if w[k] != w0[k] and g[k] == w0[k]]
+                kept = [k for k in range(len(w)) if w[k] != w0[k] and g[k] == w0[k]
+                        and _keeps_length(ex, name, k, w0[k], trials)]
                 if kept and all(g[k] == w[k] for k in range(len(w)) if k not in kept):
                     k = kept[0]
                     return _fail(ex, "example_sizes_only",
@@ -3306,6 +3307,21 @@ def _sizes_problem(ex: Exercise, plan: Plan, got0: Arrays, trials: Sequence[tupl
                                  "a loop made for it, or the size of something that equals it only there), not from "
                                  "the inputs. Take every size from the shapes of the inputs.", note)
     return None
+
+
+def _keeps_length(ex: Exercise, name: str, axis: int, length: int,
+                  trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> bool:
+    """On every trial where axis ``axis`` of the right ``name`` is not ``length`` long (the example's), the answer's
+    is: the example's length kept whatever the inputs (one trial alone can land on it by chance: adjacent equal
+    tokens merged on a trial of repeated tokens)."""
+    for got, inputs in trials:
+        answer = got.get(name)
+        if not isinstance(answer, np.ndarray):
+            continue
+        want = np.shape(ex.expected(inputs).get(name))
+        if len(want) > axis and want[axis] != length and (answer.ndim <= axis or answer.shape[axis] != length):
+            return False
+    return True
 
 
 def _raised_on_other_sizes(ex: Exercise, plan: Plan, trial: Any, message: str, note: str = "",

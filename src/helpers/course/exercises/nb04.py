@@ -1241,7 +1241,7 @@ def _exercises() -> list[Exercise]:
                   # tf.matmul(w_query, word_1, transpose_b=True): the matrix times the word as a column, (4, 1)
                   "product_order_reversed": lambda **i: _per_word(i, product=lambda word, w: w @ word.T),
                   **{k: v for m in QKV_WORDS_MIX_UPS for k, v in m[0].items()},
-              }, dtype="int32", edge=large_words,  # products in the hundreds: a float16 round trip shows
+              }, dtype="int32", edge=large_words,  # products in the thousands: a float16 round trip shows
               how={"matmul": True},  # "each a matrix product"
               hints={
                   "not_as_asked": "Your numbers are right, but your cell makes them without a matrix product (a "
