@@ -1019,7 +1019,10 @@ def _exercises() -> list[Exercise]:
                        _far_below_cross),
                  signs={"unstable_softmax": overflow_sign(ref_cross, _scores_of(_cross_scores), 88.0),
                         "global_max_subtraction": global_shift_sign(ref_cross, _scores_of(_cross_scores), 87.0)},
-                 explains=scale_explains(CROSS_OTHER_SCALE), **own, **torch_),
+                 explains=scale_explains(CROSS_OTHER_SCALE),
+                 # float32 rounding of scores of 40 to 200 reaches the outputs as up to ~4e-5: a right answer was
+                 # rejected on about 1 draw in 75 at the default 1e-6 (outputs near 0 have no relative slack)
+                 atol=5e-5, **own, **torch_),
         Exercise("09.padded_cross_attention", title="Cross-attention over a padded batch of sources",
                  answers=("padded_cross_attention",), hints=PADDED_HINTS, **own, **padded, **torch_),
         Exercise("09.cached_attention", title="Attention of the newest queries over a cache",
