@@ -1117,7 +1117,9 @@ PART_2 = [
         keeps_grad=True,  # SelfAttentionV1 is trained through it: a detached result cannot be
         notebook=NOTEBOOK,
         points=2,
-        atol=1e-5,  # float32 inputs: outputs near 0 (values of both signs mixed) carry errors of ~1e-6
+        # float32 inputs: outputs near 0 (values of both signs mixed) carry errors of ~1e-6, and up to ~3e-5 on the
+        # near-limit trial (scores of 85): a right answer was rejected on about 1 draw in 300 at 1e-5
+        atol=5e-5,
     ),
     _value("02.sa_v1", "SelfAttentionV1 seeded with torch.manual_seed(123)", ("outputs_v1",),
            _one("outputs_v1", _v1), reads=("x", "d_model", "d_k"), module="sa_v1",
