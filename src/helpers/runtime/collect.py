@@ -1213,7 +1213,6 @@ def _module_init(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fresh = type(module)(**probe["inputs"])
-        _put_back_class(type(module), saved)  # what __init__ keeps on the class must not change the student's
         params, means, repeated = [], {}, {}
         with torch.no_grad():
             for name, p in fresh.named_parameters():
@@ -1233,6 +1232,7 @@ def _module_init(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
         return {"error": f"{type(exc).__name__}: {_first_line(exc)}"}
     finally:
         torch.set_rng_state(state)
+        _put_back_class(type(module), saved)  # what __init__ keeps on the class must not change the student's
     return {"params": params, "means": means, "repeated": repeated, "buffers": buffers}
 
 
