@@ -36,6 +36,7 @@ from ..scales import other_scale, scale_explains
 from ..spec import (
     Exercise,
     RowBudget,
+    batch_of_one,
     future_masked_late,
     global_shift_sign,
     long_batch,
@@ -532,12 +533,6 @@ def _cross_scores(i: dict) -> np.ndarray:
                          np.asarray(i["x_enc"]) @ np.asarray(i["w_key"]))
 
 
-def _batch_of_one(inputs: dict) -> dict:
-    """The edge trial of cross-attention: a batch of one sentence pair, (1, n, d_model): the answer keeps that axis
-    (a squeeze shows)."""
-    return {**inputs, "x_dec": np.asarray(inputs["x_dec"])[:1], "x_enc": np.asarray(inputs["x_enc"])[:1]}
-
-
 def _zero_source_token(first: dict) -> dict:
     """An edge trial from the first random one: every sentence's first source token a vector of zeros (its key and
     value are zeros: it scores 0 with every query). Nothing is padded in this step: a mask that hides the source
@@ -1016,9 +1011,9 @@ def _exercises() -> list[Exercise]:
                  reference=ref_cross, mistakes=CROSS_MISTAKES, hints=CROSS_HINTS,
                  # and values 64 times larger (outputs of about 50): outputs clamped to a "safe" range show
                  # and scores up to 200 in the first sentence: a softmax without each row's maximum fails
-                 edge=(_batch_of_one, _louder("w_query", _cross_scores), _without_batch("x_dec", "x_enc"),
-                       scaled_by("w_value", 64.0), _past_limit("x_dec", _cross_scores), _zero_source_token,
-                       _far_below_cross),
+                 edge=(batch_of_one("x_dec", "x_enc"), _louder("w_query", _cross_scores),
+                       _without_batch("x_dec", "x_enc"), scaled_by("w_value", 64.0),
+                       _past_limit("x_dec", _cross_scores), _zero_source_token, _far_below_cross),
                  signs={"unstable_softmax": overflow_sign(ref_cross, _scores_of(_cross_scores), 88.0),
                         "global_max_subtraction": global_shift_sign(ref_cross, _scores_of(_cross_scores), 87.0)},
                  explains=scale_explains(CROSS_OTHER_SCALE), **own, **torch_),
