@@ -23,6 +23,7 @@ Everything here is NumPy and never runs student code.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -2198,6 +2199,16 @@ _SIZE_NAME = re.compile(r"^(?:d(?:_\w+)?|n(?:_\w+)?|num_\w+|seq(?:_len)?|max_len
                         r"heads|n_heads|length|LENGTH|SEQ_LEN|D_MODEL|D_K|VOCAB|vocab(?:_size)?|DIGITS|digits)$")
 
 
+def _shape_example(ex: Exercise) -> str:
+    """How a size is read from the function's first array argument, in its own name (`q.shape[-1]`)."""
+    try:
+        example = ex.inputs()
+        first = next(n for n in inspect.signature(ex.reference).parameters if np.ndim(example.get(n)) > 0)
+    except Exception:  # noqa: BLE001 — no array among the arguments, or inputs that need a generator
+        return "(their shapes)"
+    return f"(`{first}.shape[-1]`, …)"
+
+
 def _reads_scalars(ex: Exercise, scalars: Mapping[str, float], then: str) -> str:
     names = ", ".join(f"`{n}` (= {v:g} here)" for n, v in scalars.items())
     return f"`{ex.answers[0]}` reads the notebook's {names} instead of its own arguments, {then}"
@@ -3013,7 +3024,7 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
     if not code and (sizes := {n: v for n, v in (record.get("scalars_read") or {}).items() if _SIZE_NAME.match(n)}):
         # a size of the notebook's own (07's d_k = 32 of the timing cell) that changes what the function gives
         return _fail(ex, "reads_globals", _reads_scalars(ex, sizes, "and what it gives changes with it. Take every "
-                                                                    "size from the arguments (`q.shape[-1]`, …)."))
+                                                                    f"size from the arguments {_shape_example(ex)}."))
     if code:
         return _fail(ex, code)
     if shortcut := _cut_or_clamped(ex, trials):

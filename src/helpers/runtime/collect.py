@@ -2180,7 +2180,7 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
     trials = plan.get("trials") or []
     record: dict[str, Any] = {"answers": [], "globals_read": read, "globals_in": [where] if where else [],
                               "mutated": [], "models_read": [n for n in read if _is_model(glob.get(n))],
-                              "scalars_read": _influential(fn, _scalar_globals(fn), trials[1:3], framework),
+                              "scalars_read": _influential(fn, _scalar_globals(fn), trials[1:], framework),
                               "containers_read": _container_globals(fn), "globals_written": _data_globals_written(fn)}
     own = definition_source(run.source, name) if run is not None else None  # not the cell's given code
     if own is not None:

@@ -1347,6 +1347,9 @@ def _exercises() -> list[Exercise]:
             notebook=NOTEBOOK,
             framework="tensorflow",
             dtype="float32",
+            # the large-score trial's float32 rounding (scores in the hundreds) reaches outputs near 0 by ~4e-5:
+            # the plain answer was rejected on about 1 draw in 150 at 1e-6; outputs rounded to 4 decimals still show
+            atol=5e-5,
             keeps_grad=True,  # x and the three weight matrices reach the result
             # one token; the same shapes, other numbers; scores of 800
             # and a token of zeros (a real token: masked as padding, it shows)

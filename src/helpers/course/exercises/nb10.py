@@ -424,10 +424,24 @@ def _not_shifted_at_guesses(answer, inputs) -> bool:
 
 
 _not_shifted_at_guesses.refutable = True  # the mistake's own number: where the answer is right, it would differ
-ACCURACY_SIGNS = {"accuracy_rounded_down": _rounded_down, "targets_not_shifted": _not_shifted_at_guesses}
+def _count_wrapped(answer, inputs) -> bool:
+    """The right guesses counted in a small integer type (int8, uint8, int16) that wrapped around: the count
+    behind the answer is off from the right one by a multiple of 256."""
+    tokens = np.asarray(inputs["tokens"])
+    counted = tokens.shape[0] * ((tokens.shape[1] - 1) // 2)
+    got, want = float(np.asarray(next(iter(answer.values())), dtype=np.float64)), float(ref_accuracy(**inputs))
+    off = round(got * counted) - round(want * counted)
+    return counted > 127 and got != want and off != 0 and off % 256 == 0
+
+
+ACCURACY_SIGNS = {"accuracy_rounded_down": _rounded_down, "targets_not_shifted": _not_shifted_at_guesses,
+                  "integer_overflow": _count_wrapped}
 
 ACCURACY_HINTS = {
     "hard_coded": TYPED_LENGTH_HINT,
+    "integer_overflow": "Your count of right guesses wraps around: it is kept in a small integer type (int8 holds "
+    "at most 127, uint8 255), so a batch with more right guesses than that comes out negative or far too small. "
+    "Let `.sum()` count in its own int64, or take the mean of the comparison as floats (`.float().mean()`).",
     "summed_not_averaged": "You counted the right guesses. The accuracy is their fraction: take the mean over "
     "the answer tokens of all the sequences (a number between 0 and 1).",
 }
