@@ -1112,9 +1112,11 @@ def _grad_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
         listed = ", ".join(f"`{n}`" for n in wrong)
         return _fail(ex, "gradient_wrong",
                      f"`{ex.answers[0]}` gives the right numbers, but the gradient that flows back to {listed} is not "
-                     "the gradient of those numbers: some entries get none, or a wrong one (a lookup with "
-                     "`padding_idx`, say, gives that row none). Training through it would not learn what it should: "
-                     "compute the result with plain differentiable operations on the inputs.")
+                     "the gradient of those numbers: some entries get none, or a wrong one ("
+                     + ("a `tf.stop_gradient` on part of the computation, a softmax's sums, say"
+                        if ex.framework == "tensorflow" else "a lookup with `padding_idx`, say, gives that row none")
+                     + "). Training through it would not learn what it should: compute the result with plain "
+                     "differentiable operations on the inputs.")
     if ex.kind == "function":  # its trials run without gradients: only the call on inputs that need one says
         cut = [f"{ex.answers[0]}(...)"] if record.get("keeps_grad") is False else []
         if cut and ex.framework == "tensorflow":
@@ -3671,7 +3673,12 @@ def upstream_of(world: Callable[[np.random.Generator | None], dict[str, Any]], a
             raise KeyError(f"{answer!r} is not a name of this notebook's world")
         out = {n: values[n] for n in names[: names.index(answer)]}
         if rng is not None and independent:
-            other = world(rng)
+            # of the same sizes as this draw's (a world of drawn widths draws them again): an answer that copies
+            # the other draw's result then differs in its numbers, not in a shape a right cell could not give
+            for _ in range(50):
+                other = world(rng)
+                if all(np.shape(other[n]) == np.shape(values[n]) for n in independent):
+                    break
             out.update({n: other[n] for n in independent})
         return out
 

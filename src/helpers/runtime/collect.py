@@ -2088,6 +2088,71 @@ def _keeps_grad_tf(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> bool | 
     return all(g is not None for g in grads)
 
 
+def _grad_mismatch_tf(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> list[str] | None:
+    """:func:`_grad_mismatch` for TensorFlow: under a ``tf.GradientTape``, the gradient of the result's sum along a
+    random direction of each float input, against the central difference along it. In float64 where the function
+    takes it, else in float32 with a wider step and tolerance (a function that casts to tf.float32 inside). The names
+    of the inputs where they disagree (a `tf.stop_gradient` on part of a softmax: its denominator, say); None when
+    that cannot be told."""
+    try:
+        import tensorflow as tf
+    except Exception:  # noqa: BLE001
+        return None
+    gen = np.random.default_rng(7)
+    picked = [(k, gen.standard_normal(np.shape(v))) for k, v in inputs.items()
+              if isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.size and not np.isin(v, (0.0, 1.0)).all()]
+    if not picked:
+        return None
+    for dtype, step, tol in ((tf.float64, 1e-6, 1e-4), (tf.float32, 1e-2, 3e-2)):
+        def call(shift: float = 0.0, which: str | None = None, tape: Any = None, dtype: Any = dtype) -> Any:
+            args, watched = [], {}
+            for k, v in inputs.items():
+                if isinstance(v, np.ndarray) and v.dtype.kind == "f":
+                    a = np.asarray(v, dtype=np.float64)
+                    if k == which:
+                        a = a + shift * dict(picked)[k]
+                    t = tf.constant(a, dtype=dtype)
+                    if tape is not None and k in dict(picked):
+                        tape.watch(t)
+                        watched[k] = t
+                    args.append(t)
+                else:
+                    args.append(to_framework(v, "tensorflow"))
+            out = fn(*args)
+            if not isinstance(out, (tf.Tensor, tf.Variable)) or out.dtype != dtype:
+                raise TypeError("not the dtype it was given")
+            return out, watched
+
+        try:
+            with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+                warnings.simplefilter("ignore")
+                with tf.GradientTape() as tape:
+                    out, watched = call(tape=tape)
+                    total = tf.reduce_sum(out)
+                grads = tape.gradient(total, [watched[k] for k, _ in picked])
+                base = float(total)
+                wrong = []
+                for (key, v), g in zip(picked, grads):
+                    eps = step * max(1.0, float(np.abs(inputs[key]).max()))
+                    high = float(tf.reduce_sum(call(eps, key)[0]))
+                    low = float(tf.reduce_sum(call(-eps, key)[0]))
+                    if float(tf.reduce_sum(call()[0])) != base or \
+                            abs(high + low - 2 * base) > 10 * tol * abs(high - low) + 1e-6:
+                        return None  # not the same function at every call, or not smooth here: no claim
+                    fd = (high - low) / (2 * eps)
+                    gv = np.zeros_like(v) if g is None else np.asarray(g, dtype=np.float64)
+                    ad = float((gv * v).sum())
+                    size = float(np.linalg.norm(v) * np.linalg.norm(gv))
+                    if not (np.isfinite(fd) and np.isfinite(ad)):
+                        return None
+                    if abs(fd - ad) > tol * (abs(fd) + size) + 1e-6:
+                        wrong.append(key)
+            return wrong
+        except Exception:  # noqa: BLE001 — the student's function: it may refuse float64; then float32
+            continue
+    return None
+
+
 def _numpy_of_graph(exc: BaseException) -> bool | None:
     """False when ``exc`` is PyTorch refusing ``.numpy()`` on a tensor that requires a gradient: the function
     takes its result out of the graph (a NumPy round trip), and only works where no gradient is wanted. None
@@ -2251,6 +2316,8 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
                 record["grad_inplace"] = notes["inplace_error"]
         elif plan.get("keeps_grad") and framework == "tensorflow" and plan.get("trials"):
             record["keeps_grad"] = _keeps_grad_tf(fn, plan["trials"][0])
+            if record["keeps_grad"]:  # a gradient reaches every input: is it the right one?
+                record["grad_mismatch"] = _grad_mismatch_tf(fn, plan["trials"][0])
     except AnswerError as err:
         # what it returned before it raised: the mistake that makes it raise may show in those numbers
         return {**_error(err.kind, err.message), "globals_read": read, "globals_in": record["globals_in"],

@@ -379,7 +379,15 @@ SCORES_MISTAKES = {
     "unexpected_scale": lambda queries, keys, **_: {"attn_scores": _f(queries) @ _f(keys).T / _sqrt_dk(keys)},
     "keys_not_transposed": lambda queries, keys, **_: {"attn_scores": _f(queries) @ _f(keys)},
     "transposed_first_operand": lambda queries, keys, **_: {"attn_scores": _f(queries).T @ _f(keys)},
+    # step 2's query_1 … query_4 or key_1 … key_4 stacked again (they come from another draw in the replays)
+    "copied_answer": lambda keys, **i: {"attn_scores": _stacked(i, "query") @ _f(keys).T},
+    "copied_answer:keys": lambda queries, **i: {"attn_scores": _f(queries) @ _stacked(i, "key").T},
+    "copied_answer:both": lambda **i: {"attn_scores": _stacked(i, "query") @ _stacked(i, "key").T},
 }
+
+
+def _stacked(inputs: dict, kind: str) -> np.ndarray:
+    return np.concatenate([_f(inputs[f"{kind}_{j}"]) for j in range(1, 5)])
 
 # wrong weight matrices, shared by the weight, output and NumPy exercises: functions of the raw
 # scores and d_k
@@ -790,6 +798,9 @@ QKV_HINTS = {
     "words.",
 }
 SCORES_HINTS = {
+    "copied_answer": "Your scores are made from step 2's per-word results (query_1 … query_4, or key_1 … key_4) "
+    "stacked again, not from `queries` and `keys`: they give the same numbers only while nothing upstream "
+    "changes. Compute them from the `queries` and `keys` of step 6.",
     "unexpected_scale": "You already divided by √d_k. Keep `attn_scores` as the raw dot products, as for word "
     "1: the scaling comes in the next step, right before the softmax.",
     "transposed_scores": "Row i of the scores must belong to query i; you have the keys against the queries. "
@@ -917,9 +928,10 @@ NUMPY_HINTS = {
     "the width of a key: k.shape[-1]. Here both are 4; in general they differ.",
     "sum_without_axis": "Your row maxima are right, but you divided by one sum over the whole matrix (e.sum() "
     "without an axis), so no row of weights sums to 1. Sum each row on its own: e.sum(axis=-1, keepdims=True).",
-    "shifted_by_min": "You subtracted each row's minimum. Any number per row cancels in the softmax, but only "
-    "the maximum keeps np.exp safe: in a row whose scores span more than about 709, exp(s − min) overflows to "
-    "inf, and inf / inf is nan. Subtract each row's maximum, as the step asks.",
+    "shifted_by_min": "You subtracted each row's minimum (or another number far below its maximum: a median, "
+    "say). Any number per row cancels in the softmax, but only the maximum keeps np.exp safe: in a row whose "
+    "scores span more than about 709, exp(s − that number) overflows to inf, and inf / inf is nan. Subtract each "
+    "row's maximum, as the step asks.",
     "shifted_by_mean": "You subtracted a number per row below the row's maximum (its mean, or another of its "
     "scores). Any number per row cancels in the softmax, but only the maximum keeps np.exp safe: a score more than "
     "about 709 above what you subtracted overflows to inf, and inf / inf is nan. Subtract each row's maximum, as "
@@ -1038,6 +1050,15 @@ def wider_spread(inputs: dict) -> dict:
         return inputs
     wk[1, 1] = round(wk[1, 1] * 1.25)
     return _numpy_world_of(inputs, inputs["x_np"], inputs["w_query_np"], wk, inputs["w_value_np"])
+
+
+def far_below(inputs: dict) -> dict:
+    """An edge replay of the NumPy step with every query's first entry lowered by BIG (see :func:`_levels`): every
+    row of scores then lies about BIG² / √d_k below 0, with its spreads as before. A shift by the largest |score|
+    of a row, or by a maximum that starts at 0 (`initial=0`, `max(0, …)`), leaves every exponential at 0: 0 / 0."""
+    wq = np.array(inputs["w_query_np"], dtype=np.float64)
+    wq[0, 0] -= 1.0
+    return _numpy_world_of(inputs, inputs["x_np"], wq, inputs["w_key_np"], inputs["w_value_np"])
 
 
 def last_key_loudest(first: dict) -> dict:
@@ -1221,7 +1242,8 @@ def _exercises() -> list[Exercise]:
     values = tuple(f"value_{j}" for j in range(1, 5))
     return [
         value("04.stack", "The stacked words", ("word_emb_stack",), ref_stack, reads=WORDS_NAMES,
-              mistakes=STACK_MISTAKES, edge=repeated_word,  # a word repeated: words deduplicated show
+              # words of other widths than 4: a reshape to a typed (1, 4, 4) shows
+              mistakes=STACK_MISTAKES, edge=repeated_word, widths=True,  # a word repeated: deduplicated words show
               hints={
                   "stack_wrong_axis": "Your stack has shape (4, 1, 4): tf.stack put the new axis first (axis 0, "
                   "its default), so each word became a sentence of its own. The words must run along axis 1, "
@@ -1282,7 +1304,9 @@ def _exercises() -> list[Exercise]:
                              "Your reshape has the notebook's sizes typed in: a sentence with words of another "
                              "width does not fit them. Take the batch's one sentence instead (`word_emb_stack[0]`), "
                              "which keeps whatever sizes the words have."),)),
+        # step 2's per-word queries and keys from another draw: scores stacked from them (not computed) show
         value("04.scores", "The score matrix", ("attn_scores",), ref_scores, reads=("queries", "keys"),
+              independent=tuple(f"{kind}_{j}" for kind in ("query", "key") for j in range(1, 5)),
               mistakes=SCORES_MISTAKES, hints=SCORES_HINTS, dtype="int32", edge=large_int_scores),
         # word 1's weights of step 4 from another draw: a row copied from them (not computed) shows
         value("04.weights", "The weight matrix", ("attn_weights",), ref_weights, reads=("attn_scores", "keys"),
@@ -1304,14 +1328,14 @@ def _exercises() -> list[Exercise]:
         value("04.attention_sum", "The outputs as explicit weighted sums", ("outputs_sum",), ref_outputs_sum,
               reads=("attn_weights", "values"), independent=("outputs", "output_1"),
               mistakes=OUTPUTS_SUM_MISTAKES, hints=OUTPUTS_SUM_HINTS, dtype="float32", rtol=1e-5,
-              how={"matmul": False}),
+              how={"matmul": False}, widths=True),
         value("04.numpy", "The NumPy cross-check", ("outputs_np",), ref_outputs_np,
               reads=("x_np", "w_query_np", "w_key_np", "w_value_np"), inputs=_numpy_inputs,
               # float64 is the point of the cross-check: an answer rounded to 5 decimals (off by up to 5e-6 here) does
               # not pass; TensorFlow's float32 results, off by ~1e-7, are still told apart as copies
               framework="numpy", mistakes=NUMPY_MISTAKES, hints=NUMPY_HINTS, rtol=5e-7, atol=1e-9,
               not_with=("tf", "tensorflow", "torch", "keras", "jax"),  # NumPy only: no other library's tensors
-              dtype="float64", widths=True, levels=True, edge=(wider_spread, widest_last)),
+              dtype="float64", widths=True, levels=True, edge=(wider_spread, widest_last, far_below)),
         Exercise(
             "04.scaled_attention",
             title="scaled_attention(q, k, v)",
@@ -1330,7 +1354,7 @@ def _exercises() -> list[Exercise]:
             # and a key of zeros (its scores are 0: a mask made from the scores' values hides it)
             # and the score of 800 on the last key: a row maximum that leaves the last column out shows
             edge=(one_row("q", "v"), large_scores(), zero_row("k"), many_words,  # and 13 words: a top-8 shows
-                  last_key_loudest),
+                  last_key_loudest, large_scores(top=3e4)),  # a score of 30 000: a clip at ±1e4 shows
             signs={"unstable_softmax": overflow_sign(ref_scaled_attention, _qk_scores, 88.0)},  # float32
             widths=("k", "v"),  # "any n, d_k and d_v": values wider than the keys in some trial, narrower in another
             points=2,

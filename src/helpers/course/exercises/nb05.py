@@ -329,6 +329,43 @@ def level_rows(inputs: dict) -> dict:
     return {"scores": np.array([[0.0, 0.0, 0.0, 0.0, 0.0], [1.5, 1.5, 1.25, 1.5, 1.5], [-2.0, -2.0, -2.0, -2.0, -2.5]])}
 
 
+def huge_rows(inputs: dict) -> dict:
+    """An edge trial of float64 scores beyond float32's range (4e38) and beyond int64's (±1e19), each row with one
+    clear winner (so a log-sum-exp, whose log of the sum vanishes next to such scores, stays right): a row maximum
+    kept in float32 (inf there) or cast to an integer (it wraps) is no longer the row's maximum, and exp()
+    overflows, or every exponential underflows: 0 / 0. Its last row is of ordinary size, its maximum 1 500 above
+    the rest: a shift by the mean (or the median) breaks there too, which :func:`_shifted_below_max` looks for."""
+    return {"scores": np.array([[4e38, 3e38, 0.0, -1e30],
+                                [1e19, 1e19 - 4096.0, 5.0, 0.0],
+                                [-1e19, -1e19 + 4096.0, -2e19, -3e19],
+                                [1500.0, 0.0, 10.0, -5.0]])}  # and an ordinary row a shift by the mean breaks
+
+
+def _max_cast(ex, trials, record) -> str | None:
+    """Wrong only on rows of scores beyond int64's range (|s| > 9.2e18), where it gives NaN or inf, and right on
+    every other row of every trial: each row's maximum cast to float32 (inf beyond 3.4e38) or to an integer (it
+    wraps beyond 9.2e18) before the shift. (A shift by the row's mean breaks on those rows too, and on the ordinary
+    row of :func:`huge_rows` as well: that is `shifted_by_mean`, told by its sign first.)"""
+    seen = False
+    for answer, inputs in trials:
+        s, got = np.asarray(inputs["scores"], dtype=np.float64), np.asarray(answer["softmax"], dtype=np.float64)
+        if got.shape != s.shape or s.ndim != 2:
+            return None
+        right = np.all(np.isclose(got, ref_softmax(s), rtol=1e-8, atol=1e-14), axis=-1)
+        huge = np.abs(s).max(axis=-1) > 2.0 ** 63
+        bad = ~np.all(np.isfinite(got), axis=-1)
+        if (~right & ~(huge & bad)).any():
+            return None
+        seen = seen or bool((huge & bad).any())
+    if not seen:
+        return None
+    return ("Your softmax is right everywhere but on rows of scores beyond about 1e19, where it gives NaN: most "
+            "likely each row's maximum is cast on the way (to float32, which turns anything above 3.4e38 into inf, "
+            "or to an integer type, which wraps beyond 9.2e18), so what you subtract is no longer the row's maximum, "
+            "and exp() overflows, or every exponential underflows: 0 / 0. Subtract the maxima as they come, in "
+            "float64.")
+
+
 def _shifted_below_max(answer, inputs) -> bool:
     """Right on every row it gives finite numbers for, NaN or inf on some row whose mean, median or second-largest
     score lies more than 709 below its maximum, and nowhere else: each row shifted by a number of its own below its
@@ -343,7 +380,8 @@ def _shifted_below_max(answer, inputs) -> bool:
     below = np.maximum.reduce([top - s.mean(axis=-1), top - np.median(s, axis=-1), top - second])
     wide = below > 709.0  # a usual number below the maximum is far enough below it to overflow exp()
     right = np.all(np.isclose(got, ref_softmax(s), rtol=1e-4, atol=1e-6), axis=-1)
-    return bool(bad.any() and not (bad & ~wide).any() and np.all(right | bad))
+    huge = np.abs(s).max(axis=-1) > 2.0 ** 63  # beyond int64: a maximum cast on the way breaks there alone
+    return bool((bad & ~huge).any() and not (bad & ~wide).any() and np.all(right | bad))
 
 
 def _overflow_hidden(answer, inputs) -> bool:
@@ -670,6 +708,7 @@ register(
         reference=ref_softmax,
         mistakes=SOFTMAX_MISTAKES,
         signs={"unstable_softmax:hidden": _overflow_hidden, "shifted_by_mean": _shifted_below_max},
+        explains={"wrong_dtype": _max_cast},
         # float64 all the way, and a softmax keeps every weight to about 15 digits, however small: a constant added
         # to every exponential "so that nothing is 0" (1e-10) moves the small weights by far more than that
         rtol=1e-8, atol=1e-14,
@@ -679,7 +718,8 @@ register(
         # and flat rows of ordinary scores: a shift above the maximum overflows the sum there
         # (flat rows last: a cache keyed by the array's identity shows on the last trial doubled, which a one-hot
         # row of far_above's would not tell)
-        edge=(one_row("scores"), far_above, far_below, all_very_negative, far_above_last, level_rows),
+        # and scores past float32's and int64's ranges: a maximum cast to either shows
+        edge=(one_row("scores"), far_above, far_below, all_very_negative, far_above_last, huge_rows, level_rows),
         points=2,
         hints={
             "softmax_wrong_axis": "Your softmax normalised each column. Each row must sum to 1: take the "
