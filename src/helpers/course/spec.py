@@ -2012,6 +2012,13 @@ def _step_probe_problem(ex: Exercise, record: Mapping[str, Any], right: bool) ->
                      f"left it at {entry['lr_after']:g} (an assignment to `param_groups[…][\"lr\"]`, say). "
                      "The caller sets the learning rate (train() gives AdamW 3e-3): a step only calls "
                      "optimizer.zero_grad(), loss.backward() and optimizer.step().")
+    if entry.get("one_late") is True:
+        return _fail(ex, "step_before_backward",
+                     f"Your `{name}` updates the weights one call late. Run three times on a stand-in, it leaves "
+                     "them where two plain steps put them: optimizer.step() comes before loss.backward(), so each "
+                     "call applies the gradients the call before it left (the first call, none), and the losses it "
+                     "returns do not show it. In each call: optimizer.zero_grad(), the loss, loss.backward(), then "
+                     "optimizer.step().")
     if [n for n in entry.get("moved_otherwise") or [] if isinstance(n, str)]:
         return _fail(ex, "missing_zero_grad",
                      f"Your `{name}` treats the model's parameters differently. On the check's stand-in, whose one "

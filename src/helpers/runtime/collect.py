@@ -1851,14 +1851,20 @@ def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dic
             sgd, plain_sgd = (torch.optim.SGD(m.parameters(), lr=float(inputs["lr"])) for m in (model, plain))
             with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
+                states = []
                 for _ in range(3):
                     step(model, sgd, tokens.clone())
+                    states.append({n: getattr(plain, n).detach().clone() for n in ("table", "shift")})
                     plain_sgd.zero_grad()
                     loss_fn(plain(tokens.clone()), tokens.clone()).backward()
                     plain_sgd.step()
             out["moved_otherwise"] = [n for n in ("table", "shift")
                                       if not torch.allclose(getattr(model, n).detach(), getattr(plain, n).detach(),
                                                             rtol=1e-4, atol=1e-5)]
+            # where two plain steps put them: each update one call late (step() before backward())
+            out["one_late"] = bool(out["moved_otherwise"]) and all(
+                torch.allclose(getattr(model, n).detach(), states[2][n], rtol=1e-4, atol=1e-5)
+                for n in ("table", "shift"))
         # three steps with an optimizer that keeps a state (Adam's running averages and its step count): a step
         # that clears that state at every call (`optimizer.state.clear()`) leaves a count of 1
         torch.manual_seed(20233)

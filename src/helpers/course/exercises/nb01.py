@@ -237,6 +237,28 @@ def _drawn_scaled(inputs: dict, tag: int, factor_of, flip: bool) -> tuple[np.nda
     raise RuntimeError("no tokens with such scores")  # never: a draw in a few dozen qualifies
 
 
+def last_key_factor(s: np.ndarray) -> float | None:
+    """The whole number that brings the largest score to between 150 and 200, where that score's row has no other
+    score within 95 of it (None: no such number): see :func:`last_key_loud_arrays`."""
+    factor = float(np.floor(PAST_LIMIT / s.max())) if s.max() > 0 else 0.0
+    if not factor or s.shape[-1] < 2:
+        return None
+    top = np.sort(s[int(np.argmax(s.max(axis=1)))] * factor)
+    return factor if top[-1] >= 150.0 and top[-1] - top[-2] >= 95.0 else None
+
+
+def last_key_loud_arrays(inputs: dict) -> tuple[np.ndarray, ...]:
+    """Tokens whose largest score (150 to 200, at least 95 above the rest of its row) lies in the last column: the
+    token whose key makes it moved to the end. A row maximum that leaves the last key out (a loop or a slice that
+    stops one key early) leaves an exponent above 88 there: inf, then NaN. As :func:`past_limit_arrays` (drawn,
+    exact in float32), with the tokens reordered; returns x, w_query, w_key, w_value and rounded weights."""
+    x, wq, wk, wv, rounded = _drawn_scaled(inputs, int(PAST_LIMIT) + 1, last_key_factor, flip=True)
+    s = (x @ wq) @ (x @ wk).T
+    col = int(np.argmax(s[int(np.argmax(s.max(axis=1)))]))
+    order = [i for i in range(len(x)) if i != col] + [col]
+    return x[order], wq, wk, wv, rounded
+
+
 def far_past_scores(inputs: dict) -> dict:
     """An edge replay whose largest score lies between 700 and 800, past exp()'s limit in float64 too: a softmax
     written out in float64 (and cast back) overflows, where the right one stays exact."""

@@ -503,14 +503,14 @@ def negative_score(first: dict) -> dict:
 negative_score.of_first_trial = True
 
 
-def _lined_up(first: dict, sign: float) -> dict:
-    """The first word made ``sign`` times c times the journey's embedding, with c such that its score with the
-    journey is about ±1000 (embeddings on a grid of eighths, c a whole number: every score is exact)."""
+def _lined_up(first: dict, sign: float, at: int = 0) -> dict:
+    """Word ``at`` (the first) made ``sign`` times c times the journey's embedding, with c such that its score with
+    the journey is about ±1000 (embeddings on a grid of eighths, c a whole number: every score is exact)."""
     x = _grid(first["x"], 1 / 8)
-    if not x[JOURNEY].any():
+    if not x[JOURNEY].any() or at % len(x) == JOURNEY:
         return first
     c = float(np.ceil(1000.0 / float(x[JOURNEY] @ x[JOURNEY])))
-    x[0] = sign * c * x[JOURNEY]
+    x[at] = sign * c * x[JOURNEY]
     return _rebuilt(first, x=x)
 
 
@@ -528,8 +528,16 @@ def longer_word(first: dict) -> dict:
     return _lined_up(first, 1.0)
 
 
+def longer_last_word(first: dict) -> dict:
+    """:func:`longer_word` with the last word long instead: the largest score of the journey's row, and of the last
+    word's own row, is in the last column. A row maximum that leaves the last column out (a loop or a slice that
+    stops one key early) leaves an exponent of about 1000 there: inf, then NaN."""
+    return _lined_up(first, 1.0, at=-1)
+
+
 opposite_word.of_first_trial = True
 longer_word.of_first_trial = True
+longer_last_word.of_first_trial = True
 
 
 def near_limit_embeddings(first: dict) -> dict:
@@ -584,6 +592,23 @@ def _one_width_inputs(rng: np.random.Generator | None) -> dict:
     return _function_inputs(rng, one_width=True)
 
 
+def _one_width(edge):
+    """``edge`` for SelfAttentionV2, whose layers all have one width: its values' weights drawn again as wide as
+    the keys' (of the same spread, from a generator seeded by their shape; the scores, which the edge is about, do
+    not see them)."""
+    def one(inputs: dict) -> dict:
+        out = edge(inputs)
+        wv, d_k = np.asarray(out["w_value"], dtype=np.float64), int(np.shape(out["w_key"])[-1])
+        if wv.shape[-1] == d_k:
+            return out
+        rng = np.random.default_rng([*wv.shape, d_k])
+        return {**out, "w_value": rng.normal(scale=float(wv.std()) or 1.0, size=(wv.shape[0], d_k))}
+
+    one.of_first_trial = getattr(edge, "of_first_trial", False)
+    one.__name__ = f"{edge.__name__}_one_width"
+    return one
+
+
 @functools.lru_cache(maxsize=32)
 def _seeded(d_k: int, randn: bool = False, float64: bool = False,
             d_model: int = D_MODEL) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -607,6 +632,18 @@ def _drawn(d_k=D_K, d_model=D_MODEL, **how) -> dict:
 def _v1_weights(x, d_k, **how):
     """The matrices SelfAttentionV1(d_model, d_k) draws after the seed, for inputs x (d_model = x.shape[1])."""
     return _seeded(int(d_k), d_model=int(np.shape(x)[1]), **how)
+
+
+def loud_v1(inputs: dict) -> dict:
+    """An edge replay for SelfAttentionV1: the embeddings made positive and scaled so that the module's largest
+    scaled score is 300 (its weights are the seeded draws, all positive: so are the outputs, and float32 rounding of
+    such scores stays far inside the tolerance). A softmax that does not subtract each row's own maximum of the
+    scaled scores (none, or the unscaled scores' maximum) overflows or underflows there: NaN."""
+    x = np.abs(np.asarray(inputs["x"], dtype=np.float64))
+    d_k = int(np.asarray(inputs["d_k"]))
+    wq, wk, _ = _v1_weights(x, d_k)
+    top = float(((x @ wq) @ (x @ wk).T).max()) / np.sqrt(d_k)
+    return {**inputs, "x": x * np.sqrt(300.0 / top)} if top > 0 else inputs
 
 
 def _v1(x, d_k=D_K, scale=None, transpose=False, axis=-1, swap_kv=False, **_):
@@ -766,7 +803,8 @@ PART_1 = [
            _one("attn_weights_2", lambda attn_scores_2, **_: softmax(attn_scores_2)), reads=("attn_scores_2",),
            # scores up to 85: a clamp shows; up to 190: a softmax that does not subtract the maximum fails
            edge=(journey_not_largest, near_limit_embeddings, past_limit_embeddings, far_past_embeddings,
-                 opposite_word, longer_word),  # a shift by the largest |score|, or by the journey's own score
+                 opposite_word, longer_word,  # a shift by the largest |score|, or by the journey's own score
+                 longer_last_word),  # and a row maximum that leaves the last key out
            signs={"unstable_softmax": overflow_sign(lambda attn_scores_2, **_: softmax(attn_scores_2),
                                                     lambda attn_scores_2, **_: attn_scores_2, 88.0)},
            mistakes={
@@ -841,7 +879,8 @@ PART_1 = [
            dtype="float32",  # the next step multiplies it with the float32 x
            # scores up to 85: a clamp shows; up to 190: a softmax that does not subtract each row's maximum fails
            edge=(near_limit_embeddings, past_limit_embeddings, far_past_embeddings,
-                 opposite_word, longer_word),  # a shift by each row's largest |score|, or by its diagonal
+                 opposite_word, longer_word,  # a shift by each row's largest |score|, or by its diagonal
+                 longer_last_word),  # and a row maximum that leaves the last key out
            signs={"unstable_softmax": overflow_sign(lambda attn_scores, **_: softmax(attn_scores),
                                                     lambda attn_scores, **_: attn_scores, 88.0),
                   "global_max_subtraction": global_shift_sign(lambda attn_scores, **_: softmax(attn_scores),
@@ -1124,6 +1163,7 @@ PART_2 = [
     _value("02.sa_v1", "SelfAttentionV1 seeded with torch.manual_seed(123)", ("outputs_v1",),
            _one("outputs_v1", _v1), reads=("x", "d_model", "d_k"), module="sa_v1",
            trainable=3, keeps_grad=True,
+           edge=loud_v1,  # scaled scores of 300: a softmax shifted by anything but each row's maximum fails
            one_width=True,  # built with other d_model and d_k too: a √2 typed in, or weights 2 wide, show
            parameters=("w_query", "w_key", "w_value"),
            how={"seeds_in_class": False},  # "drawn like the matrices of step 5": from the generator the cell seeds
@@ -1233,7 +1273,11 @@ PART_2 = [
         inputs=_one_width_inputs,
         reference=attention,
         mistakes=ATTENTION_MISTAKES,
-        edge=one_row("x"),  # one token: the outputs are (1, d_k), not squeezed
+        # one token: the outputs are (1, d_k), not squeezed; and scores up to 85, up to 200 and a row far below 0,
+        # as for self_attention: a softmax in forward that does not subtract each row's own maximum fails
+        edge=(one_row("x"), *map(_one_width, (near_limit_inputs, past_limit_inputs, far_below_inputs))),
+        signs={"unstable_softmax": overflow_sign(attention, _projected, 88.0),
+               "global_max_subtraction": global_shift_sign(attention, _projected, 87.0)},
         dtype="float32",  # layers made float64 give other numbers than the float32 module of the notebook
         keeps_grad=True, module="sa_v2",  # the cell's sa_v2: its output must keep the gradient to its layers
         hints={
@@ -1248,7 +1292,7 @@ PART_2 = [
         framework="torch",
         notebook=NOTEBOOK,
         points=2,
-        atol=1e-5,  # as for 02.self_attention
+        atol=5e-5,  # as for 02.self_attention (float32 rounding on its near-limit trial)
     ),
 ]
 

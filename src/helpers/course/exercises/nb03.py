@@ -175,6 +175,13 @@ def past_limit_scores(inputs: dict) -> dict:
     return _lists_world(inputs, nb01.past_limit_arrays(lists))
 
 
+def last_key_loud_scores(inputs: dict) -> dict:
+    """An edge replay whose largest score, at least 95 above the rest of its row, is in the last column (see
+    :func:`nb01.last_key_loud_arrays`): a row maximum that leaves the last key out overflows there."""
+    lists = {name: inputs[name] for name in ("x_list", "w_query_list", "w_key_list", "w_value_list")}
+    return _lists_world(inputs, nb01.last_key_loud_arrays(lists))
+
+
 def far_past_scores(inputs: dict) -> dict:
     """An edge replay whose largest score lies between 700 and 800 (see :func:`nb01.far_past_scores`)."""
     lists = {name: inputs[name] for name in ("x_list", "w_query_list", "w_key_list", "w_value_list")}
@@ -462,6 +469,25 @@ def past_limit_fn_inputs(inputs: dict) -> dict:
         if nb01.past_limit(s * factor):
             break
     return {**drawn, "x": x * np.sqrt(factor), "w_query": wq}
+
+
+def last_key_loud_fn_inputs(inputs: dict) -> dict:
+    """An edge trial for the function: random inputs scaled so that the largest score is 150 to 200, at least 95
+    above the rest of its row, with the token whose key makes it moved to the end (see
+    :func:`nb01.last_key_loud_arrays`): a row maximum that leaves the last key out overflows there. Drawn from a
+    generator seeded by the trial's own inputs."""
+    rng = np.random.default_rng([int(abs(v) * 1e6) % 2**31 for v in np.ravel(inputs["x"])[:8]] + [201])
+    for _ in range(2000):
+        drawn = fn_inputs(rng)
+        x, wq = drawn["x"], drawn["w_query"]
+        s = (x @ wq) @ (x @ drawn["w_key"]).T
+        if s.max() < -s.min():
+            wq, s = -wq, -s
+        if s.max() > 0 and (factor := nb01.last_key_factor(s)) is not None:
+            col = int(np.argmax(s[int(np.argmax(s.max(axis=1)))]))
+            order = [i for i in range(len(x)) if i != col] + [col]
+            return {**drawn, "x": x[order] * np.sqrt(factor), "w_query": wq}
+    return inputs
 
 
 def _scaled_fn(inputs: dict, tag: int, factor_of) -> dict:
@@ -810,7 +836,7 @@ register(
            # and scores up to 200: a softmax that does not subtract each row's own maximum fails
            # and a token of zeros; scores up to 800 and a row far below 0 (see nb01's softmax)
            edge=(large_numbers, near_limit_scores, past_limit_scores, small_numbers, far_past_scores,
-                 far_below_scores, precise_numbers),
+                 far_below_scores, precise_numbers, last_key_loud_scores),  # and the largest score in the last column
            signs={"unstable_softmax": overflow_sign(ref_softmax_along, nb01.scores_of, 88.0),
                   "global_max_subtraction": global_shift_sign(ref_softmax_along, nb01.scores_of, 87.0)}),
     _predict_shape("predict_weighted", "Prediction: the shape of the weighted values", "weighted_shape",
@@ -859,7 +885,8 @@ register(
         # and a token of zeros (its scores are 0: a mask of the zero scores, or a sparse softmax, drops them), and
         # small values (outputs set to 0 below a threshold show)
         edge=(one_row("x", "w_value"), large_fn_inputs, past_limit_fn_inputs, rows_reversed("x"), zero_row("x"),
-              scaled_by("w_value", 2.0 ** -10), repeated_row("x"), far_below_fn_inputs, more_rows("x")),
+              scaled_by("w_value", 2.0 ** -10), repeated_row("x"), far_below_fn_inputs, more_rows("x"),
+              last_key_loud_fn_inputs),  # and the largest score in the last column
         # scores up to 200: a softmax that does not subtract each row's own maximum fails on some rows only
         signs={"unstable_softmax": overflow_sign(ref_fn, _scores_fn, 88.0),
                "global_max_subtraction": global_shift_sign(ref_fn, _scores_fn, 87.0)},

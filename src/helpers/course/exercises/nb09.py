@@ -484,20 +484,24 @@ _far_below_padded = _far_below(lambda q, k, first: np.asarray(first["enc_lengths
 
 
 def _long_sources(first: dict) -> dict:
-    """An edge trial from the first random one's widths: two sources padded to 300 tokens, of 260 and 150 (the other
-    trials have a few): lengths kept in int8 or uint8 (which wrap at 128 and 256) show. From a generator seeded by
-    the first trial's shapes."""
-    return long_batch(first, 3, 300, 300, ("enc_lengths", (260, 150)))
+    """An edge trial from the first random one's widths: two sources padded to 2 100 tokens, of 2 049 and 150 (the
+    other trials have a few), the last real key of the first loud in its values: lengths kept in int8 or uint8 (which
+    wrap at 128 and 256), and positions compared in float16 (whose whole numbers stop being exact above 2 048: 2 049
+    rounds to 2 048, and that key is hidden), show. From a generator seeded by the first trial's shapes."""
+    out = long_batch(first, 3, 2100, 300, ("enc_lengths", (2049, 150)))
+    out["v"][0, 2048] = 40.0
+    return out
 
 
 _long_sources.of_first_trial = True
 
 
 def _long_cache(first: dict) -> dict:
-    """An edge trial from the first random one's widths: a cache of 197 keys and 3 new queries (the other trials have
-    at most 13 keys): positions kept in int8 (which wraps at 128) show. From a generator seeded by the first trial's
+    """An edge trial from the first random one's widths: a cache of 2 060 keys and 20 new queries (the other trials
+    have at most 13 keys): positions kept in int8 (which wraps at 128), or in float16 (whose whole numbers stop
+    being exact above 2 048, so a query may see the key after it), show. From a generator seeded by the first trial's
     shapes."""
-    return long_batch(first, 3, 200, 200)
+    return long_batch(first, 20, 2060, 200)
 
 
 _long_cache.of_first_trial = True

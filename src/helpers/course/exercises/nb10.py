@@ -407,6 +407,13 @@ ACCURACY_MISTAKES = {
     "guesses_one_early": lambda logits, tokens: _accuracy(logits, tokens, early=True),
 }
 
+
+def _bfloat16(a) -> np.ndarray:
+    """``a`` rounded to bfloat16 (float32's top 16 bits, to nearest even), as float64."""
+    bits = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+
 def _rounded_down(answer, inputs) -> bool:
     """The fraction rounded down to a whole number (the count divided with `//`): 0 where some guesses, not all,
     are right."""
@@ -434,14 +441,27 @@ def _count_wrapped(answer, inputs) -> bool:
     return counted > 127 and got != want and off != 0 and off % 256 == 0
 
 
+def _half_guesses(answer, inputs) -> bool:
+    """The guesses taken from the logits in half precision (float16 or bfloat16): near-ties become ties, which the
+    argmax settles on the lower token (the near_ties trial). A sign, not a variant: on random logits it changes
+    nothing."""
+    got, want = float(np.asarray(next(iter(answer.values())), dtype=np.float64)), float(ref_accuracy(**inputs))
+    logits = np.asarray(inputs["logits"])
+    return got != want and any(np.isclose(got, _accuracy(half, inputs["tokens"]), rtol=1e-6, atol=1e-9)
+                               for half in (logits.astype(np.float16).astype(np.float64), _bfloat16(logits)))
+
+
 ACCURACY_SIGNS = {"accuracy_rounded_down": _rounded_down, "targets_not_shifted": _not_shifted_at_guesses,
-                  "integer_overflow": _count_wrapped}
+                  "integer_overflow": _count_wrapped, "wrong_dtype": _half_guesses}
 
 ACCURACY_HINTS = {
     "hard_coded": TYPED_LENGTH_HINT,
     "integer_overflow": "Your count of right guesses wraps around: it is kept in a small integer type (int8 holds "
     "at most 127, uint8 255), so a batch with more right guesses than that comes out negative or far too small. "
     "Let `.sum()` count in its own int64, or take the mean of the comparison as floats (`.float().mean()`).",
+    "wrong_dtype": "Your guesses come from the logits in half precision (float16 or bfloat16, which keep about 3 "
+    "significant digits): two logits closer than that become a tie, which the argmax settles on the lower token. "
+    "Take the argmax of the logits as they are.",
     "summed_not_averaged": "You counted the right guesses. The accuracy is their fraction: take the mean over "
     "the answer tokens of all the sequences (a number between 0 and 1).",
 }
@@ -473,6 +493,12 @@ def loud_logits(inputs: dict) -> dict:
     return {**inputs, "logits": 50.0 * np.asarray(inputs["logits"], dtype=np.float64)}
 
 
+def louder_logits(inputs: dict) -> dict:
+    """An edge trial: the logits 400 times larger (thousands apart): the log of a softmax underflows to log(0) = -inf
+    even in float64 once the answer's logit lies more than about 745 below the largest; cross_entropy stays finite."""
+    return {**inputs, "logits": 400.0 * np.asarray(inputs["logits"], dtype=np.float64)}
+
+
 def answers_off_rule(inputs: dict) -> dict:
     """The edge trial: the answer tokens of every sequence moved one place (rolled) and each one digit on, so they
     no longer follow the task's rule. The loss and the accuracy compare the guesses with the tokens as they are: a
@@ -496,6 +522,24 @@ def tied_logits(first: dict) -> dict:
 
 
 tied_logits.of_first_trial = True
+
+
+def near_ties(first: dict) -> dict:
+    """An edge trial from the first random one: at every answer guess, the answer's logit 1.0003 and the token below
+    it 1.0001 (the rest far lower), so every guess is right by a hair, as float32 tells them apart: logits through
+    float16 (whose steps near 1 are 0.001) tie there, and the argmax then settles on the lower token."""
+    logits, tokens = np.array(first["logits"], dtype=float), np.asarray(first["tokens"])
+    length = (tokens.shape[1] - 1) // 2
+    for b in range(tokens.shape[0]):
+        for i in range(length):
+            right = int(tokens[b, length + 1 + i])
+            logits[b, length + i] = -3.0
+            logits[b, length + i, right] = 1.0003
+            logits[b, length + i, (right - 1) % logits.shape[-1]] = 1.0001
+    return {**first, "logits": logits}
+
+
+near_ties.of_first_trial = True
 
 
 def separator_answer(_: dict) -> dict:
@@ -998,7 +1042,7 @@ def _exercises() -> list[Exercise]:
             inputs=loss_inputs,
             # and logits in the hundreds: a log-sum-exp without its maximum, or the log of a softmax, overflows
             edge=(answers_off_rule, one_digit, unused_tokens, confidently_wrong, loud_logits, separator_answer,
-                  large_vocabulary),
+                  large_vocabulary, louder_logits),
             reference=ref_loss,
             native=native_loss,
             signs={"loss_capped": _capped},
@@ -1045,7 +1089,7 @@ def _exercises() -> list[Exercise]:
             answers=("answer_accuracy",),
             kind="function",
             inputs=accuracy_inputs,
-            edge=(answers_off_rule, one_digit, separator_loudest, tied_logits, large_vocabulary),
+            edge=(answers_off_rule, one_digit, separator_loudest, tied_logits, large_vocabulary, near_ties),
             reference=ref_accuracy,
             mistakes=ACCURACY_MISTAKES,
             signs=ACCURACY_SIGNS,
