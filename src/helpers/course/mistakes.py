@@ -885,6 +885,10 @@ _PROCESS_ROWS = [
      "In training mode, with a dropout above 0, your model gives the same output every time it runs: no attention "
      "weight is ever dropped. Let the attention layer make its own draw: call it without a `keep` (a keep of ones "
      "keeps every weight)."),
+    ("dropout_rate_replaced", "a dropout rate of 0 replaced by a default",
+     "A module made with dropout = 0 still drops weights in training mode. A rate of 0 means no dropout: keep the "
+     "rate it is given (`dropout or 0.1` turns 0 into 0.1, as `or` treats 0 as missing; write `0.1 if dropout is "
+     "None else dropout` for a default)."),
     # --- notebook 09
     ("no_cache", "every step recomputes the keys and values of the whole prefix",
      "Your numbers are right, but each step projects all the tokens so far again, instead of keeping the keys "

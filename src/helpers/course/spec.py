@@ -156,6 +156,10 @@ class Exercise:
     dtype: str | None = None
     module: str | None = None
     trainable: int = 0
+    # value steps with a module whose TO-DO names every weight it has (SelfAttentionV1's three, the four of 06's
+    # module): more trainable tensors than ``trainable`` make another, larger model (biases, say), whatever the
+    # outputs at the start
+    exact_trainable: bool = False
     # value steps with a ``module``: the names its parameters must have, no more and no fewer (the TO-DO names them)
     parameters: tuple[str, ...] = ()
     probes: tuple[Probe, ...] = ()
@@ -1365,6 +1369,12 @@ def _module_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
         return _fail(ex, "not_trainable", f"`{ex.module}` has {len(trainable)} trainable weight tensor(s); it "
                                           f"should have {ex.trainable}. {why[0].upper() + why[1:]}, so that "
                                           "module.parameters() lists it and an optimizer can train it.")
+    if ex.exact_trainable and len(trainable) > ex.trainable:
+        names = ", ".join(f"`{p[0]}`" for p in trainable)
+        return _fail(ex, "not_as_asked", f"`{ex.module}` has {len(trainable)} trainable tensors ({names}); the step "
+                                         f"asks for {ex.trainable} weights and nothing else. The others make another, "
+                                         "larger model (training moves them too), even if its outputs agree while "
+                                         "they keep their start (biases of 0, say): leave them out.")
     if facts.get("own_call"):
         return _fail(ex, "not_as_asked", f"`{ex.module}`'s class defines `__call__` itself instead of `forward`: "
                                          "calling the module then skips nn.Module's own call, which runs `forward` "
@@ -2260,6 +2270,9 @@ def _module_init_problem(ex: Exercise, probe: Probe, inputs: Mapping[str, Any], 
                                                 "√d_model.")
     if isinstance(n := inputs.get("max_len"), int) and (problem := _buffer_size_problem(ex, made, n, entry)):
         return problem
+    if entry.get("drops_at_zero") is True:
+        return _fail(ex, "dropout_rate_replaced", note=" (A new module of your class, made with dropout = 0: two "
+                                                      "calls in training mode on the same tokens differ.)")
     means = entry.get("means") or {}
     for name, _, spread, _constant, _finite in square:
         mean = means.get(name)

@@ -1228,12 +1228,33 @@ def _module_init(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
                     if share > 0.5:
                         repeated[str(name)] = share
             buffers = [[str(name), [int(n) for n in b.shape]] for name, b in fresh.named_buffers()][:20]
+        drops = _drops_at_zero(type(module), probe["inputs"])
     except Exception as exc:  # noqa: BLE001 — the student's class: anything can happen
         return {"error": f"{type(exc).__name__}: {_first_line(exc)}"}
     finally:
         torch.set_rng_state(state)
         _put_back_class(type(module), saved)  # what __init__ keeps on the class must not change the student's
-    return {"params": params, "means": means, "repeated": repeated, "buffers": buffers}
+    return {"params": params, "means": means, "repeated": repeated, "buffers": buffers, "drops_at_zero": drops}
+
+
+def _drops_at_zero(cls: Any, sizes: Mapping[str, Any]) -> bool | None:
+    """A module of ``cls`` made with ``sizes`` but a dropout of 0, called twice in training mode on random tokens
+    (the notebook's ``forward(x, lengths)``): do its outputs differ (it still drops: a rate of 0 replaced by a
+    default, `dropout or 0.1`)? None when that cannot be told (no dropout among the sizes, or the call raised)."""
+    import torch
+
+    if "dropout" not in sizes or "d_model" not in sizes:
+        return None
+    try:
+        with torch.no_grad(), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            quiet = cls(**{**sizes, "dropout": 0.0}).train()
+            x = torch.randn(2, 5, int(sizes["d_model"]), generator=torch.Generator().manual_seed(5))
+            lengths = torch.tensor([5, 3])
+            first, second = quiet(x, lengths), quiet(x, lengths)
+            return not bool(torch.equal(first, second))
+    except Exception:  # noqa: BLE001 — a class whose forward takes other arguments: nothing to say
+        return None
 
 
 def _module_drops(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:

@@ -45,8 +45,13 @@ class _Log:
         # of another size. Computing every block and masking is n (n − 1) / 2.
         self.allowance = 2 * n * block_size
 
-    def product(self, q_tok: np.ndarray, k_tok: np.ndarray) -> None:
+    def product(self, q_tok: np.ndarray, k_tok: np.ndarray, paired: bool = False) -> None:
         rows, cols = np.unique(q_tok), np.unique(k_tok)
+        if paired:  # an element-wise product: only the pairs (q_tok[i], k_tok[i]), not every query with every key
+            above = int(np.sum(k_tok > q_tok))
+            if above:
+                self.above += above  # (a few pairs above the diagonal: counted against the same allowance)
+            return
         if rows.size == self.n and cols.size == self.n:
             return  # the whole n × n matrix: the peak-memory probe says what is wrong with that
         above = int(np.sum(cols.size - np.searchsorted(cols, rows, side="right")))
@@ -107,13 +112,20 @@ class _KeyLog:
         if keys.size > self.block_size and (self.glued_keys is None or keys.size > self.glued_keys.size):
             self.glued_keys = keys
 
-    def product(self, q_tok: np.ndarray, k_tok: np.ndarray) -> None:
+    def product(self, q_tok: np.ndarray, k_tok: np.ndarray, paired: bool = False) -> None:
         rows, cols = np.unique(q_tok), np.unique(k_tok)
+        if paired:  # an element-wise product: its pairs only (each query's own score, say), not a block of keys
+            self.when[q_tok, k_tok] = self.products
+            self.products += 1
+            return
         if rows.size == self.n and cols.size == self.n:
             return  # the whole n × n matrix: the peak-memory probe says what is wrong with that
         self.widest = max(self.widest, int(cols.size))
         seen = self.when[np.ix_(rows, cols)]
-        if self.again is None and ((seen >= 0) & (seen < self.products - 1)).any():
+        # computed again after other keys: a second pass (a query's score with itself, found ahead of the pass to
+        # start its running maximum, is n products in all, not a pass)
+        again = (seen >= 0) & (seen < self.products - 1) & (rows[:, None] != cols[None, :])
+        if self.again is None and again.any():
             self.again = (rows, cols)
         self.when[np.ix_(rows, cols)] = self.products
         self.products += 1
@@ -147,11 +159,11 @@ class _TileLog(_KeyLog):
         super().start()
         self.tallest = 0
 
-    def product(self, q_tok: np.ndarray, k_tok: np.ndarray) -> None:
+    def product(self, q_tok: np.ndarray, k_tok: np.ndarray, paired: bool = False) -> None:
         rows = np.unique(q_tok)
-        if not (rows.size == self.n and np.unique(k_tok).size == self.n):
+        if not paired and not (rows.size == self.n and np.unique(k_tok).size == self.n):
             self.tallest = max(self.tallest, int(rows.size))
-        super().product(q_tok, k_tok)
+        super().product(q_tok, k_tok, paired)
 
     def finish(self) -> None:
         super().finish()
@@ -249,7 +261,7 @@ class _Tokens(np.ndarray):
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         tracked = _tokens_of(list(inputs))
-        keys = _record(tracked)
+        keys = _record(tracked, paired=method == "__call__")
         outs = kwargs.get("out")
         if outs is not None:
             kwargs["out"] = tuple(_unwrap(o) for o in outs)
@@ -267,7 +279,7 @@ class _Tokens(np.ndarray):
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         tracked = _tokens_of(list(args)) + _tokens_of(list(kwargs.values()))
-        keys = _record(tracked)
+        keys = _record(tracked, paired=func is np.einsum and _einsum_paired(args))
         result = func(*_unwrap(args), **{key: _unwrap(value) for key, value in kwargs.items()})
         if keys is not None:
             return _Scores.of(result, keys, tracked[0]._log)
@@ -297,16 +309,27 @@ def _carry(result: np.ndarray, role: str | None, tok: np.ndarray, log: _Log | No
     return out
 
 
-def _record(tracked: list) -> tuple[np.ndarray, np.ndarray] | None:
+def _record(tracked: list, paired: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
     """Tell the log about a product of queries with keys; the queries and keys it took (None: not such a
-    product)."""
+    product). ``paired``: an element-wise product of one query array and one key array of the same shape (``*``,
+    ``np.einsum("id,id->i", …)``), which pairs entry with entry, not every query with every key."""
     queries = [t for t in tracked if t._role == "q"]
     keys = [t for t in tracked if t._role == "k"]
     if not (queries and keys):
         return None
+    paired = paired and len(queries) == 1 and len(keys) == 1 and queries[0]._tok.shape == keys[0]._tok.shape
     q_tok, k_tok = np.concatenate([t._tok.ravel() for t in queries]), np.concatenate([t._tok.ravel() for t in keys])
-    queries[0]._log.product(q_tok, k_tok)
+    queries[0]._log.product(q_tok, k_tok, paired)
     return np.unique(q_tok), np.unique(k_tok)
+
+
+def _einsum_paired(args: Any) -> bool:
+    """An einsum whose two operands have the same subscripts ("id,id->i"): entry paired with entry."""
+    spec = args[0] if args and isinstance(args[0], str) else None
+    if spec is None:
+        return False
+    operands = spec.replace(" ", "").split("->")[0].split(",")
+    return len(operands) == 2 and operands[0] == operands[1]
 
 
 _GLUING = {np.concatenate, np.hstack, np.column_stack, np.append}

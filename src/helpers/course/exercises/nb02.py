@@ -1162,7 +1162,7 @@ PART_2 = [
     ),
     _value("02.sa_v1", "SelfAttentionV1 seeded with torch.manual_seed(123)", ("outputs_v1",),
            _one("outputs_v1", _v1), reads=("x", "d_model", "d_k"), module="sa_v1",
-           trainable=3, keeps_grad=True,
+           trainable=3, exact_trainable=True, keeps_grad=True,
            edge=loud_v1,  # scaled scores of 300: a softmax shifted by anything but each row's maximum fails
            one_width=True,  # built with other d_model and d_k too: a √2 typed in, or weights 2 wide, show
            parameters=("w_query", "w_key", "w_value"),

@@ -83,6 +83,13 @@ def _qkv(rng, batch: tuple = ()) -> dict:
     return {"q": q, "k": k, "v": v}
 
 
+def signed_weights(inputs: dict) -> dict:
+    """An edge trial: the weights moved down by their mean (some negative): dropout drops and rescales whatever it
+    is given, as nn.Dropout does; one that acts only where a weight is above 0 shows."""
+    w = np.asarray(inputs["weights"], dtype=np.float64)
+    return {**inputs, "weights": w - w.mean()}
+
+
 def causal_inputs(rng=None) -> dict:
     if rng is None:
         return causal_example()
@@ -131,15 +138,35 @@ def loud_pair(inputs: dict) -> dict:
     return out
 
 
+def loud_past(inputs: dict) -> dict:
+    """A draw whose last query scores 200 with the first key, which it sees, and 0 with its own (the other queries
+    made orthogonal to it, so they score 0 with the first key): a softmax shifted by each query's own score (the
+    diagonal, "always visible") instead of its row's maximum overflows there, inf / inf. Values of one sign, 1 and
+    more (see :func:`loud_pair`)."""
+    out = dict(inputs)
+    q, k = np.array(inputs["q"], dtype=float), np.array(inputs["k"], dtype=float)
+    if q.shape[-2] < 2:
+        return out
+    last = q[..., -1:, :] / np.sqrt(np.sum(q[..., -1:, :] ** 2, axis=-1, keepdims=True))
+    q[..., -1:, :] = last
+    q[..., :-1, :] -= (q[..., :-1, :] * last).sum(-1, keepdims=True) * last
+    k[..., -1:, :] -= (k[..., -1:, :] * last).sum(-1, keepdims=True) * last  # its own key: a score of 0
+    k[..., 0, :] = (200.0 * np.sqrt(q.shape[-1]) * last)[..., 0, :]
+    out["q"], out["k"] = q, k
+    out["v"] = np.abs(np.asarray(inputs["v"], dtype=float)) + 1.0
+    return out
+
+
 def long_sequence(first: dict) -> dict:
-    """An edge trial from the first random one: the same batch and widths, 33 tokens (the other trials have at most
+    """An edge trial from the first random one: the same batch and widths, 200 tokens (the other trials have at most
     7, the notebook 6): a mask made once for a fixed length and cut to the sequence (`…[:seq, :seq]` of a 16 × 16
-    mask) shows. From a generator seeded by the first trial's shapes."""
+    mask), and positions kept in int8 (which wraps at 128), show. From a generator seeded by the first trial's
+    shapes."""
     q, v = np.asarray(first["q"]), np.asarray(first["v"])
     rng = np.random.default_rng([*q.shape, v.shape[-1], 33])
-    batch = q.shape[:-2]
-    return {**first, "q": rng.normal(size=(*batch, 33, q.shape[-1])), "k": rng.normal(size=(*batch, 33, q.shape[-1])),
-            "v": rng.normal(size=(*batch, 33, v.shape[-1]))}
+    batch, n = q.shape[:-2], 200
+    return {**first, "q": rng.normal(size=(*batch, n, q.shape[-1])), "k": rng.normal(size=(*batch, n, q.shape[-1])),
+            "v": rng.normal(size=(*batch, n, v.shape[-1]))}
 
 
 long_sequence.of_first_trial = True
@@ -449,10 +476,11 @@ def _masked_by_value(answer, inputs) -> bool:
 
 def _unshifted(answer, inputs) -> bool:
     """A softmax written out without its maximum: exp(800) overflows in the last row (inf/inf) of
-    :func:`causal_edge`'s trial, exp(−1100) underflows in the moved row (0/0) of :func:`far_below`'s; the rest is
-    right."""
+    :func:`causal_edge`'s trial, and exp(200) in that of :func:`loud_past`'s (also when shifted by the row's own,
+    diagonal, score), exp(−1100) underflows in the moved row (0/0) of :func:`far_below`'s; the rest is right."""
     q, k, v = (np.asarray(inputs[n], dtype=np.float64) for n in ("q", "k", "v"))
-    if np.all(k[..., 0, :] == 0):
+    loud = (q[..., -1, :] * k[..., 0, :]).sum(-1) / np.sqrt(q.shape[-1])  # :func:`loud_past`'s first key: 200
+    if np.all(k[..., 0, :] == 0) or (q.shape[-2] > 1 and np.all(loud > 150.0)):
         row = q.shape[-2] - 1
     elif np.all(q[..., _far_row(q), 1:] == 0) and np.all(q[..., _far_row(q), 0] < FAR_BELOW):
         row = _far_row(q)
@@ -1015,7 +1043,8 @@ def _exercises() -> list[Exercise]:
     causal = {"inputs": causal_inputs, "reference": ref_causal, "mistakes": CAUSAL_MISTAKES,
               # and a hidden key far louder than the first query's own: the future hidden after the softmax shows
               # and a sequence of 33 tokens: a mask of a fixed length cut to the sequence shows
-              "edge": (causal_edge, far_below, loud_future, long_sequence, loud_pair), "signs": CAUSAL_SIGNS,
+              # and a query whose visible first key scores 200 above its own: a shift by the diagonal shows
+              "edge": (causal_edge, far_below, loud_future, long_sequence, loud_pair, loud_past), "signs": CAUSAL_SIGNS,
               "explains": scale_explains(CAUSAL_OTHER_SCALE)}
     mha = {"inputs": mha_inputs, "reference": ref_mha, "mistakes": MHA_MISTAKES, "atol": 1e-5,
            "edge": loud_head,  # one head's scores 150, the others' a few units: a max over the heads shows
@@ -1063,7 +1092,7 @@ def _exercises() -> list[Exercise]:
             mistakes=DROPOUT_MISTAKES,
             signs={"given_draw_ignored": _own_draw},
             hints=DROPOUT_HINTS,
-            edge=(one_hot_row, high_p, nothing_kept, precise_p),
+            edge=(one_hot_row, high_p, nothing_kept, precise_p, signed_weights),
             # a product and a division in float32 are within 2e-7 of the float64 reference; a factor 1 / (1 - p)
             # rounded to 4 decimals is up to 4e-5 off (1.1111 for p = 0.1)
             rtol=2e-6, atol=1e-7,
@@ -1134,6 +1163,7 @@ def _exercises() -> list[Exercise]:
             framework="torch",
             module="mhsa",
             trainable=4,
+            exact_trainable=True,  # "four (d_model, d_model) weights", as nn.MultiheadAttention(bias=False)
             probes=(Probe("module_dropout", module_probe_inputs, lambda inputs: 0, "missing_dropout",
                           buffer="causal_mask"),
                     # the cell overwrites the weights with the notebook's, so their start is judged on a new module
