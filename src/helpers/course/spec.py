@@ -1272,10 +1272,13 @@ def _low_precision_problem(ex: Exercise, record: Mapping[str, Any],
         said = f"{what} has dtype {half}, which keeps only about {digits} significant digits"
     else:
         where = "Your cell" if ex.kind == "value" else f"`{ex.answers[0]}`"
-        said = (f"{where} puts some of its numbers through {half} (half precision, even if only a scale factor), "
-                f"which keeps only about {digits} significant digits")
-    return _fail(ex, "wrong_dtype", f"{said}: on some inputs your numbers are right only to that many digits. This "
-                                     f"step asks for {asked}: leave out the cast to {half}.")
+        exact = "256" if half == "bfloat16" else "2048"
+        said = (f"{where} puts some of its numbers through {half} (half precision, even if only a scale factor or "
+                f"the positions a mask compares), which keeps only about {digits} significant digits, and whole "
+                f"numbers exactly only up to {exact}")
+    tail = "" if dtypes else " (or a mask hides the wrong keys)"
+    return _fail(ex, "wrong_dtype", f"{said}: on some inputs your numbers are right only to that many digits{tail}. "
+                                     f"This step asks for {asked}: leave out the cast to {half}.")
 
 
 def _float32_precision_problem(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> Outcome | None:
@@ -1574,6 +1577,21 @@ def _overwritten_problem(ex: Exercise, record: Mapping[str, Any], plan: Plan | N
                      "new array with the same numbers gets the right one (a cache keyed by `id(...)`, or by the "
                      "array's memory address). Compute the answer from the numbers on every call.")
     return _fail(ex, "result_overwritten") if record.get("result_overwritten") is True else None
+
+
+def _function_state(ex: Exercise, record: Mapping[str, Any], error: Mapping[str, Any] | None = None) -> Outcome | None:
+    """A wrong function that keeps something on the function object itself (`f.matrices = …` at its first call):
+    what an earlier call stored there is most likely what a later call reuses."""
+    kept = [n for n in record.get("fn_attributes") or [] if isinstance(n, str)]
+    if not kept:
+        return None
+    names = ", ".join(f"`{ex.answers[0]}.{n}`" for n in kept[:2]) + (", …" if len(kept) > 2 else "")
+    then = f" (On other inputs it raised {error.get('message')})" if error else ""
+    return _fail(ex, "stale_value",
+                 f"`{ex.answers[0]}` keeps something on the function object itself ({names}), and on other inputs "
+                 "its answers are wrong: most likely a later call reuses what an earlier call stored there (the "
+                 "notebook's own call, made first). Compute everything from the arguments of each call, and keep "
+                 "nothing between calls." + then)
 
 
 def _mutation_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
@@ -2984,6 +3002,8 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
             break
     if len(answers) < len(plan.inputs) and fail is None:
         fail = f"`{ex.answers[0]}` was not called on every input."
+    if fail is not None and (kept := _function_state(ex, record)):
+        return kept
     if fail is not None and (kept := _overwritten_problem(ex, record, plan)) is not None \
             and kept.diagnosis == "stale_value":
         # its wrong numbers are answers kept from before (a function that changes its inputs in place is told that)
@@ -2991,6 +3011,13 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
     if fail is None and record.get("models_read"):  # right here only because the notebook's model is the one given
         return _fail(ex, "reads_globals", _reads_globals(ex, record, "so it trains or runs that model whatever "
                                                                      "model it is given. Use its `model` argument."))
+    if fail is None and (flagged := record.get("grad_flag_set")):  # right, but it changes its inputs' flags
+        names = ", ".join(f"`{n}`" for n in flagged)
+        return _fail(ex, "mutates_input", f"`{ex.answers[0]}` switches on `requires_grad` of the tensor it is given as "
+                                          f"{names} (`.requires_grad_(True)` on an argument): the caller's tensor "
+                                          "then requires a gradient too, so its `.numpy()` fails and every "
+                                          "backward pass fills its `.grad`. Leave the inputs as they are: whoever "
+                                          "calls the function decides which tensors need a gradient.")
     if fail is None and (written := record.get("globals_written")):  # right, but it changes the notebook's data
         names = ", ".join(f"`{n}`" for n in written)
         return _fail(ex, "overwrites_variable",
@@ -3229,6 +3256,8 @@ def _evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
             return how
         answers = record.get("answers") or []
         where = plan.inputs[len(answers)] if ex.kind == "function" and len(answers) < len(plan.inputs) else None
+        if kind == "raised" and ex.kind == "function" and answers and (kept := _function_state(ex, record, error)):
+            return kept
         if kind == "raised" and ex.kind == "function" and not ex.module and answers and where is not None \
                 and _compare(ex, answers[0], ex.expected(plan.inputs[0])) is None \
                 and (sized := _raised_on_other_sizes(ex, plan, len(answers), str(error.get("message")), "",
@@ -3357,6 +3386,12 @@ def _keeps_length(ex: Exercise, name: str, axis: int, length: int,
     return True
 
 
+# errors about the numbers an input holds, not its sizes: an input of other sizes that raised one of these says
+# nothing about sizes (a Categorical of negative scores, a square root of a negative number)
+_VALUE_ERROR = re.compile(r"constraint|invalid values|negative|math domain error|must be (?:positive|finite)|"
+                          r"contains (?:NaN|inf)", re.I)
+
+
 def _raised_on_other_sizes(ex: Exercise, plan: Plan, trial: Any, message: str, note: str = "",
                            context: Mapping[str, Any] | None = None) -> Outcome | None:
     """Right on the notebook's example, raised on trial ``trial``, whose inputs have other sizes than the
@@ -3366,6 +3401,8 @@ def _raised_on_other_sizes(ex: Exercise, plan: Plan, trial: Any, message: str, n
     if not (where := _other_sizes(ex, plan.inputs[0], plan.inputs[trial])):
         return None
     error = re.sub(r" when called on .*$", "", re.sub(r"^`[^`]+` raised ", "", message), flags=re.S)
+    if _VALUE_ERROR.search(error):  # refused for its numbers (a negative "probability"), not for its sizes
+        return None
     return _fail(ex, "example_sizes_only",
                  f"Right on this notebook's numbers, but on inputs of other sizes ({', '.join(where)}) your code "
                  f"raised {error.rstrip('.')}. Somewhere it relies on the example's sizes: a number typed in (a "

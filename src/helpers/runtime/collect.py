@@ -199,7 +199,8 @@ def _module_of(trainable: Mapping[str, Any], frozen: Mapping[str, Any], buffers:
     kept out of the state_dict:
     other counts, sizes and frozen parameters than the student's own module. A dotted name (``proj.w_out``) puts
     the parameter in a submodule of that name. ``tied`` maps a further name to one of those parameters: the same
-    parameter object, registered there too (tied weights, which ``parameters()`` yields once)."""
+    parameter object, registered there too (tied weights, which ``parameters()`` yields once). The first parameter
+    is a view of a longer tensor (its storage holds twice its entries)."""
     import torch
 
     module = torch.nn.Module()
@@ -214,12 +215,19 @@ def _module_of(trainable: Mapping[str, Any], frozen: Mapping[str, Any], buffers:
             at = getattr(at, part)
         return at, attr
 
+    first = True
     for group, grad in ((trainable, True), (frozen, False)):
         for name, arr in group.items():
             at, attr = owner(name)
             dtype = torch.float64 if name in double else torch.float32
-            at.register_parameter(attr, torch.nn.Parameter(torch.as_tensor(np.asarray(arr), dtype=dtype),
-                                                           requires_grad=grad))
+            data = torch.as_tensor(np.asarray(arr), dtype=dtype)
+            if first and data.dim() >= 1 and data.shape[0]:
+                # the first one a view of a tensor twice as long (as `nn.Parameter(t[:n])` makes): a count of what
+                # the storages behind the parameters hold, not of their entries, shows
+                whole = torch.zeros((2 * data.shape[0], *data.shape[1:]), dtype=dtype)
+                whole[: data.shape[0]] = data
+                data, first = whole[: data.shape[0]], False
+            at.register_parameter(attr, torch.nn.Parameter(data, requires_grad=grad))
     for name, arr in (buffers or {}).items():
         at, attr = owner(name)
         at.register_buffer(attr, torch.as_tensor(np.asarray(arr), dtype=torch.float32), persistent=False)
@@ -2301,9 +2309,15 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
         for i, inputs in enumerate(plan.get("trials") or []):
             args = {k: to_framework(v, framework) for k, v in inputs.items()}
             before = _snapshot(args)
+            flags = {k: getattr(v, "requires_grad", None) for k, v in args.items()}
             which = "the notebook's example" if i == 0 else "random inputs"
             result = _call(fn, name, list(args.values()), which, _shapes(inputs))
             mutated.update(_mutated(before, args))
+            # an input whose requires_grad the call switched on (`x.requires_grad_(True)`): the caller's tensor
+            # then requires a gradient (its .numpy() fails, every backward fills its .grad)
+            flagged = record.setdefault("grad_flag_set", [])
+            flagged += [k for k, v in args.items() if flags[k] is False and getattr(v, "requires_grad", False) is True
+                        and k not in flagged]
             if i == 0:
                 record["facts"] = _facts({name: result})
             record["answers"].append({name: to_array(result, f"{name}(...)", finite=False)})
@@ -2353,9 +2367,19 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
                 "typed_in": record.get("typed_in", []),
                 # what the step rules out, which may be why it raised (another library's softmax on integers)
                 **{k: record[k] for k in ("unused", "forbidden", "forbidden_via", "library_via", "library_via_own")
-                   if k in record}}
+                   if k in record}, "fn_attributes": _fn_attributes(fn)}
     record["mutated"] = sorted(mutated)
+    record["fn_attributes"] = _fn_attributes(fn)
     return record
+
+
+def _fn_attributes(fn: Any) -> list[str]:
+    """What a plain function keeps on itself (`f.cache = …`, set by its own calls): a state its next calls read."""
+    if not isinstance(fn, types.FunctionType):
+        return []
+    kept = [k if isinstance(k, str) else f"__dict__[{k!r}]" for k in vars(fn)
+            if not (isinstance(k, str) and k.startswith("__"))]
+    return sorted(n[:80] for n in kept)[:5]
 
 
 def _doubled(value: Any, framework: str | None) -> Any:

@@ -853,7 +853,9 @@ register(
                   {"sum_wrong_axis": _axis("sum_axis", 0), "sum_over_features": _axis("sum_axis", 2)}, ndim=3),
     _value("outputs", "The outputs", ("outputs",), ref_outputs, reads=("weighted_values", "sum_axis"),
            framework="torch", mistakes=OUTPUT_MISTAKES, computed_with=("weighted_values",),
-           edge=(large_numbers, one_token),  # one token: a squeeze shows
+           # one token: a squeeze shows; values one wide, narrower than the tokens are many: a cut of the token
+           # axis to d_v shows
+           edge=(large_numbers, one_token, narrow_values),
            hints={"not_computed_with": "Your numbers are right, but your cell never uses `weighted_values`: this "
                   "step sums the weighted values of the previous step over the right axis (a matrix product of the "
                   "weights and the values gives the same numbers, and skips the point of the step)."}),

@@ -255,6 +255,12 @@ def long_table(inputs: dict) -> dict:
     return {"n": 300, "d_model": 32}
 
 
+def longest_table(inputs: dict) -> dict:
+    """An edge trial of 6 000 positions, 2 wide (one frequency, 1: every angle a whole number, exact in float32): a
+    table made once for a fixed length (the 5 000 positions of a well-known tutorial) and sliced shows."""
+    return {"n": 6000, "d_model": 2}
+
+
 def ref_sinusoid(n, d_model):
     return sinusoid(n, d_model)
 
@@ -537,7 +543,8 @@ def _exercises() -> list[Exercise]:
             "08.sinusoidal", title="The sinusoidal encoding", answers=("sinusoidal_encoding",),
             inputs=sinusoidal_inputs, reference=ref_sinusoid, mistakes=SINUSOID_MISTAKES, hints=SINUSOID_HINTS,
             # and the first trial's n with a wider table: tables kept by n alone show
-            dtype="float32", signs={"pe_exponent_sign": _exponent_sign}, edge=(long_table, wider_table, one_position),
+            dtype="float32", signs={"pe_exponent_sign": _exponent_sign},
+            edge=(long_table, wider_table, one_position, longest_table),  # and 6 000 positions: a table cut at 5 000
             atol=5e-5, **fn,
         ),
         Exercise(
