@@ -1105,3 +1105,25 @@ def test_a_plain_float32_self_attention_passes_on_draws_with_loud_or_long_trials
 
     outcome = judge(spec.get("02.self_attention"), {"self_attention": self_attention}, np.random.default_rng(seed))
     assert outcome.status == "pass", outcome.message
+
+
+@pytest.mark.parametrize("float32", [False, True])
+def test_a_tensorflow_gradient_is_compared_with_finite_differences(float32):
+    """tf.stop_gradient on a softmax's row sums keeps the numbers and changes the gradient; on its row maxima it
+    changes neither (the shift cancels). Compared in float64, or in float32 when the function casts to it."""
+    from helpers.quiet import quiet_tensorflow
+    from helpers.runtime.collect import _grad_mismatch_tf
+
+    with quiet_tensorflow():
+        import tensorflow as tf
+
+    def attend(q, k, v, stop_sums):
+        s = tf.matmul(q, k, transpose_b=True) / tf.sqrt(tf.cast(tf.shape(k)[-1], tf.float32 if float32 else q.dtype))
+        e = tf.exp(s - tf.stop_gradient(tf.reduce_max(s, axis=-1, keepdims=True)))
+        sums = tf.reduce_sum(e, axis=-1, keepdims=True)
+        return tf.matmul(e / (tf.stop_gradient(sums) if stop_sums else sums), v)
+
+    rng = np.random.default_rng(3)
+    inputs = {"q": rng.normal(size=(3, 4)), "k": rng.normal(size=(5, 4)), "v": rng.normal(size=(5, 2))}
+    assert _grad_mismatch_tf(lambda q, k, v: attend(q, k, v, False), inputs) == []
+    assert _grad_mismatch_tf(lambda q, k, v: attend(q, k, v, True), inputs) == ["q", "k"]
