@@ -36,22 +36,23 @@ def other_scale(attend: Callable[[Mapping[str, Any], Any], Any],
         for got, inputs in trials:
             if _close(got, ex.expected(inputs), ex.answers, ex.rtol, ex.atol):
                 continue
-            here, ambiguous, told = [], False, False
+            here, ambiguous, blurred = [], False, False
             want = ex.expected(inputs)
             for what, size in sizes(inputs).items():
                 scale = np.sqrt(np.asarray(size, dtype=np.float64))
                 with np.errstate(all="ignore"):
                     out = _as_named(ex, attend(inputs, scale))
                 if _close(out, want, ex.answers, ex.rtol * LOOSER, ex.atol * LOOSER):
-                    continue  # a size this close to d_k here that the looser match cannot tell it from the right
-                    # answer: an answer a little off for another reason (a clamp) would match it
-                told = True
+                    # a size this close to d_k here that the looser match cannot tell it from the right answer: an
+                    # answer a little off for another reason (a clamp) would match it, so this trial cannot say
+                    blurred = blurred or _close(got, out, ex.answers, ex.rtol * LOOSER, ex.atol * LOOSER)
+                    continue
                 if _close(got, out, ex.answers, ex.rtol * LOOSER, ex.atol * LOOSER):
                     if np.ndim(size) == 0 and typed is not None and int(size) == typed:
                         ambiguous = True  # this trial cannot tell that size from the notebook's d_k typed in
                     else:
                         here.append(what)
-            if not here and (ambiguous or not told):  # (no size here that the answers could be told by)
+            if not here and (ambiguous or blurred):
                 continue
             if not here:
                 return None

@@ -211,8 +211,8 @@ class Exercise:
     # a function step's result when its float inputs require a gradient (no .detach(), no torch.no_grad())
     # (a tuple of argument names: those inputs only, e.g. not a fixed encoding handed in next to the weights)
     keeps_grad: bool | tuple[str, ...] = False
-    # function steps: the reference written in the step's framework, differentiable; put in for the student's
-    # function where a later step trains through it (that step judged with a right one, for carried credit)
+    # function steps: the reference written in the step's framework, differentiable: the right answer the tests
+    # play in that framework (its gradient is judged, which a NumPy reference wrapped in a tensor has not)
     native: Callable[..., Any] | None = None
     # function steps: a call that raised an error whose text ("Type: message", with the student's line)
     # matches the regular expression is that mistake (e.g. an OverflowError from exp(s - m) with s > m)

@@ -2126,7 +2126,8 @@ def _keeps_grad_tf(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> bool | 
 def _grad_mismatch_tf(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> list[str] | None:
     """:func:`_grad_mismatch` for TensorFlow: under a ``tf.GradientTape``, the gradient of the result's sum along a
     random direction of each float input, against the central difference along it. In float64 where the function
-    takes it, else in float32 with a wider step and tolerance (a function that casts to tf.float32 inside). The names
+    takes it, else (it raised there: a cast to tf.float32 inside) in float32 with a wider step and tolerance; a
+    function that takes float64 and returns another dtype is not judged (as in :func:`_grad_mismatch`). The names
     of the inputs where they disagree (a `tf.stop_gradient` on part of a softmax: its denominator, say); None when
     that cannot be told."""
     try:
@@ -2155,7 +2156,7 @@ def _grad_mismatch_tf(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> list
                     args.append(to_framework(v, "tensorflow"))
             out = fn(*args)
             if not isinstance(out, (tf.Tensor, tf.Variable)) or out.dtype != dtype:
-                raise TypeError("not the dtype it was given")
+                raise _OtherDtype
             return out, watched
 
         try:
@@ -2183,9 +2184,15 @@ def _grad_mismatch_tf(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> list
                     if abs(fd - ad) > tol * (abs(fd) + size) + 1e-6:
                         wrong.append(key)
             return wrong
-        except Exception:  # noqa: BLE001 — the student's function: it may refuse float64; then float32
-            continue
+        except _OtherDtype:  # float64 in, another dtype out (a result cast, or made of NumPy): no claim, as in torch
+            return None
+        except Exception:  # noqa: BLE001 — the student's function: it may refuse float64 (a tf.float32 cast
+            continue  # inside makes float64 operands clash); then float32
     return None
+
+
+class _OtherDtype(Exception):
+    """A function that returned another dtype than its inputs' (see :func:`_grad_mismatch_tf`)."""
 
 
 def _numpy_of_graph(exc: BaseException) -> bool | None:

@@ -674,6 +674,20 @@ def ref_self_attention(x, w_query, w_key, w_value):
     return _attend(x @ w_query, x @ w_key, x @ w_value)
 
 
+def native_scaled_attention(q, k, v):
+    """The reference in TensorFlow, differentiable (what a right student's function is: its gradient is judged)."""
+    import tensorflow as tf
+
+    s = tf.matmul(q, k, transpose_b=True) / tf.sqrt(tf.cast(tf.shape(k)[-1], q.dtype))
+    return tf.matmul(tf.nn.softmax(s, axis=-1), v)
+
+
+def native_self_attention(x, w_query, w_key, w_value):
+    import tensorflow as tf
+
+    return native_scaled_attention(tf.matmul(x, w_query), tf.matmul(x, w_key), tf.matmul(x, w_value))
+
+
 SELF_MISTAKES = {
     "scale_by_d_model": lambda x, w_query, w_key, w_value: _attend(
         x @ w_query, x @ w_key, x @ w_value, scale=np.sqrt(x.shape[-1])),
@@ -1343,6 +1357,7 @@ def _exercises() -> list[Exercise]:
             kind="function",
             inputs=fn_inputs,
             reference=ref_scaled_attention,
+            native=native_scaled_attention,
             mistakes=FN_MISTAKES,
             hints=FN_HINTS,
             notebook=NOTEBOOK,
@@ -1366,6 +1381,7 @@ def _exercises() -> list[Exercise]:
             kind="function",
             inputs=self_inputs,
             reference=ref_self_attention,
+            native=native_self_attention,
             mistakes=SELF_MISTAKES,
             hints=SELF_HINTS,
             notebook=NOTEBOOK,

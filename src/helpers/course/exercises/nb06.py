@@ -84,10 +84,12 @@ def _qkv(rng, batch: tuple = ()) -> dict:
 
 
 def signed_weights(inputs: dict) -> dict:
-    """An edge trial: the weights moved down by their mean (some negative): dropout drops and rescales whatever it
-    is given, as nn.Dropout does; one that acts only where a weight is above 0 shows."""
-    w = np.asarray(inputs["weights"], dtype=np.float64)
-    return {**inputs, "weights": w - w.mean()}
+    """An edge trial: the first row of weights negated: dropout drops and rescales whatever it is given, as
+    nn.Dropout does; one that acts only where a weight is above 0 shows. (A whole row of one sign: its kept
+    weights never sum to 0, so a version that renormalises them stays finite and is named.)"""
+    w = np.array(inputs["weights"], dtype=np.float64)
+    w[0] = -w[0]
+    return {**inputs, "weights": w}
 
 
 def causal_inputs(rng=None) -> dict:
@@ -708,6 +710,33 @@ def ref_mha(x, w_query, w_key, w_value, w_out, num_heads):
     return _mha(x, w_query, w_key, w_value, w_out, num_heads)
 
 
+def native_tf_causal(q, k, v):
+    """06.tf_causal_attention's reference in TensorFlow, differentiable (a right student's function: its gradient is
+    judged)."""
+    import tensorflow as tf
+
+    n = tf.shape(q)[-2]
+    s = tf.matmul(q, k, transpose_b=True) / tf.sqrt(tf.cast(tf.shape(k)[-1], q.dtype))
+    allowed = tf.range(n)[None, :] <= tf.range(n)[:, None]
+    return tf.matmul(tf.nn.softmax(tf.where(allowed, s, tf.constant(-np.inf, s.dtype)), axis=-1), v)
+
+
+def native_tf_mha(x, w_query, w_key, w_value, w_out, num_heads):
+    """06.tf_multi_head_attention's reference in TensorFlow, differentiable."""
+    import tensorflow as tf
+
+    b, s, d = (int(n) for n in x.shape)
+    h = int(num_heads)
+
+    def split(t):
+        return tf.transpose(tf.reshape(t, (b, s, h, d // h)), perm=[0, 2, 1, 3])
+
+    q, k, v = (split(tf.matmul(x, w)) for w in (w_query, w_key, w_value))
+    weights = tf.nn.softmax(tf.matmul(q, k, transpose_b=True) / tf.sqrt(tf.cast(d // h, x.dtype)), axis=-1)
+    merged = tf.reshape(tf.transpose(tf.matmul(weights, v), perm=[0, 2, 1, 3]), (b, s, d))
+    return tf.matmul(merged, w_out)
+
+
 MHA_MISTAKES = {
     "heads_reshaped_without_transpose": lambda **i: _mha(**i, wrong_heads=True),
     "missing_scale": lambda **i: _mha(**i, scale="none"),
@@ -1189,7 +1218,7 @@ def _exercises() -> list[Exercise]:
         ),
         Exercise(
             "06.tf_causal_attention", title="Causal attention in TensorFlow", answers=("tf_causal_attention",),
-            hints=_causal_hints("tensorflow"), how=own, dtype="float32", **causal, **tf_,
+            hints=_causal_hints("tensorflow"), how=own, dtype="float32", native=native_tf_causal, **causal, **tf_,
         ),
         Exercise(
             "06.tf_multi_head_attention",
@@ -1197,6 +1226,7 @@ def _exercises() -> list[Exercise]:
             answers=("tf_multi_head_attention",),
             how=own,
             dtype="float32",
+            native=native_tf_mha,
             **{**mha, "mistakes": TF_MHA_MISTAKES, "explains": TF_MHA_EXPLAINS,
                "hints": {**mha["hints"], "transposed_all_axes": "tf.transpose without perm reverses every axis: "
                          "(batch, heads, seq, d_head) becomes (d_head, seq, heads, batch), and the reshape after it "

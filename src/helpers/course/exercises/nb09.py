@@ -243,6 +243,16 @@ def ref_padded(q, k, v, enc_lengths):
     return _padded(q, k, v, enc_lengths)
 
 
+def native_tf_padded(q, k, v, enc_lengths):
+    """09.tf_padded_cross_attention's reference in TensorFlow, differentiable (a right student's function: its gradient
+    is judged)."""
+    import tensorflow as tf
+
+    s = tf.matmul(q, k, transpose_b=True) / tf.sqrt(tf.cast(tf.shape(k)[-1], q.dtype))
+    real = tf.range(tf.shape(k)[-2])[None, :] < tf.cast(enc_lengths, tf.int32)[:, None]
+    return tf.matmul(tf.nn.softmax(tf.where(real[:, None, :], s, tf.constant(-np.inf, s.dtype)), axis=-1), v)
+
+
 PADDED_MISTAKES = {
     "missing_padding_mask": lambda **i: _padded(**i, padding="none"),
     "padding_mask_inverted": lambda **i: _padded(**i, padding="inverted"),
@@ -1068,6 +1078,7 @@ def _exercises() -> list[Exercise]:
         Exercise("09.tf_padded_cross_attention", title="Cross-attention over a padded batch in TensorFlow",
                  answers=("tf_padded_cross_attention",), hints=TF_PADDED_HINTS, **padded, **common,
                  framework="tensorflow", how={"library_attention": False}, dtype="float32", atol=5e-5,
+                 native=native_tf_padded,
                  keeps_grad=True,  # "with TensorFlow operations": q, k and v reach the result (tf.GradientTape)
                  # the PyTorch function above, run and wrapped in a TensorFlow tensor, is not the TensorFlow version
                  not_with=("torch", "F", "padded_cross_attention", "cross_attention")),
