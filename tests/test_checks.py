@@ -1127,3 +1127,17 @@ def test_a_tensorflow_gradient_is_compared_with_finite_differences(float32):
     inputs = {"q": rng.normal(size=(3, 4)), "k": rng.normal(size=(5, 4)), "v": rng.normal(size=(5, 2))}
     assert _grad_mismatch_tf(lambda q, k, v: attend(q, k, v, False), inputs) == []
     assert _grad_mismatch_tf(lambda q, k, v: attend(q, k, v, True), inputs) == ["q", "k"]
+
+
+@pytest.mark.parametrize("error, about_numbers", [
+    ("ValueError: Expected parameter probs (Tensor of shape (7,)) of distribution Categorical(probs: "
+     "torch.Size([7])) to satisfy the constraint Simplex(), but found invalid values", True),
+    ("ValueError: math domain error", True),
+    ("RuntimeError: Trying to create tensor with negative dimension -3: [-3]", False),
+    ("ValueError: negative dimensions are not allowed", False),
+    ("RuntimeError: The size of tensor a (4) must match the size of tensor b (5) at non-singleton dimension 1", False),
+])
+def test_an_error_about_an_inputs_numbers_is_not_blamed_on_its_sizes(error, about_numbers):
+    """A replay of other sizes that raised about the numbers it was given (a Categorical of negative scores) says
+    nothing about sizes; one that raised about a size (a negative dimension) does."""
+    assert bool(spec._VALUE_ERROR.search(error)) is about_numbers

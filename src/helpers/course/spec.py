@@ -3388,8 +3388,8 @@ def _keeps_length(ex: Exercise, name: str, axis: int, length: int,
 
 # errors about the numbers an input holds, not its sizes: an input of other sizes that raised one of these says
 # nothing about sizes (a Categorical of negative scores, a square root of a negative number)
-_VALUE_ERROR = re.compile(r"constraint|invalid values|negative|math domain error|must be (?:positive|finite)|"
-                          r"contains (?:NaN|inf)", re.I)
+_VALUE_ERROR = re.compile(r"constraint|invalid values|negative(?! dimension)|math domain error|"
+                          r"must be (?:positive|finite)|contains (?:NaN|inf)", re.I)
 
 
 def _raised_on_other_sizes(ex: Exercise, plan: Plan, trial: Any, message: str, note: str = "",
