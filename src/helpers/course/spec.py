@@ -352,7 +352,21 @@ def _raised_on_other_step(ex: Exercise, replay_error: Mapping[str, Any]) -> str 
         return None
     owners = [(n, o) for n in binds if (o := owner(ex, n)) is not None]
     if not owners:
-        return None
+        # a helper line (`row_max = …`): it belongs to the first step whose answer the cell makes from it
+        made = None
+        for n in replay_error.get("feeds") or ():
+            if n in ex.answers:
+                return None  # this step's own: what raised is this step's to fix
+            if (o := owner(ex, n)) is not None:
+                made = (n, o)
+                break
+        if made is None:
+            return None
+        name, other = made
+        return (f"Right on this notebook's numbers, but run again on other inputs, your cell raised "
+                f"{replay_error.get('message', '')}, on the line that makes `{binds[0]}`, from which the cell makes "
+                f"`{name}` ({other.id}): not this step's line, so this step could not be judged there. Fix that step "
+                "first (its own check says more), then run the cell again.")
     name, other = owners[0]
     return (f"Right on this notebook's numbers, but run again on other inputs, your cell raised "
             f"{replay_error.get('message', '')}, on the line that makes `{name}` ({other.id}), not on this step's "

@@ -276,6 +276,26 @@ def _raising_line_binds(exc: BaseException, source: str | None) -> list[str]:
     return []
 
 
+def _raising_line_feeds(exc: BaseException, source: str | None) -> list[str]:
+    """The names the cell's later top-level statements bind from what the raising statement binds (directly or
+    through each other), in the order they are bound: which step's answer a raising helper line (`row_max = …`)
+    is part of."""
+    binds = set(_raising_line_binds(exc, source))
+    if not binds:
+        return []
+    lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<your cell>" and f.lineno]
+    tree = ast.parse(source or "")
+    later = [n for n in tree.body if n.lineno > lines[0]]
+    tainted, feeds = set(binds), []
+    for node in later:
+        reads = {x.id for x in ast.walk(node) if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Load)}
+        if reads & tainted:
+            made = sorted(assigned_names(ast.get_source_segment(source, node) or ""))
+            feeds += [n for n in made if n not in feeds]
+            tainted |= set(made)
+    return feeds[:20]
+
+
 def _error(kind: str, message: str) -> dict[str, Any]:
     return {"error": {"kind": kind, "message": message}}
 
@@ -1068,7 +1088,8 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
                     raise
                 record["replay"]["error"] = {"trial": i, "message": f"{type(exc).__name__}: {_first_line(exc)}"
                                                                      f"{student_frame_line(exc)}",
-                                             "binds": _raising_line_binds(exc, source)}
+                                             "binds": _raising_line_binds(exc, source),
+                                             "feeds": _raising_line_feeds(exc, source)}
                 break
             # in place: the very objects handed to the cell changed (a name the cell binds anew, such as
             # a loop variable or a step of the same cell computed again, is not a change of its input)
