@@ -461,6 +461,15 @@ _ROWS = [
     ("cache_quadratic_in_n", "the cache counted as n × n",
      "The cache grows linearly with n: each token adds one key and one value per layer and head. An n × n matrix "
      "is the size of the scores, which the cache does not keep."),
+    ("cache_tokens_short_by_one", "the cache of n − 1 tokens",
+     "Your count holds n − 1 tokens' keys and values. Every token of the sequence, the newest too, keeps its key "
+     "and value in the cache: n of them."),
+    ("cache_extra_layer", "one layer too many in the cache",
+     "Your count has num_layers + 1 layers (the embeddings counted as one, say). Only the attention layers keep "
+     "keys and values: num_layers of them."),
+    ("cache_heads_for_layers", "num_heads where num_layers belongs",
+     "Your count multiplies num_heads by itself where num_layers belongs: each of the num_layers layers keeps "
+     "num_heads heads' keys and values, so the product is num_layers · num_heads."),
     # --- notebook 10
     ("missing_residual", "the attention output replaces its input",
      "Your model hands on only what attention returns. Add it to its input instead (x + attention(x), a residual "
