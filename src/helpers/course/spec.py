@@ -1466,6 +1466,9 @@ _HOW = {
                                   "a multi-head attention layer). This step asks you to write it yourself, from "
                                   "matrix products and a softmax; the library's version is what the cell "
                                   "compares yours with.",
+    ("sampled", False): "Your cell draws its guesses at random from the model's probabilities (`torch.multinomial`, "
+                        "a distribution's `sample()`): a guess is the token with the largest logit, the argmax. A "
+                        "trained model is almost sure of itself, so a draw is right most of the time, not always.",
     ("no_grad", True): "Your numbers are right, but the step asks you to evaluate without keeping track of "
                        "gradients: run the model inside `with torch.no_grad():` (gradients are only needed to "
                        "train, and recording them costs memory and time).",
@@ -3022,6 +3025,11 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
         return kept
     if fail is not None and (kept := _function_state(ex, record)):  # (what it keeps, where the above cannot tell)
         return kept
+    if fail is None and (alike := record.get("module_alike")):  # right, but the cell's module starts two weights alike
+        return _fail(ex, "init_not_random", f"`{ex.module}`'s own `{alike[0]}` and `{alike[1]}` start with exactly "
+                                            "the same numbers: one draw serves both (a layer deep-copied into "
+                                            "another's place, or one tensor given to two), where each layer draws "
+                                            "its own. Make each one anew in `__init__`.")
     if fail is None and record.get("models_read"):  # right here only because the notebook's model is the one given
         return _fail(ex, "reads_globals", _reads_globals(ex, record, "so it trains or runs that model whatever "
                                                                      "model it is given. Use its `model` argument."))

@@ -740,7 +740,8 @@ def code_features(source: str) -> dict[str, Any] | None:
     result the cell computes, where a step asks to predict it), ``shape_read`` (a size read off
     anything), ``forward_called`` (a module's forward called directly), ``int_cast`` (an integer type named) and
     ``no_grad_names`` (the names read where gradients are off) and ``grad_calls`` (the names called where they are
-    on). ``None`` if it does not parse."""
+    on), ``sampled`` (a call that draws from probabilities: ``torch.multinomial``, a distribution's ``sample()``).
+    ``None`` if it does not parse."""
     tree = _parse(source)
     if tree is None:
         return None
@@ -772,7 +773,13 @@ def code_features(source: str) -> dict[str, Any] | None:
             "max_of_lengths": _max_of_lengths(tree), "shape_of_result": _shape_of_result(tree),
             "shape_read": _reads_a_shape(tree), "forward_called": _calls_forward(tree),
             "sequence_mask_without_maxlen": _sequence_mask_without_maxlen(tree), "int_cast": _int_cast(tree),
-            "no_grad_names": _no_grad_names(tree), "grad_calls": _grad_calls(tree)}
+            "no_grad_names": _no_grad_names(tree), "grad_calls": _grad_calls(tree),
+            "sampled": bool(_call_names(tree) & _SAMPLERS)}
+
+
+# calls that draw at random from probabilities (guesses sampled instead of taken as the argmax)
+_SAMPLERS = {"multinomial", "Categorical", "OneHotCategorical", "sample", "rsample", "bernoulli", "gumbel_softmax",
+             "choice", "choices", "random_categorical", "categorical"}
 
 
 _WEIGHT_NAME = re.compile(r"(?:^|_)(?:w|W|weights?|Wq|Wk|Wv|Wo|w[qkvo])(?:_|$)")

@@ -2366,6 +2366,8 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             record["same_for_doubled"] = kept.get("same_for_doubled") is True
         # a function that uses what the step rules out (another library) is not measured: that comes first
         record["probes"] = {} if record.get("forbidden") else _probes(plan, fn, name, framework)
+        if framework == "torch" and plan.get("module"):
+            record["module_alike"] = _alike_parameters(namespace.get(plan["module"]))
         if plan.get("keeps_grad") and framework == "torch" and plan.get("trials") and plan.get("module"):
             # the function runs a module the cell made (which it may call without gradients): that module's output
             notes = {}
@@ -2399,6 +2401,27 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
     record["mutated"] = sorted(mutated)
     record["fn_attributes"] = _fn_attributes(fn)
     return record
+
+
+def _alike_parameters(module: Any) -> list[str]:
+    """Two trainable parameters of ``module`` of one shape holding exactly the same numbers, not all equal ones (a
+    layer deep-copied into another's place, one draw given to two weights): their names, or []. Zeros or ones, a
+    layer norm's start, are not this."""
+    import torch
+
+    named = getattr(module, "named_parameters", None)
+    if not callable(named):
+        return []
+    seen: list[tuple[str, Any]] = []
+    with torch.no_grad():
+        for name, p in named():
+            if not getattr(p, "requires_grad", False) or p.numel() < 2 or bool((p == p.reshape(-1)[0]).all()):
+                continue
+            for other, q in seen:
+                if q.shape == p.shape and bool(torch.equal(q, p)):
+                    return [other, str(name)]
+            seen.append((str(name), p))
+    return []
 
 
 def _fn_attributes(fn: Any) -> list[str]:

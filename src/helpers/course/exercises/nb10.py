@@ -1105,7 +1105,8 @@ def _exercises() -> list[Exercise]:
             reference=ref_trained,
             reads=("fresh_tokens",),
             computed_with=("model",),  # the rule typed in by hand (reversing the digits) gives the same numbers
-            how={"no_grad": True},  # the TO-DO: "in evaluation mode … and without keeping track of gradients"
+            how={"no_grad": True,  # the TO-DO: "in evaluation mode … and without keeping track of gradients"
+                 "sampled": False},  # its guesses: the argmax, not a draw from the probabilities
             module="model",  # its mode is recorded: guesses made in training mode are named
             in_eval=True,
             framework="torch",
