@@ -253,10 +253,14 @@ def last_key_loud_arrays(inputs: dict) -> tuple[np.ndarray, ...]:
     stops one key early) leaves an exponent above 88 there: inf, then NaN. As :func:`past_limit_arrays` (drawn,
     exact in float32), with the tokens reordered; returns x, w_query, w_key, w_value and rounded weights."""
     x, wq, wk, wv, rounded = _drawn_scaled(inputs, int(PAST_LIMIT) + 1, last_key_factor, flip=True)
+    return x[loudest_key_last(x, wq, wk)], wq, wk, wv, rounded
+
+
+def loudest_key_last(x: np.ndarray, wq: np.ndarray, wk: np.ndarray) -> list[int]:
+    """The order of the tokens ``x`` that moves the token whose key makes the largest score to the end."""
     s = (x @ wq) @ (x @ wk).T
     col = int(np.argmax(s[int(np.argmax(s.max(axis=1)))]))
-    order = [i for i in range(len(x)) if i != col] + [col]
-    return x[order], wq, wk, wv, rounded
+    return [i for i in range(len(x)) if i != col] + [col]
 
 
 def far_past_scores(inputs: dict) -> dict:

@@ -484,9 +484,7 @@ def last_key_loud_fn_inputs(inputs: dict) -> dict:
         if s.max() < -s.min():
             wq, s = -wq, -s
         if s.max() > 0 and (factor := nb01.last_key_factor(s)) is not None:
-            col = int(np.argmax(s[int(np.argmax(s.max(axis=1)))]))
-            order = [i for i in range(len(x)) if i != col] + [col]
-            return {**drawn, "x": x[order] * np.sqrt(factor), "w_query": wq}
+            return {**drawn, "x": x[nb01.loudest_key_last(x, wq, drawn["w_key"])] * np.sqrt(factor), "w_query": wq}
     return inputs
 
 

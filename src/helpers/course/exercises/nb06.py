@@ -98,6 +98,15 @@ def causal_inputs(rng=None) -> dict:
     return _qkv(rng, (int(rng.integers(1, 3)),))  # with a batch axis: (batch, seq, d)
 
 
+def _last_query_apart(q: np.ndarray) -> np.ndarray:
+    """The last query of ``q`` made of unit length and every other one orthogonal to it, in place: a key along it
+    then scores with the last query alone. Returns that unit query (…, 1, d)."""
+    last = q[..., -1:, :] / np.sqrt(np.sum(q[..., -1:, :] ** 2, axis=-1, keepdims=True))
+    q[..., -1:, :] = last
+    q[..., :-1, :] -= (q[..., :-1, :] * last).sum(-1, keepdims=True) * last
+    return last
+
+
 def causal_edge(inputs: dict) -> dict:
     """A draw moved to the edges a causal mask must survive. The first key scores exactly 0 with every query (a mask
     applied by value, ``scores == 0``, hides it, and the first query sees nothing else); the last key scores 800 with
@@ -108,9 +117,7 @@ def causal_edge(inputs: dict) -> dict:
     q, k = np.array(inputs["q"], dtype=float), np.array(inputs["k"], dtype=float)
     # the last query of unit length: the last key then has entries of at most 800·√d, and a query orthogonal to it
     # scores about 0 in float32 as well (a short last query would make that key huge, and those scores noise)
-    last = q[..., -1:, :] / np.sqrt(np.sum(q[..., -1:, :] ** 2, axis=-1, keepdims=True))
-    q[..., -1:, :] = last
-    q[..., :-1, :] -= (q[..., :-1, :] * last).sum(-1, keepdims=True) * last
+    last = _last_query_apart(q)
     k[..., 0, :] = 0.0
     k[..., -1, :] = (EDGE_SCORE * np.sqrt(q.shape[-1]) * last)[..., 0, :]
     # values far larger than the other trials' (up to about ±60): outputs clamped to a "safe" range show
@@ -127,9 +134,7 @@ def loud_pair(inputs: dict) -> dict:
     q, k = np.array(inputs["q"], dtype=float), np.array(inputs["k"], dtype=float)
     if q.shape[-2] < 2:
         return out
-    last = q[..., -1:, :] / np.sqrt(np.sum(q[..., -1:, :] ** 2, axis=-1, keepdims=True))
-    q[..., -1:, :] = last
-    q[..., :-1, :] -= (q[..., :-1, :] * last).sum(-1, keepdims=True) * last
+    last = _last_query_apart(q)
     k[..., -1, :] = (80.0 * np.sqrt(q.shape[-1]) * last)[..., 0, :]
     k[..., -2, :] = (72.0 * np.sqrt(q.shape[-1]) * last)[..., 0, :]
     out["q"], out["k"] = q, k
@@ -149,9 +154,7 @@ def loud_past(inputs: dict) -> dict:
     q, k = np.array(inputs["q"], dtype=float), np.array(inputs["k"], dtype=float)
     if q.shape[-2] < 2:
         return out
-    last = q[..., -1:, :] / np.sqrt(np.sum(q[..., -1:, :] ** 2, axis=-1, keepdims=True))
-    q[..., -1:, :] = last
-    q[..., :-1, :] -= (q[..., :-1, :] * last).sum(-1, keepdims=True) * last
+    last = _last_query_apart(q)
     k[..., -1:, :] -= (k[..., -1:, :] * last).sum(-1, keepdims=True) * last  # its own key: a score of 0
     k[..., 0, :] = (200.0 * np.sqrt(q.shape[-1]) * last)[..., 0, :]
     out["q"], out["k"] = q, k
