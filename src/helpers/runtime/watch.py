@@ -47,18 +47,16 @@ class _Log:
 
     def product(self, q_tok: np.ndarray, k_tok: np.ndarray, paired: bool = False) -> None:
         rows, cols = np.unique(q_tok), np.unique(k_tok)
-        if paired:  # an element-wise product: only the pairs (q_tok[i], k_tok[i]), not every query with every key
-            above = int(np.sum(k_tok > q_tok))
-            if above:
-                self.above += above  # (a few pairs above the diagonal: counted against the same allowance)
-            return
-        if rows.size == self.n and cols.size == self.n:
+        if not paired and rows.size == self.n and cols.size == self.n:
             return  # the whole n × n matrix: the peak-memory probe says what is wrong with that
-        above = int(np.sum(cols.size - np.searchsorted(cols, rows, side="right")))
+        # an element-wise product (``paired``) takes only the pairs (q_tok[i], k_tok[i]), not every query with every
+        # key: its pairs above the diagonal count against the same allowance
+        above = int(np.sum(k_tok > q_tok)) if paired else \
+            int(np.sum(cols.size - np.searchsorted(cols, rows, side="right")))
         if not above:
             return
         where = f"queries {rows.min()}–{rows.max()} with keys {cols.min()}–{cols.max()}"
-        if cols.min() > rows.max():
+        if not paired and cols.min() > rows.max():
             raise ScoresAboveTheDiagonal(
                 f"it computed the scores of {where}: every one of those keys comes after every one of those "
                 "queries, a block above the diagonal that no query of it may see. Skip such blocks instead of "
