@@ -544,6 +544,10 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
         "not_with": list(ex.not_with),
         "how": dict(ex.how),
         "keeps_grad": ex.keeps_grad,
+        # a function of float32 tensors (not a module's: its weights fix the dtype) hands float64 inputs back in
+        # float64, as torch's and TensorFlow's own functions do
+        "follows_dtype": ex.kind == "function" and ex.framework in ("torch", "tensorflow") and ex.dtype == "float32"
+        and not ex.module,
         "functions": list(ex.functions),
         "count_rows": [b.name for b in ex.budgets],
         "later": list(LATER_NAMES.get(ex.id, ())) if ex.kind == "value" else [],
@@ -1234,6 +1238,23 @@ def _integer_where_float(ex: Exercise, facts: Mapping[str, Any]) -> bool:
 
 def _dtype_wrong(asked: str, dtype: str) -> bool:
     return not _is_float(dtype) if asked == "float" else dtype != asked
+
+
+def _double_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
+    """A function of tensors that hands float64 inputs back in a lower precision (see :func:`collect._double_dtype`)."""
+    dtype = record.get("double_dtype")
+    if ex.kind != "function" or not isinstance(dtype, str) or dtype in ("float64", "double"):
+        return None
+    if ex.framework == "tensorflow":
+        how = ("a `tf.cast(…, tf.float32)`, or NumPy's float32 wrapped in a tensor", "`tf.cast(d, q.dtype)`")
+    else:
+        how = ("a `.float()`, a `dtype=torch.float32`, or a tensor made in the default dtype (`torch.zeros(n, d)`) and "
+               "filled", "`torch.zeros_like(…)` or `dtype=q.dtype`")
+    return _fail(ex, "wrong_dtype", f"`{ex.answers[0]}(...)` gives the right numbers here, but handed float64 inputs it "
+                                    f"returns {dtype}: somewhere it fixes the dtype ({how[0]}), and the precision of "
+                                    "its inputs is lost. A function of tensors should return its inputs' dtype, as "
+                                    f"the library's own do: make new tensors like the inputs ({how[1]}) and cast "
+                                    "nothing.")
 
 
 def _dtype_carried(ex: Exercise, facts: Mapping[str, Any], name: str, dtype: str) -> Outcome | None:
@@ -3070,7 +3091,8 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
                       _mutation_problem(ex, record),
                       _overwritten_problem(ex, record, plan),
                       _probe_problem(ex, plan, record),
-                      _grad_problem(ex, record)):
+                      # a gradient cut (a trip through NumPy) is also why a dtype is fixed: that first
+                      _grad_problem(ex, record), _double_problem(ex, record)):
             if check is not None:
                 return check
         return Outcome(ex.id, "pass", ex.points, ex.points, f"{ex.title}: correct.")

@@ -2357,6 +2357,9 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             _call_quietly(fn, {k: _doubled(v, framework) for k, v in (plan.get("trials") or [])[-1].items()})
             results, copies = [results[-1], None], [copies[-1], None]
         record["result_overwritten"] = _overwritten(results, copies)
+        if plan.get("follows_dtype") and plan.get("trials") and not record.get("forbidden"):
+            # float64 in, float64 out: a result cast to float32, or built in the default dtype, loses the precision
+            record["double_dtype"] = _double_dtype(fn, plan["trials"][0], framework)
         # a result kept for the very objects it was given (a cache keyed by id()): the last trial's arrays changed in
         # place and handed in again give the old result, where new arrays of the same numbers give another
         if plan.get("trials") and framework in ("numpy", "torch") and results:
@@ -2475,6 +2478,40 @@ def _keeps_by_identity(fn: Callable[..., Any], args: Mapping[str, Any], before: 
         if isinstance(exc, KeyboardInterrupt):
             raise
         return False
+
+
+def _double_dtype(fn: Callable[..., Any], inputs: Mapping[str, Any], framework: str | None) -> str | None:
+    """Called on ``inputs`` with every float array in float64, the dtype of the float tensor ``fn`` returns (of the
+    first float tensor of a tuple), e.g. ``"float32"`` for a result cast with ``.float()`` or made in the default dtype
+    (``torch.zeros(n, d)`` filled in a loop). None when that cannot be told: no float input, a raise (a function may
+    refuse float64: a constant of TensorFlow's float32 beside it), or no float tensor out. torch's generator is left
+    as it was."""
+    if framework not in ("torch", "tensorflow") or not any(
+            isinstance(v, np.ndarray) and v.dtype.kind == "f" for v in inputs.values()):
+        return None
+    args = [to_framework(v, framework, "float64") if isinstance(v, np.ndarray) and v.dtype.kind == "f"
+            else to_framework(v, framework) for v in inputs.values()]
+    state = None
+    try:
+        if framework == "torch":
+            import torch
+
+            state = torch.random.get_rng_state()
+        with _quiet(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = fn(*args)
+    except Exception:  # noqa: BLE001 — the student's function: it may refuse float64
+        return None
+    finally:
+        if state is not None:
+            import torch
+
+            torch.random.set_rng_state(state)
+    for value in out if isinstance(out, (tuple, list)) else (out,):
+        name = dtype_name(value) if framework_of(value) == framework else None
+        if name and re.match(r"(b?float|half|double)", name):
+            return name
+    return None
 
 
 def _call_quietly(fn: Callable[..., Any], args: Mapping[str, Any]) -> None:
