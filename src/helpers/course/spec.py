@@ -1250,9 +1250,9 @@ def _double_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     else:
         how = ("a `.float()`, a `dtype=torch.float32`, or a tensor made in the default dtype (`torch.zeros(n, d)`) and "
                "filled", "`torch.zeros_like(…)` or `dtype=q.dtype`")
-    return _fail(ex, "wrong_dtype", f"`{ex.answers[0]}(...)` gives the right numbers here, but handed float64 inputs it "
-                                    f"returns {dtype}: somewhere it fixes the dtype ({how[0]}), and the precision of "
-                                    "its inputs is lost. A function of tensors should return its inputs' dtype, as "
+    return _fail(ex, "wrong_dtype", f"`{ex.answers[0]}(...)` gives the right numbers here, but handed float64 inputs "
+                                    f"it returns {dtype}: somewhere it fixes the dtype ({how[0]}), and the precision "
+                                    "of its inputs is lost. A function of tensors should return its inputs' dtype, as "
                                     f"the library's own do: make new tensors like the inputs ({how[1]}) and cast "
                                     "nothing.")
 
