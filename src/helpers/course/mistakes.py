@@ -867,6 +867,10 @@ _PROCESS_ROWS = [
      "Your code sets the random seed (torch.manual_seed, or a generator seeded on the spot) every time it runs, "
      "so every call draws the same random numbers. Seed once, at the top of the notebook, never inside a "
      "function that runs again and again."),
+    ("generator_put_back", "the random generator set back after each draw",
+     "Your code draws from torch's generator but leaves it where it was (a `torch.random.fork_rng()` around the "
+     "draw, or the generator's state set back after it), so the next call draws the same random numbers. Draw, and "
+     "let the generator move on."),
     ("optimizer_not_used", "the optimizer it is given never used",
      "Your step updates the weights without the optimizer it is given (its step() is never called): an update "
      "written by hand, or an optimizer of your own, trains the same way whatever optimizer the caller chose. "

@@ -1534,6 +1534,13 @@ def _unused_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
                                          f"`{ex.module}(...)` is outside the `with torch.no_grad():` block, so its "
                                          "forward pass still keeps track of gradients. Put the model's call inside "
                                          "the block.")
+    if ex.how.get("no_grad") and ex.module and how.get("no_grad", True) and record.get("forward_grad"):
+        # the block is there and the call written inside it, yet the forward passes ran with gradients on
+        return _fail(ex, "not_as_asked", f"Your cell writes `{ex.module}(...)` inside `with torch.no_grad():`, but "
+                                         "its forward passes run after the block, with gradients on: a generator "
+                                         "expression (or a `map`) made in the block runs its calls only where it is "
+                                         "consumed. Compute the guesses inside the block (a list, or the tensor "
+                                         "itself), not a lazy generator.")
     if forbidden:
         via = record.get("forbidden_via") or {}
         names = " and ".join(f"`{n}`" + (f" ({_PACKAGES[n]}{f', through `{via[n]}`' if via.get(n) else ''})"
@@ -1911,6 +1918,8 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
                 if entry.get("rng_reset") else ""
             return _fail(ex, "reseeded_each_call", ex.hints.get("reseeded_each_call")
                          or (_RESEEDED_MODULE if entry.get("rng_reset") else _SAME_DRAW_MODULE), reset)
+        if entry.get("repeats"):
+            return _fail(ex, "generator_put_back", _REPEATED_DRAW_MODULE)
         if np.allclose(tr, tr[:1], rtol=ex.rtol, atol=ex.atol):  # every copy dropped the same way
             return _fail(ex, "dropout_draw_shared", note=f" ({where} in training mode, keep=None, gives every copy "
                                                          "the same output.)")
@@ -1955,6 +1964,13 @@ _RESEEDED_MODULE = (
     "Your module's own draw (keep=None) is the same on every call: forward seeds the random generator "
     "(torch.manual_seed, or a generator seeded there) before it draws, so every training step would drop the same "
     "weights. Seed once, at the top of the notebook; in forward, only draw.")
+
+
+_REPEATED_DRAW_MODULE = (
+    "Your module's own draw (keep=None) is the same at every call: forward draws from torch's generator but leaves "
+    "it where it was (a `torch.random.fork_rng()` around the draw, or the generator's state set back after it), so "
+    "the next call draws the same numbers and every training step would drop the same weights. Draw, and let the "
+    "generator move on.")
 
 
 _SAME_DRAW_MODULE = (

@@ -533,6 +533,92 @@ def _replay(code: types.CodeType | Callable[..., Any], namespace: Mapping[str, A
     return ns
 
 
+def _replay_trials(record: dict[str, Any], plan: Mapping[str, Any], namespace: Mapping[str, Any],
+                   trials: Sequence[Mapping[str, Any]], code: Any, source: str | None, answers: Sequence[str],
+                   later: list[str], earlier: set[str], mutated: set[str], rebound: set[str], deleted: set[str],
+                   reassigned: set[str]) -> None:
+    """Run the cell again on each trial's inputs (see :func:`collect`): the answers, and what each run did to the
+    notebook's names, go into ``record`` and the sets given."""
+    if record["replay"]["available"]:
+        for i, world in enumerate(trials, start=1):
+            overlay = {name: _mimic(value, namespace.get(name), plan.get("framework")) for name, value in world.items()
+                       if name not in (plan.get("own") or ()) or name not in namespace}
+            before = _snapshot(overlay)
+            lists = {n: copy.deepcopy(v) for n, v in overlay.items() if isinstance(v, list)}  # given as lists
+            rows: dict[str, int] = {}
+            for name in plan.get("count_rows") or ():
+                if name in overlay:
+                    overlay[name] = _counting(overlay[name], name, rows)
+            try:
+                ns = _replay(code, namespace, overlay, answers)
+            except BaseException as exc:  # noqa: BLE001 — the student's cell, run again: anything can happen
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                record["replay"]["error"] = {"trial": i, "message": f"{type(exc).__name__}: {_first_line(exc)}"
+                                                                     f"{student_frame_line(exc)}",
+                                             "binds": _raising_line_binds(exc, source),
+                                             "feeds": _raising_line_feeds(exc, source)}
+                break
+            # in place: the very objects handed to the cell changed (a name the cell binds anew, such as
+            # a loop variable or a step of the same cell computed again, is not a change of its input)
+            mutated.update(_mutated(before, overlay))
+            mutated.update(n for n, v in lists.items() if _list_changed(v, overlay[n]))
+            # a name the notebook reads further down, bound anew by the cell to something else; or an input the
+            # cell starts from, bound anew so that running the cell again gives another answer
+            changed = {n for n in set(later) | set(overlay) | earlier - set(answers)
+                       if n in ns and _rebound(overlay[n] if n in overlay else namespace.get(n), ns[n])}
+            rebound.update(changed & set(later))
+            reassigned.update(changed & earlier)
+            deleted.update(n for n in later if n in overlay and n not in ns)  # `del x_seq`: the cells below fail
+            if (changed - set(later)) and not rebound and _rerun_differs(code, ns, answers):
+                rebound.update(changed - set(later))
+            got = {}
+            for name in answers:
+                if name not in ns:
+                    record["replay"]["error"] = {"trial": i, "message": f"the cell did not define `{name}`"}
+                    break
+                try:
+                    got[name] = to_array(ns[name], name, finite=False)
+                except AnswerError as err:
+                    record["replay"]["error"] = {"trial": i, "message": err.message}
+                    break
+            if record["replay"]["error"]:
+                break
+            if i == 1:  # the framework the cell itself gives them (the notebook's may come from a later cell)
+                record["facts"]["replayed"] = {n: framework_of(ns[n]) for n in answers}
+                # run once more with the notebook's answers still bound, as a second run of the cell has them: a
+                # cell that keeps an answer already defined (`globals().get(...)`, `try: … except NameError`) gives
+                # the old one
+                if kind := _keeps_old_answer(code, namespace, world, plan, answers, got):
+                    record["keeps_old"] = kind
+            record["answers"].append(got)
+            if plan.get("module") and i <= len(plan.get("again") or ()) and plan["again"][i - 1]:
+                record.setdefault("module_again", []).append(
+                    _module_again(ns.get(plan["module"]), plan["again"][i - 1], plan.get("framework")))
+            # the inputs of the step that the cell computes itself (01's TensorFlow half: the weights and the outputs
+            # in one cell), as this replay made them: the step is also judged from those
+            own_up = {}
+            for name in plan.get("reads") or ():
+                if name in ns and ns[name] is not overlay.get(name, namespace.get(name)):
+                    try:
+                        own_up[name] = to_array(ns[name], name, finite=False)
+                    except AnswerError:
+                        continue
+            record.setdefault("replay_upstream", []).append(own_up)
+            if plan.get("count_rows"):
+                record.setdefault("rows", []).append(rows)
+
+
+def _grad_mode_hook(module: Any, seen: list[bool]) -> Any:
+    """A forward pre-hook on ``module`` that notes whether gradients were on at each call (None: not a module)."""
+    try:
+        import torch
+
+        return module.register_forward_pre_hook(lambda *_: seen.append(torch.is_grad_enabled()))
+    except Exception:  # noqa: BLE001 — not a torch module, or one that refuses hooks
+        return None
+
+
 def _keeps_old_answer(code: Any, namespace: Mapping[str, Any], world: Mapping[str, Any], plan: Mapping[str, Any],
                       answers: Sequence[str], got: Mapping[str, np.ndarray]) -> list[str] | None:
     """The answers a replay gives otherwise when the notebook's answers are left bound (the cell keeps an answer it
@@ -1071,74 +1157,19 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
     later += sorted(n for n in given_binds & set(plan.get("reads") or ()) if n not in answers and n not in later)
     earlier = set(plan.get("earlier") or ()) - set(answers)
     reassigned: set[str] = set()
-    if record["replay"]["available"]:
-        for i, world in enumerate(trials, start=1):
-            overlay = {name: _mimic(value, namespace.get(name), plan.get("framework")) for name, value in world.items()
-                       if name not in (plan.get("own") or ()) or name not in namespace}
-            before = _snapshot(overlay)
-            lists = {n: copy.deepcopy(v) for n, v in overlay.items() if isinstance(v, list)}  # given as lists
-            rows: dict[str, int] = {}
-            for name in plan.get("count_rows") or ():
-                if name in overlay:
-                    overlay[name] = _counting(overlay[name], name, rows)
-            try:
-                ns = _replay(code, namespace, overlay, answers)
-            except BaseException as exc:  # noqa: BLE001 — the student's cell, run again: anything can happen
-                if isinstance(exc, KeyboardInterrupt):
-                    raise
-                record["replay"]["error"] = {"trial": i, "message": f"{type(exc).__name__}: {_first_line(exc)}"
-                                                                     f"{student_frame_line(exc)}",
-                                             "binds": _raising_line_binds(exc, source),
-                                             "feeds": _raising_line_feeds(exc, source)}
-                break
-            # in place: the very objects handed to the cell changed (a name the cell binds anew, such as
-            # a loop variable or a step of the same cell computed again, is not a change of its input)
-            mutated.update(_mutated(before, overlay))
-            mutated.update(n for n, v in lists.items() if _list_changed(v, overlay[n]))
-            # a name the notebook reads further down, bound anew by the cell to something else; or an input the
-            # cell starts from, bound anew so that running the cell again gives another answer
-            changed = {n for n in set(later) | set(overlay) | earlier - set(answers)
-                       if n in ns and _rebound(overlay[n] if n in overlay else namespace.get(n), ns[n])}
-            rebound.update(changed & set(later))
-            reassigned.update(changed & earlier)
-            deleted.update(n for n in later if n in overlay and n not in ns)  # `del x_seq`: the cells below fail
-            if (changed - set(later)) and not rebound and _rerun_differs(code, ns, answers):
-                rebound.update(changed - set(later))
-            got = {}
-            for name in answers:
-                if name not in ns:
-                    record["replay"]["error"] = {"trial": i, "message": f"the cell did not define `{name}`"}
-                    break
-                try:
-                    got[name] = to_array(ns[name], name, finite=False)
-                except AnswerError as err:
-                    record["replay"]["error"] = {"trial": i, "message": err.message}
-                    break
-            if record["replay"]["error"]:
-                break
-            if i == 1:  # the framework the cell itself gives them (the notebook's may come from a later cell)
-                record["facts"]["replayed"] = {n: framework_of(ns[n]) for n in answers}
-                # run once more with the notebook's answers still bound, as a second run of the cell has them: a
-                # cell that keeps an answer already defined (`globals().get(...)`, `try: … except NameError`) gives
-                # the old one
-                if kind := _keeps_old_answer(code, namespace, world, plan, answers, got):
-                    record["keeps_old"] = kind
-            record["answers"].append(got)
-            if plan.get("module") and i <= len(plan.get("again") or ()) and plan["again"][i - 1]:
-                record.setdefault("module_again", []).append(
-                    _module_again(ns.get(plan["module"]), plan["again"][i - 1], plan.get("framework")))
-            # the inputs of the step that the cell computes itself (01's TensorFlow half: the weights and the outputs
-            # in one cell), as this replay made them: the step is also judged from those
-            own_up = {}
-            for name in plan.get("reads") or ():
-                if name in ns and ns[name] is not overlay.get(name, namespace.get(name)):
-                    try:
-                        own_up[name] = to_array(ns[name], name, finite=False)
-                    except AnswerError:
-                        continue
-            record.setdefault("replay_upstream", []).append(own_up)
-            if plan.get("count_rows"):
-                record.setdefault("rows", []).append(rows)
+    # a step that asks for the model's forward passes without gradients: the grad mode each one ran in (a lazy
+    # generator made inside `torch.no_grad()` runs its calls only where it is consumed, after the block)
+    forward_grad: list[bool] = []
+    hook = _grad_mode_hook(namespace.get(plan["module"]), forward_grad) \
+        if record["replay"]["available"] and (plan.get("how") or {}).get("no_grad") and plan.get("module") else None
+    try:
+        _replay_trials(record, plan, namespace, trials, code, source, answers, later, earlier, mutated, rebound,
+                       deleted, reassigned)
+    finally:
+        if hook is not None:
+            hook.remove()
+    if forward_grad:
+        record["forward_grad"] = any(forward_grad)
     if run is not None and run.error:
         record["raised"] = {"message": run.error, "line": run.line}
     if source is not None:  # an input written into by `out=` (np.matmul(x, w, out=w)): changed in place, even where
@@ -1376,7 +1407,8 @@ def _draw_facts(module: Any, args: list[Any]) -> dict[str, Any]:
     mode): ``same_draw``, two calls without a draw of the caller's (keep=None), from two different states of
     torch's generator, give the same outputs (a seed set inside forward); ``rng_reset``, those calls leave the
     generator in the same state (torch.manual_seed inside forward); ``keep_ignored``, two calls with the same
-    draw handed in (every weight kept) give different outputs (a draw of its own made anyway); ``draw_shared``, the
+    draw handed in (every weight kept) give different outputs (a draw of its own made anyway); ``repeats``, a third
+    call, from the state the second left, gives the second's output (the generator never moves on); ``draw_shared``, the
     axes of the weights its own draw is shared by (see :func:`_draw_shared_axes`). A fact that cannot be measured
     (the call raised, no ``num_heads``) is left out."""
     import torch
@@ -1398,6 +1430,10 @@ def _draw_facts(module: Any, args: list[Any]) -> dict[str, Any]:
                     out["draw_elsewhere"] = elsewhere
         out["same_draw"] = _same_tensor(results[0], results[1])
         out["rng_reset"] = bool(torch.equal(states[0], states[1]))
+        # and once more from where the last call left the generator: a draw that leaves it where it was (made
+        # under `torch.random.fork_rng()`, or its state set back) comes out the same at every call
+        with contextlib.redirect_stdout(io.StringIO()):
+            out["repeats"] = _same_tensor(results[1], module(*args))
     except Exception:  # noqa: BLE001 — the student's module: anything can happen
         pass
     heads, x = getattr(module, "num_heads", None), args[0] if args else None
