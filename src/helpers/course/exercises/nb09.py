@@ -559,6 +559,18 @@ def _zero_source_token(first: dict) -> dict:
 _zero_source_token.of_first_trial = True
 
 
+def _long_source(first: dict) -> dict:
+    """An edge trial from the first random one: a source of 40 tokens (the random ones have 3 to 6), drawn as they
+    are. Attention over only the best few keys of each query (a top-k of 8) is the whole softmax on short sources."""
+    x = np.asarray(first["x_enc"], dtype=np.float64)
+    rng = np.random.default_rng(x.shape)
+    more = rng.normal(size=(*x.shape[:-2], 40 - x.shape[-2], x.shape[-1]))
+    return {**first, "x_enc": np.concatenate([x, more], axis=-2)}
+
+
+_long_source.of_first_trial = True
+
+
 def _real_zero_key(first: dict) -> dict:
     """An edge trial from the first random one: every source's first key (always a real token) all zeros, so that it
     scores exactly 0 with every query: a mask made from the scores' values (`scores == 0` hidden, as padding that
@@ -1030,10 +1042,11 @@ def _exercises() -> list[Exercise]:
         Exercise("09.cross_attention", title="Cross-attention", answers=("cross_attention",), inputs=cross_inputs,
                  reference=ref_cross, mistakes=CROSS_MISTAKES, hints=CROSS_HINTS,
                  # and values 64 times larger (outputs of about 50): outputs clamped to a "safe" range show
-                 # and scores up to 200 in the first sentence: a softmax without each row's maximum fails
+                 # and scores up to 200 in the first sentence: a softmax without each row's maximum fails; and a
+                 # source of 40 tokens: a top-k of the keys shows
                  edge=(batch_of_one("x_dec", "x_enc"), _louder("w_query", _cross_scores),
                        _without_batch("x_dec", "x_enc"), scaled_by("w_value", 64.0),
-                       _past_limit("x_dec", _cross_scores), _zero_source_token, _far_below_cross),
+                       _past_limit("x_dec", _cross_scores), _zero_source_token, _far_below_cross, _long_source),
                  signs={"unstable_softmax": overflow_sign(ref_cross, _scores_of(_cross_scores), 88.0),
                         "global_max_subtraction": global_shift_sign(ref_cross, _scores_of(_cross_scores), 87.0)},
                  explains=scale_explains(CROSS_OTHER_SCALE), **own, **torch_),
