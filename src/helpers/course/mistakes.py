@@ -867,6 +867,10 @@ _PROCESS_ROWS = [
      "Your code sets the random seed (torch.manual_seed, or a generator seeded on the spot) every time it runs, "
      "so every call draws the same random numbers. Seed once, at the top of the notebook, never inside a "
      "function that runs again and again."),
+    ("nan_gradient", "right numbers, but a NaN gradient",
+     "Your numbers are right, but the gradient through them is NaN on some inputs: a value that overflows (inf) on "
+     "the way and is removed afterwards (a `where` or a mask after an exponential) still sends 0 · inf = NaN back. "
+     "Remove what should not count before the operation that overflows."),
     ("generator_put_back", "the random generator set back after each draw",
      "Your code draws from torch's generator but leaves it where it was (a `torch.random.fork_rng()` around the "
      "draw, or the generator's state set back after it), so the next call draws the same random numbers. Draw, and "

@@ -1130,6 +1130,15 @@ def _grad_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
                      "compute the gradients (a softmax's output, say), so a model trained through it fails in "
                      "backward. Write that step out of place (`w = w.masked_fill(mask, 0)`). "
                      f"(The gradient raised: {record['grad_inplace']})")
+    if ex.kind == "function" and isinstance(nan := record.get("nan_grad"), Mapping) and nan.get("inputs"):
+        listed = ", ".join(f"`{n}`" for n in nan["inputs"])
+        where = "the notebook's example" if not nan.get("trial") else f"random inputs ({nan.get('shapes')})"
+        return _fail(ex, "nan_gradient",
+                     f"`{ex.answers[0]}` gives the right numbers, but on {where} the gradient that flows back to "
+                     f"{listed} is NaN (or inf), so one training step there would ruin the weights. Often an "
+                     "exponential of every score, hidden ones too, that overflows (inf) before a select (`where`, "
+                     "`.tril()`, a mask) removes it: the select sends 0 back, and 0 · inf is NaN. Hide the scores "
+                     "before the exponential (fill them with −inf, then the softmax), so nothing overflows.")
     if ex.kind == "function" and (wrong := record.get("grad_mismatch")):
         listed = ", ".join(f"`{n}`" for n in wrong)
         return _fail(ex, "gradient_wrong",

@@ -2083,6 +2083,54 @@ def _keeps_grad(fn: Callable[..., Any], name: str, inputs: Mapping[str, Any],
     return all(g is not None for g in grads)
 
 
+def _nan_grad(fn: Callable[..., Any], trials: Sequence[Mapping[str, Any]], framework: str,
+              wanted: Iterable[str] | None = None) -> dict[str, Any] | None:
+    """On the first trial where ``fn``'s result is finite but the gradient of its sum is not (NaN or inf) for some
+    float input (a softmax written out whose hidden entries' exponentials overflow before a select removes them:
+    the select sends 0 back, and 0 · inf is NaN): that trial's index and those inputs' names. None when every
+    gradient is finite or none can be taken (it raised, no tensor came back)."""
+    names = None if wanted is None else set(wanted)
+    for i, inputs in enumerate(trials):
+        picked = [k for k, v in inputs.items() if isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.size
+                  and not np.isin(v, (0.0, 1.0)).all() and (names is None or k in names)]
+        if not picked:
+            continue
+        try:
+            with _quiet(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if framework == "torch":
+                    import torch
+
+                    args = {k: to_framework(v, "torch") for k, v in inputs.items()}
+                    for k in picked:
+                        args[k] = args[k].clone().requires_grad_(True)
+                    out = fn(*args.values())
+                    if not isinstance(out, torch.Tensor) or not out.requires_grad \
+                            or not bool(torch.isfinite(out).all()):
+                        continue
+                    grads = torch.autograd.grad(out.sum(), [args[k] for k in picked], allow_unused=True)
+                    bad = [k for k, g in zip(picked, grads) if g is not None and not bool(torch.isfinite(g).all())]
+                else:
+                    import tensorflow as tf
+
+                    args = {k: to_framework(v, "tensorflow") for k, v in inputs.items()}
+                    with tf.GradientTape() as tape:
+                        for k in picked:
+                            tape.watch(args[k])
+                        out = fn(*args.values())
+                        if not isinstance(out, tf.Tensor) or not bool(tf.reduce_all(tf.math.is_finite(out))):
+                            continue
+                        total = tf.reduce_sum(out)
+                    grads = tape.gradient(total, [args[k] for k in picked])
+                    bad = [k for k, g in zip(picked, grads)
+                           if g is not None and not bool(tf.reduce_all(tf.math.is_finite(tf.convert_to_tensor(g))))]
+        except Exception:  # noqa: BLE001 — the student's function: anything can happen
+            continue
+        if bad:
+            return {"trial": i, "inputs": bad, "shapes": _shapes(inputs)}
+    return None
+
+
 def _grad_mismatch(fn: Callable[..., Any], inputs: Mapping[str, Any],
                    wanted: Iterable[str] | None = None) -> list[str] | None:
     """Is the gradient autograd gives through ``fn`` the gradient of what ``fn`` computes? Called in float64, the
@@ -2422,12 +2470,15 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             record["keeps_grad"] = _keeps_grad(fn, name, plan["trials"][0], wanted, notes)
             if record["keeps_grad"]:  # a gradient reaches every input: is it the right one?
                 record["grad_mismatch"] = _grad_mismatch(fn, plan["trials"][0], wanted)
+                # and a finite one, on every trial whose result is finite (the loud hidden keys of the edges)
+                record["nan_grad"] = _nan_grad(fn, plan["trials"], "torch", wanted)
             if notes.get("inplace_error"):
                 record["grad_inplace"] = notes["inplace_error"]
         elif plan.get("keeps_grad") and framework == "tensorflow" and plan.get("trials"):
             record["keeps_grad"] = _keeps_grad_tf(fn, plan["trials"][0])
             if record["keeps_grad"]:  # a gradient reaches every input: is it the right one?
                 record["grad_mismatch"] = _grad_mismatch_tf(fn, plan["trials"][0])
+                record["nan_grad"] = _nan_grad(fn, plan["trials"], "tensorflow")
     except AnswerError as err:
         # what it returned before it raised: the mistake that makes it raise may show in those numbers
         return {**_error(err.kind, err.message), "globals_read": read, "globals_in": record["globals_in"],
