@@ -248,6 +248,13 @@ def wider_table(first: dict) -> dict:
 wider_table.of_first_trial = True
 
 
+def paper_width(inputs: dict) -> dict:
+    """An edge trial as wide as the paper's model (512): a divisor 10000^(2i/d) computed as (10000^(2i))^(1/d),
+    whose inner power overflows to inf once 2i > 77, gives angles of 0 to the pairs past the 39th (the other trials
+    are at most 36 wide)."""
+    return {"n": 20, "d_model": 512}
+
+
 def long_table(inputs: dict) -> dict:
     """An edge trial as wide as the table the notebook draws (32) and far longer (300 positions, a short context of
     a real model's): a function that changes its answer beyond the small sizes of the other trials (a table capped
@@ -314,7 +321,12 @@ def positional_inputs(rng=None) -> dict:
         return {"x": x, "w_query": d["w_query"], "w_key": d["w_key"], "w_value": d["w_value"],
                 "pe": sinusoid(x.shape[0], D_MODEL)}
     n, d_model = int(rng.integers(3, 8)), int(rng.choice([4, 6, 8]))
-    w_query, w_key, w_value = rng.normal(size=(3, d_model, d_model)) / np.sqrt(d_model)
+    # queries and keys narrower or wider than the tokens (and the values of a third width): a scale by √d_model
+    # where the keys' width belongs shows
+    d_k = int(rng.choice([d for d in (3, 5, 7) if d != n]))
+    d_v = int(rng.choice([d for d in (2, 4, 6) if d not in (d_model, n)]))
+    w_query, w_key = rng.normal(size=(2, d_model, d_k)) / np.sqrt(d_model)
+    w_value = rng.normal(size=(d_model, d_v)) / np.sqrt(d_model)
     # "pe is the encoding of those positions": any encoding, not only the sinusoids (a function that computes them
     # again instead of adding its pe is right only while it is handed that very table)
     return {"x": rng.normal(size=(n, d_model)), "w_query": w_query, "w_key": w_key, "w_value": w_value,
@@ -338,12 +350,19 @@ POSITIONAL_MISTAKES = {
                                                                            scale=False),
     "pe_not_in_values": lambda x, w_query, w_key, w_value, pe: attend((x + pe) @ w_query, (x + pe) @ w_key,
                                                                       x @ w_value),
+    # √d_model, the tokens' width, where the keys' width belongs (the same only for square weights)
+    "scale_by_d_model": lambda x, w_query, w_key, w_value, pe: attend((x + pe) @ w_query / np.sqrt(x.shape[-1]),
+                                                                      (x + pe) @ w_key, (x + pe) @ w_value,
+                                                                      scale=False),
     "pe_scaled": lambda x, w_query, w_key, w_value, pe: self_attention(x + pe * np.sqrt(x.shape[-1]), w_query,
                                                                        w_key, w_value),
     "embeddings_scaled": lambda x, w_query, w_key, w_value, pe: self_attention(x * np.sqrt(x.shape[-1]) + pe,
                                                                                w_query, w_key, w_value),
 }
 POSITIONAL_HINTS = {
+    "scale_by_d_model": "You divided the scores by √d_model, the square root of the tokens' width. The scale is the "
+    "square root of the width of the queries and keys (d_k, the keys' last axis), which differs from d_model as soon "
+    "as the projections are not square.",
     "positions_not_added": "Your outputs are those of self_attention(x, …) without positions: `pe` never made it "
     "in. Add it to x before the attention.",
 }
@@ -427,6 +446,18 @@ def far_positions(inputs: dict) -> dict:
 
 
 far_positions.of_first_trial = True
+
+
+def wide_rope(inputs: dict) -> dict:
+    """An edge trial from the first random one: vectors 128 wide (a head's width in real models; the other trials
+    are at most 12 wide): a frequency 10000^(-2i/d) computed through 10000^(2i), which overflows once 2i > 77,
+    leaves the pairs past the 39th unturned."""
+    x = np.asarray(inputs["x"], dtype=np.float64)
+    rng = np.random.default_rng(x.shape)
+    return {**inputs, "x": rng.normal(size=(*x.shape[:-1], 128))}
+
+
+wide_rope.of_first_trial = True
 
 
 def ref_rope(x, positions):
@@ -544,7 +575,8 @@ def _exercises() -> list[Exercise]:
             inputs=sinusoidal_inputs, reference=ref_sinusoid, mistakes=SINUSOID_MISTAKES, hints=SINUSOID_HINTS,
             # and the first trial's n with a wider table: tables kept by n alone show
             dtype="float32", signs={"pe_exponent_sign": _exponent_sign},
-            edge=(long_table, wider_table, one_position, longest_table),  # and 6 000 positions: a table cut at 5 000
+            # and 6 000 positions: a table cut at 5 000; and 512 wide: a power of a power that overflows
+            edge=(long_table, wider_table, one_position, longest_table, paper_width),
             atol=5e-5, **fn,
         ),
         Exercise(
@@ -564,7 +596,7 @@ def _exercises() -> list[Exercise]:
         Exercise(
             "08.rope", title="The rotation of RoPE", answers=("apply_rope",), inputs=rope_inputs,
             reference=ref_rope, mistakes=ROPE_MISTAKES, hints=ROPE_HINTS, dtype="float32", atol=5e-5, points=2,
-            signs={"pe_exponent_sign": _exponent_sign}, edge=far_positions,
+            signs={"pe_exponent_sign": _exponent_sign}, edge=(far_positions, wide_rope),
             keeps_grad=True,  # the queries and keys it turns are trained through it
             **fn,
         ),
