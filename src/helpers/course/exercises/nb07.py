@@ -551,6 +551,16 @@ def long_flash(rng):
             "block_size": 16}
 
 
+def long_causal_flash(rng):
+    """:func:`long_flash` for the causal function, in blocks of 8 over 1 024 tokens: what grows with the number of
+    blocks for each query (each tile's running maximum after every key block, kept: n × n/block) then takes 1 MiB,
+    above the room that blocks of 16 over 1 536 tokens leave for n × block arrays (blocks of 8 take 8 192 steps of a
+    tile over a key block, against 4 656 there)."""
+    n, d = 1024, 4
+    return {"q": rng.normal(size=(n, d)), "k": rng.normal(size=(n, d)), "v": rng.normal(size=(n, 2)),
+            "block_size": 8}
+
+
 def flash_memory_limit(inputs):
     """Room for seven n × block arrays of float64 and four of the n-sized running quantities per column
     of q and v, plus 32 KiB: about 1.6 MiB on the long input, where a right blockwise function takes at
@@ -743,7 +753,7 @@ register(
         dtype="float64",  # float64 in, float64 out, right to double precision: no float32 on the way, no rounding
         explains=scale_explains(CAUSAL_FLASH_OTHER_SCALE),
         probes=(
-            Probe("peak_memory", long_flash, flash_memory_limit, "full_score_matrix"),
+            Probe("peak_memory", long_causal_flash, flash_memory_limit, "full_score_matrix"),
             Probe("causal_blocks", causal_probe_inputs, lambda inputs: 0, "future_blocks_computed"),
             # "for each tile, run the online softmax … over the key blocks": not all the past keys at once; and
             # "one tile of block_size queries at a time": not one query at a time
@@ -783,9 +793,10 @@ register(
             "it. Causal attention lets query i use only the keys j ≤ i: skip the blocks above the diagonal and "
             "hide the later keys inside the diagonal block.",
             "mask_wrong_triangle": WRONG_TRIANGLE_HINT,
-            "full_score_matrix": "Your function holds something as large as the whole n × n matrix: the scores, or "
-            "a mask of the whole sequence (even as booleans that is n² bytes). Work one tile of queries at a time, "
-            "and build the mask of a diagonal block for that block only.",
+            "full_score_matrix": "Your function holds memory that grows with the length of the sequence as the "
+            "whole n × n matrix does: the scores, a mask of the whole sequence (even as booleans that is n² bytes), "
+            "or what every key block gave each query, kept (n × n/block). Work one tile of queries at a time, keep "
+            "only its running quantities, and build the mask of a diagonal block for that block only.",
             "mask_with_zero": "In the diagonal block you set the scores of later keys to 0, but a score of 0 still "
             "gets a weight (exp(0 − m) > 0). Give them −∞, so that their weight is exactly 0.",
         },
