@@ -3678,6 +3678,26 @@ def large_scores(q: str = "q", k: str = "k", *, x: str | None = None, w_query: s
     return edge
 
 
+def far_below_x(x: str = "x", w_query: str = "w_query", w_key: str = "w_key",
+                depth: float = 1000.0) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """An edge trial made from the first random trial of a self-attention of ``x``: the keys' weights the queries'
+    negated, and a common part added to every token, grown until every scaled score lies ``depth`` or more below 0
+    (every row far below 0; 1 000: below float64's exp limit, -745). A softmax shifted by a maximum clamped at 0 (or
+    only when some score is large) leaves every exponential at 0 there: 0 / 0."""
+    def edge(first: dict[str, Any]) -> dict[str, Any]:
+        xa, wq = np.array(first[x], dtype=float), np.asarray(first[w_query], dtype=float)
+        if np.shape(first[w_key]) != wq.shape:
+            return first
+        for t in 2.0 ** np.arange(0, 14):
+            moved = xa + t
+            if projected_scores(moved, wq, -wq).max() <= -depth:
+                return {**first, x: moved, w_key: -wq}
+        return first
+
+    edge.of_first_trial = True
+    return edge
+
+
 def long_batch(first: dict[str, Any], n_q: int, n_k: int, tag: int,
                lengths: tuple[str, Sequence[int]] | None = None) -> dict[str, Any]:
     """Queries, keys and values of a batch of two long sequences (``n_q`` queries, ``n_k`` keys) with the first random

@@ -951,11 +951,12 @@ NUMPY_HINTS = {
     "about 709 above what you subtracted overflows to inf, and inf / inf is nan. Subtract each row's maximum, as "
     "the step asks.",
 }
-_TF_UNSTABLE = ("On rows with large scores your function returns NaN: what goes into tf.exp is not each score minus "
+_TF_UNSTABLE = ("On some rows your function returns NaN: what goes into tf.exp is not each score minus "
                 "its own row's maximum. Scores not shifted (or minus a smaller number) overflow: tf.exp of a "
                 "large score is inf (above 88 in float32, above 709 in float64), and inf / inf is NaN; minus a larger "
-                "number (the maximum of other numbers than those you exponentiate, such as the unscaled scores), "
-                "every exponential of a row can underflow to 0, and 0 / 0 is NaN. Subtract each row's maximum of "
+                "number (the maximum of other numbers than those you exponentiate, such as the unscaled scores, or a "
+                "maximum clamped at 0 on a row whose scores all lie far below 0), every exponential of a row can "
+                "underflow to 0, and 0 / 0 is NaN. Subtract each row's maximum of "
                 "the very scores you exponentiate (tf.reduce_max(s, axis=-1, keepdims=True)): the largest exponent "
                 "is then exactly 0, and the weights do not change. tf.nn.softmax does that for you.")
 
@@ -1073,6 +1074,32 @@ def far_below(inputs: dict) -> dict:
     wq = np.array(inputs["w_query_np"], dtype=np.float64)
     wq[0, 0] -= 1.0
     return _numpy_world_of(inputs, inputs["x_np"], wq, inputs["w_key_np"], inputs["w_value_np"])
+
+
+def first_query_far_below(first: dict) -> dict:
+    """An edge trial from the first random one: the first query scores every key at 200 or more below 0 (scaled), the
+    first key 50 above the next: each key's first entry set to 1, 1.25, 1.5, … and the query to (−200·√d_k, 0, …).
+    A softmax that shifts by a maximum clamped at 0 (or only when a score is large) leaves every exponential of that
+    row at 0: 0 / 0. The right row is one-hot (float32's rounding cannot move it)."""
+    q, k = np.array(first["q"], dtype=np.float64), np.array(first["k"], dtype=np.float64)
+    k[:, 0] = 1.0 + 0.25 * np.arange(k.shape[-2])
+    q[0] = 0.0
+    q[0, 0] = -200.0 * np.sqrt(k.shape[-1])
+    return {**first, "q": q, "k": k}
+
+
+first_query_far_below.of_first_trial = True
+
+
+def zero_in_first_key(first: dict) -> dict:
+    """An edge trial from the first random one: the first key's last entry exactly 0 (random keys never hold one): a
+    width counted as the key's non-zero entries (`count_nonzero(k[0])`) shows."""
+    k = np.array(first["k"], dtype=np.float64)
+    k[0, -1] = 0.0
+    return {**first, "k": k}
+
+
+zero_in_first_key.of_first_trial = True
 
 
 def last_key_loudest(first: dict) -> dict:
@@ -1369,7 +1396,8 @@ def _exercises() -> list[Exercise]:
             # and a key of zeros (its scores are 0: a mask made from the scores' values hides it)
             # and the score of 800 on the last key: a row maximum that leaves the last column out shows
             edge=(one_row("q", "v"), large_scores(), zero_row("k"), many_words,  # and 13 words: a top-8 shows
-                  last_key_loudest, large_scores(top=3e4)),  # a score of 30 000: a clip at ±1e4 shows
+                  last_key_loudest, large_scores(top=3e4),  # a score of 30 000: a clip at ±1e4 shows
+                  first_query_far_below, zero_in_first_key),
             signs={"unstable_softmax": overflow_sign(ref_scaled_attention, _qk_scores, 88.0)},  # float32
             widths=("k", "v"),  # "any n, d_k and d_v": values wider than the keys in some trial, narrower in another
             points=2,

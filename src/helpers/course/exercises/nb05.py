@@ -28,7 +28,17 @@ from ..reference import (
     unstable_softmax,
 )
 from ..roles import mix_ups
-from ..spec import Exercise, large_scores, one_row, overflow_sign, register, rows_reversed, upstream_of, zero_row
+from ..spec import (
+    Exercise,
+    far_below_x,
+    large_scores,
+    one_row,
+    overflow_sign,
+    register,
+    rows_reversed,
+    upstream_of,
+    zero_row,
+)
 
 NOTEBOOK = "05_numpy_self_attention_bug"
 SEED = "004_0a3221decd775555.txt"  # every number it prints must appear in the stored outputs
@@ -774,8 +784,9 @@ register(
         # one token; the same shapes, other numbers; scores of 800 (Part 4's lesson: a softmax without each row's
         # maximum overflows)
         # and scores up to 30: weights from 1 down to about 1e-13, which a threshold on the small ones cuts
+        # and every row far below 0: a maximum clamped at 0 (0 / 0) shows
         edge=(one_row("x", "w_value"), rows_reversed("x"), large_scores(x="x"), large_scores(x="x", top=30.0),
-              zero_row("x")),  # and a token of zeros (a real token: masked as padding, it shows)
+              zero_row("x"), far_below_x()),  # and a token of zeros (a real token: masked as padding, it shows)
         signs={"unstable_softmax": overflow_sign(ref_self_attention, _xw_scores, 709.0)},  # float64
         # float64 all the way: the outputs are right to far more than 1e-6, so weights below 1e-6 set to 0 inside,
         # or a constant added to every exponential, show on every draw
@@ -784,8 +795,10 @@ register(
         points=2,
         depends_on=("05.softmax",),
         hints={
-            "unstable_softmax": "On rows with large scores your function returns NaN: np.exp of a score above "
-            "709 overflows to inf, and inf / inf is NaN, the very bug Part 4 fixed. Call your `softmax` of Part 4 "
+            "unstable_softmax": "On some rows your function returns NaN, the very bug Part 4 fixed: np.exp of a "
+            "score more than 709 above what you subtracted overflows to inf (inf / inf is NaN), and if what you "
+            "subtract lies far above a row's scores (0, or a maximum clamped at 0, on a row far below 0), every "
+            "exponential of that row underflows to 0 (0 / 0 is NaN). Call your `softmax` of Part 4 "
             "(it subtracts each row's own maximum) instead of writing the formula out again.",
             "transposed_scores": _TRANSPOSED,
             "softmax_wrong_axis": _COLUMNS,
