@@ -475,7 +475,14 @@ def _grad_calls(tree: ast.AST) -> list[str]:
 
 
 def _outer_product(call: ast.Call, name: str) -> bool:
-    """``tensordot(a, b, axes=0)`` (or ``tf.tensordot(a, b, 0)``): an outer product, which adds nothing up."""
+    """``tensordot(a, b, axes=0)`` (or ``tf.tensordot(a, b, 0)``), or an ``einsum`` whose output keeps every index
+    of its operands (``"ij,jd->ijd"``): a broadcast product, which adds nothing up."""
+    if name == "einsum":
+        spec = call.args[0] if call.args else None
+        if not (isinstance(spec, ast.Constant) and isinstance(spec.value, str) and "->" in spec.value):
+            return False
+        ins, out = spec.value.replace(" ", "").split("->", 1)
+        return "." not in ins and set(ins) - {","} <= set(out)
     if name != "tensordot":
         return False
     axes = next((k.value for k in call.keywords if k.arg in ("axes", "dims")), call.args[2] if len(call.args) > 2
