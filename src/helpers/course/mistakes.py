@@ -867,6 +867,10 @@ _PROCESS_ROWS = [
      "Your code sets the random seed (torch.manual_seed, or a generator seeded on the spot) every time it runs, "
      "so every call draws the same random numbers. Seed once, at the top of the notebook, never inside a "
      "function that runs again and again."),
+    ("not_registered", "weights the module does not register",
+     "Your module uses weights that its `parameters()` does not list: made in `forward` on the first call, or held "
+     "in a plain Python list or dict. An optimizer handed `model.parameters()` never trains them. Make them in "
+     "`__init__`, as attributes (or in an `nn.ModuleList`)."),
     ("nan_gradient", "right numbers, but a NaN gradient",
      "Your numbers are right, but the gradient through them is NaN on some inputs: a value that overflows (inf) on "
      "the way and is removed afterwards (a `where` or a mask after an exponential) still sends 0 · inf = NaN back. "

@@ -1450,6 +1450,28 @@ def _listed(names: Sequence[str]) -> str:
     return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} and {quoted[-1]}"
 
 
+def _forward_params_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
+    """A module whose forward makes its parameters (on its first call) or runs layers it does not hold (see
+    :class:`collect._ModuleWatch`): a new one has no parameters, or fewer than it uses, for an optimizer to train."""
+    watched = record.get("forward_params")
+    if not ex.module or not isinstance(watched, Mapping):
+        return None
+    if grown := list(watched.get("grown") or ()):
+        return _fail(ex, "not_registered",
+                     f"Your `{grown[0]}` makes parameters in `forward`, on its first call: a new `{grown[0]}(...)` has "
+                     "none until it runs, so an optimizer made right after it (`torch.optim.SGD(model.parameters(), "
+                     "…)`) gets an empty list, and `state_dict()` leaves them out. Make every parameter in `__init__`.")
+    if layers := list(watched.get("unregistered") or ()):
+        return _fail(ex, "not_registered",
+                     f"Your `{ex.module}`'s forward runs {'a layer' if len(layers) == 1 else 'layers'} "
+                     f"({_listed(layers)}) that the module does not hold as a submodule (one kept in a plain Python "
+                     "list or dict, or a layer of the notebook's): "
+                     f"`{ex.module}.parameters()` leaves its weights out, so no optimizer handed them trains them, and "
+                     "`state_dict()` does not save them. Assign each layer to an attribute (`self.w_query = "
+                     "nn.Linear(…)`), or keep them in an `nn.ModuleList` / `nn.ModuleDict`.")
+    return None
+
+
 def _parameters_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     """The module's parameters are the ones the TO-DO names (:attr:`Exercise.parameters`), and no others."""
     if not ex.parameters:
@@ -2875,6 +2897,7 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                       _mutation_problem(ex, record), _rebound_problem(ex, record), _deleted_problem(ex, record),
                       _module_changed_problem(ex, record), _reassigned_problem(ex, record),
                       _module_problem(ex, record), _grad_off_problem(ex, record),
+                      _forward_params_problem(ex, record),
                       _parameters_problem(ex, record), _grad_problem(ex, record), _budget_problem(ex, plan, record),
                       _module_probe_problem(ex, plan, record), _module_again_problem(ex, plan, record),
                       _step_probe_problem(ex, record, right=True), _keeps_old_problem(ex, record)):
@@ -3116,7 +3139,7 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
                       _rounded_within_tolerance(ex, list(zip(answers, plan.inputs))),
                       _mutation_problem(ex, record),
                       _overwritten_problem(ex, record, plan),
-                      _probe_problem(ex, plan, record),
+                      _probe_problem(ex, plan, record), _forward_params_problem(ex, record),
                       # a gradient cut (a trip through NumPy) is also why a dtype is fixed: that first
                       _grad_problem(ex, record), _double_problem(ex, record)):
             if check is not None:

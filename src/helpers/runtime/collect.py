@@ -609,6 +609,50 @@ def _replay_trials(record: dict[str, Any], plan: Mapping[str, Any], namespace: M
                 record.setdefault("rows", []).append(rows)
 
 
+class _ModuleWatch:
+    """Global forward hooks on every torch module while a cell runs again: the classes of the outermost modules
+    whose forward added parameters to them (``grown``: weights made on the first call, not in ``__init__``), and of
+    the modules with parameters that such a forward calls without holding them (``unregistered``: layers kept in a
+    plain list or dict, or a module of the notebook's), whose weights its ``parameters()`` leaves out."""
+
+    def __init__(self) -> None:
+        self.grown: set[str] = set()
+        self.unregistered: set[str] = set()
+        self.outer: Any = None
+        self.count = 0
+        self.handles: list[Any] = []
+
+    @staticmethod
+    def _count(module: Any) -> int:
+        return sum(1 for _ in module.parameters())
+
+    def _before(self, module: Any, *_: Any) -> None:
+        if self.outer is None:
+            self.outer, self.count = module, self._count(module)
+        elif not any(m is module for m in self.outer.modules()) and self._count(module):
+            self.unregistered.add(type(module).__name__)
+
+    def _after(self, module: Any, *_: Any) -> None:
+        if module is self.outer:
+            if self._count(module) > self.count:
+                self.grown.add(type(module).__name__)
+            self.outer = None
+
+    def start(self) -> None:
+        try:
+            from torch.nn.modules import module as torch_module
+
+            self.handles = [torch_module.register_module_forward_pre_hook(self._before),
+                            torch_module.register_module_forward_hook(self._after)]
+        except Exception:  # noqa: BLE001 — no torch, or one without global hooks: nothing is watched
+            self.handles = []
+
+    def stop(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+
+
 def _grad_mode_hook(module: Any, seen: list[bool]) -> Any:
     """A forward pre-hook on ``module`` that notes whether gradients were on at each call (None: not a module)."""
     try:
@@ -1162,14 +1206,23 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
     forward_grad: list[bool] = []
     hook = _grad_mode_hook(namespace.get(plan["module"]), forward_grad) \
         if record["replay"]["available"] and (plan.get("how") or {}).get("no_grad") and plan.get("module") else None
+    # a step that makes a module: how its forward treats the module's parameters (see :class:`_ModuleWatch`)
+    watch = _ModuleWatch() if record["replay"]["available"] and plan.get("module") \
+        and plan.get("framework") == "torch" else None
     try:
+        if watch is not None:
+            watch.start()
         _replay_trials(record, plan, namespace, trials, code, source, answers, later, earlier, mutated, rebound,
                        deleted, reassigned)
     finally:
         if hook is not None:
             hook.remove()
+        if watch is not None:
+            watch.stop()
     if forward_grad:
         record["forward_grad"] = any(forward_grad)
+    if watch is not None and (watch.grown or watch.unregistered):
+        record["forward_params"] = {"grown": sorted(watch.grown), "unregistered": sorted(watch.unregistered)}
     if run is not None and run.error:
         record["raised"] = {"message": run.error, "line": run.line}
     if source is not None:  # an input written into by `out=` (np.matmul(x, w, out=w)): changed in place, even where
@@ -2417,6 +2470,9 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
                                    and p not in mentioned}
     mutated: set[str] = set()
     results: list[Any] = []  # what each call returned, as it returned it
+    watch = _ModuleWatch() if plan.get("module") and framework == "torch" else None  # a module it makes and runs
+    if watch is not None:
+        watch.start()
     try:
         for i, inputs in enumerate(plan.get("trials") or []):
             args = {k: to_framework(v, framework) for k, v in inputs.items()}
@@ -2434,6 +2490,10 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
                 record["facts"] = _facts({name: result})
             record["answers"].append({name: to_array(result, f"{name}(...)", finite=False)})
             results.append(result)
+        if watch is not None:
+            watch.stop()
+            if watch.grown or watch.unregistered:
+                record["forward_params"] = {"grown": sorted(watch.grown), "unregistered": sorted(watch.unregistered)}
         # a result a later call changed: the function hands out an array it keeps and fills again (the last one is
         # checked by one more call, on its inputs doubled: the same shapes, other numbers)
         copies = [a[name] for a in record["answers"]]
@@ -2488,6 +2548,9 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
                 # what the step rules out, which may be why it raised (another library's softmax on integers)
                 **{k: record[k] for k in ("unused", "forbidden", "forbidden_via", "library_via", "library_via_own")
                    if k in record}, "fn_attributes": _fn_attributes(fn)}
+    finally:
+        if watch is not None:
+            watch.stop()
     record["mutated"] = sorted(mutated)
     record["fn_attributes"] = _fn_attributes(fn)
     return record
