@@ -115,14 +115,13 @@ def _extreme(s, wide) -> bool:
 
 
 def world(rng: np.random.Generator | None = None, widths: bool = False, levels: bool = False,
-          d_v: int | None = None, signed: bool = True, d_k: int | None = None, n: int = 4) -> dict:
+          d_v: int | None = None, signed: bool = True, d_k: int | None = None) -> dict:
     """Every name of the notebook, in its order (``rng=None``: the notebook's own numbers).
 
     ``widths``: d_model, d_k and d_v drawn different from each other and from n = 4 (d_model of 3 or more
     with ``levels``); ``levels``: rows of scores at very different levels and spreads (see :func:`_levels`);
     ``d_v``: the values' width, else 4; ``d_k`` (with ``widths``): the keys' width, else drawn; ``signed``: words
-    from -2 to 2 (else from 0 to 2, as in the notebook); ``n``: the number of words (part 2's names hold them all,
-    `word_1` … `word_4` the first four)."""
+    from -2 to 2 (else from 0 to 2, as in the notebook)."""
     if rng is None:
         words, wq, wk, wv = WORDS, W_QUERY, W_KEY, W_VALUE
     else:
@@ -135,7 +134,7 @@ def world(rng: np.random.Generator | None = None, widths: bool = False, levels: 
         while True:  # weights that blend: no row of the softmax (almost) one-hot
             # words of both signs (except in the NumPy step's worlds, built on large positive levels): an abs(),
             # a ReLU or a clip at 0 slipped into a step changes its numbers
-            words = rng.integers(-2 if signed and not levels else 0, 3, size=(n, d_model))
+            words = rng.integers(-2 if signed and not levels else 0, 3, size=(4, d_model))
             wq, wk = (rng.integers(0, 2, size=(d_model, d_k)) for _ in range(2))
             wv = rng.integers(0, 2, size=(d_model, d_v))
             if levels:
@@ -155,7 +154,7 @@ def _world_from(words, wq, wk, wv) -> dict:
     q, k, v = x @ wq, x @ wk, x @ wv
     for i in range(4):
         out |= {f"query_{i + 1}": q[i : i + 1], f"key_{i + 1}": k[i : i + 1], f"value_{i + 1}": v[i : i + 1]}
-    out["attn_scores_1"] = (k @ q[0]).reshape(-1, 1, 1)
+    out["attn_scores_1"] = (k @ q[0]).reshape(4, 1, 1)
     scores = q @ k.T
     weights = softmax(scores / np.sqrt(k.shape[-1]))
     out["attn_weights_1"] = weights[0]
@@ -1184,15 +1183,6 @@ def large_values(inputs: dict) -> dict:
     return {name: full[name] for name in inputs}
 
 
-def five_words(inputs: dict) -> dict:
-    """An edge replay of the explicit sums with five words (every other replay has the notebook's four): loops over a
-    count of 4 typed in, or over the heatmap's four labels, leave the fifth word's output out. Drawn from a generator
-    seeded by the replay's own words."""
-    rng = np.random.default_rng([int(v) + 5 for v in np.ravel(inputs["word_1"])])
-    full = world(rng, widths=True, n=5)
-    return {name: full[name] for name in inputs}
-
-
 def narrow_keys(inputs: dict) -> dict:
     """An edge replay of keys 3 wide, narrower than the 4 words (the other replays' keys may all be wider): a d_k
     taken as the largest (or the first) size of the keys, max(n, d_k), shows. Drawn from a generator seeded by the
@@ -1388,7 +1378,7 @@ def _exercises() -> list[Exercise]:
         value("04.attention_sum", "The outputs as explicit weighted sums", ("outputs_sum",), ref_outputs_sum,
               reads=("attn_weights", "values"), independent=("outputs", "output_1"),
               mistakes=OUTPUTS_SUM_MISTAKES, hints=OUTPUTS_SUM_HINTS, dtype="float32", rtol=1e-5,
-              how={"matmul": False}, widths=True, edge=(narrow_keys, five_words)),
+              how={"matmul": False}, widths=True),
         value("04.numpy", "The NumPy cross-check", ("outputs_np",), ref_outputs_np,
               reads=("x_np", "w_query_np", "w_key_np", "w_value_np"), inputs=_numpy_inputs,
               # float64 is the point of the cross-check: an answer rounded to 5 decimals (off by up to 5e-6 here) does
