@@ -850,6 +850,20 @@ def many_digits(inputs: dict) -> dict:
     return dict(zip(inputs, (61, 128, 163_839, 128, 1)))
 
 
+def odd_sizes(inputs: dict) -> dict:
+    """An edge trial whose count of numbers is odd and above 2**24 (7·9·123 457·129 = 1 003 335 039 per key or
+    value): a product taken in float32 (a tensor of the sizes, `.prod()`), exact only up to 2**24, rounds it."""
+    return dict(zip(inputs, (7, 9, 123_457, 129, 1)))
+
+
+def _float32_rounded(answer, inputs) -> bool:
+    """A count a few parts in 10**8 off, as float32's 24 bits leave a product above 2**24."""
+    got = float(np.asarray(answer["kv_cache_bytes"], dtype=np.float64).ravel()[0])
+    want = float(ref_cache_bytes(**inputs))
+    # (and more than ten significant digits leave: a total rounded to 10 digits is another mistake)
+    return want > 2**24 and 1e-9 * want < abs(got - want) <= 2.0**-23 * want
+
+
 def empty_cache(inputs: dict) -> dict:
     """An edge trial: no token cached yet (n = 0), which takes no bytes at all: a count that never goes below one
     token (`max(n, 1)`, or one token's bytes added to those of n − 1) shows."""
@@ -1092,8 +1106,12 @@ def _exercises() -> list[Exercise]:
                  rtol=1e-12, atol=0.0,
                  framework="python",  # "a number out": not a tensor, nor a float32 (inexact above 2**24)
                  edge=(large_cache, empty_cache, four_bit_cache, one_token, quarter_bytes, fractional_bits,
-                       many_digits),
-                 signs={"integer_overflow": _wrapped}, explains={"cache_in_kibibytes": _in_kibibytes}, **common),
+                       many_digits, odd_sizes),
+                 signs={"integer_overflow": _wrapped, "wrong_dtype": _float32_rounded},
+                 hints={"wrong_dtype": "Your count is a few parts in a hundred million off: somewhere it is held in "
+                        "float32 (a tensor of the sizes, its `.prod()`), whose 24 bits hold whole numbers exactly "
+                        "only up to 2**24 (about 16.7 million). Multiply Python numbers (or int64): they stay exact."},
+                 explains={"cache_in_kibibytes": _in_kibibytes}, **common),
         Exercise("09.tf_padded_cross_attention", title="Cross-attention over a padded batch in TensorFlow",
                  answers=("tf_padded_cross_attention",), hints=TF_PADDED_HINTS, **padded, **common,
                  framework="tensorflow", how={"library_attention": False}, dtype="float32", atol=5e-5,
