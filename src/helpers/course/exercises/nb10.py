@@ -652,6 +652,21 @@ def large_vocabulary(first: dict) -> dict:
 large_vocabulary.of_first_trial = True
 
 
+def huge_vocabulary(first: dict) -> dict:
+    """An edge trial: a vocabulary of 300 (answers up to 298), every answer guessed right: token ids kept in uint8
+    (which wraps past 255) or int8 show. From a generator seeded by the first trial's shape."""
+    rng = np.random.default_rng([*np.shape(first["tokens"]), 300])
+    batch, length, digits = 8, 5, 299
+    tokens = make_sequences(rng, batch, length, digits)
+    logits = rng.normal(size=(*tokens.shape, digits + 1))
+    rows, cols = np.meshgrid(np.arange(batch), np.arange(length), indexing="ij")
+    logits[rows, length + cols, tokens[rows, length + 1 + cols]] += 8.0
+    return {"logits": logits, "tokens": tokens}
+
+
+huge_vocabulary.of_first_trial = True
+
+
 # --- part 4: one training step, on a stand-in model -------------------------------------------------
 
 
@@ -1089,7 +1104,8 @@ def _exercises() -> list[Exercise]:
             answers=("answer_accuracy",),
             kind="function",
             inputs=accuracy_inputs,
-            edge=(answers_off_rule, one_digit, separator_loudest, tied_logits, large_vocabulary, near_ties),
+            edge=(answers_off_rule, one_digit, separator_loudest, tied_logits, large_vocabulary, near_ties,
+                  huge_vocabulary),
             reference=ref_accuracy,
             mistakes=ACCURACY_MISTAKES,
             signs=ACCURACY_SIGNS,
