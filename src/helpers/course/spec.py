@@ -2128,6 +2128,18 @@ def _step_probe_problem(ex: Exercise, record: Mapping[str, Any], right: bool) ->
                      f"left it at {entry['lr_after']:g} (an assignment to `param_groups[…][\"lr\"]`, say). "
                      "The caller sets the learning rate (train() gives AdamW 3e-3): a step only calls "
                      "optimizer.zero_grad(), loss.backward() and optimizer.step().")
+    if settings := entry.get("settings_changed"):
+        key, (was, now) = next(iter(settings.items()))
+        return _fail(ex, "optimizer_not_used",
+                     f"Your `{name}` changes the optimizer it is given: given one with {key}={was}, it left it at "
+                     f"{now} (an assignment to `param_groups[…][\"{key}\"]`, say). The caller chooses the optimizer "
+                     "and its settings (train() gives AdamW, whose weight decay is part of it): a step only calls "
+                     "optimizer.zero_grad(), loss.backward() and optimizer.step().")
+    if entry.get("confident_changed") is False and entry.get("changed"):
+        return _fail(ex, "not_as_asked",
+                     f"Your `{name}` leaves the weights as they were on a batch the model already gets right (a loss "
+                     "of about 0.003, on a stand-in): a step skipped when the loss is small. One step of training "
+                     "always updates: a small loss gives a small step, which the optimizer takes.")
     if entry.get("one_late") is True:
         return _fail(ex, "step_before_backward",
                      f"Your `{name}` updates the weights one call late. Run three times on a stand-in, it leaves "

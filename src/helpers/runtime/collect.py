@@ -2016,6 +2016,32 @@ def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dic
         counts = [int(s["step"]) for s in adam.state.values() if isinstance(s, dict) and "step" in s]
         if counts:
             out["state_steps"] = max(counts)
+        # an optimizer with settings of its own (weight decay, momentum): a step leaves them as the caller set them
+        model = Table().train()
+        tuned = torch.optim.SGD(model.parameters(), lr=float(inputs["lr"]), momentum=0.5, weight_decay=0.01)
+        before = {k: v for k, v in tuned.param_groups[0].items() if k != "params"}
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            step(model, tuned, tokens.clone())
+        after = tuned.param_groups[0]
+        out["settings_changed"] = {k: [repr(v), repr(after.get(k))] for k, v in before.items()
+                                   if isinstance(v, (int, float, bool)) and after.get(k) != v}
+        # a batch the table already gets right (each answer's score 8 above the others: a loss of about 0.003): a
+        # step still updates (a step skipped below some loss leaves the weights as they were)
+        n_vocab, length = int(table.shape[-1]), (int(tokens.shape[1]) - 1) // 2
+        if 0 < length < n_vocab:
+            prompt = torch.arange(length)
+            sure = torch.cat([prompt, torch.tensor([n_vocab - 1]), prompt.flip(0)]).repeat(4, 1)
+            confident = torch.zeros(n_vocab, n_vocab)
+            confident[sure[0, length:-1], sure[0, length + 1:]] = 8.0
+            model = Table().train()
+            with torch.no_grad():
+                model.table.copy_(confident)
+            sgd = torch.optim.SGD(model.parameters(), lr=float(inputs["lr"]))
+            with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                step(model, sgd, sure.clone())
+            out["confident_changed"] = not bool(torch.equal(model.table.detach(), confident))
     except Exception as exc:  # noqa: BLE001 — the student's function: anything can happen
         if out:  # what the first runs measured stands
             return out
