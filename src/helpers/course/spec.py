@@ -1103,7 +1103,9 @@ def _grad_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     if ex.kind == "function" and ex.module and (frozen := record.get("module_frozen")):
         listed = ", ".join(f"`{n}`" for n in frozen)
         return _fail(ex, "not_trainable", f"`{ex.module}` has a frozen parameter: {listed} has requires_grad=False, so "
-                                          "no optimizer can train it. Leave requires_grad at its default (True).")
+                                          "no optimizer can train it: a `requires_grad=False`, a `requires_grad_("
+                                          "False)` or a `.detach_()` on it (in `forward` too, which runs it at every "
+                                          "call). Leave requires_grad at its default (True).")
     if not ex.keeps_grad:
         return None
     if ex.kind == "function" and ex.module:  # the function runs a module: the module's output must keep it
@@ -1412,7 +1414,9 @@ def _module_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
             why = (f"`{', '.join(plain)}` {'is a plain tensor' if len(plain) == 1 else 'are plain tensors'}, not "
                    "registered with the module: wrap each weight in nn.Parameter(...)")
         elif frozen:
-            why = f"`{', '.join(frozen)}` has requires_grad=False: leave requires_grad at its default (True)"
+            why = (f"`{', '.join(frozen)}` has requires_grad=False (a `requires_grad=False`, a `requires_grad_(False)` "
+                   "or a `.detach_()` on it, in `forward` too, which runs at every call): leave requires_grad at its "
+                   "default (True)")
         else:
             why = ex.hints.get("not_trainable") or \
                 "create each weight as nn.Parameter(...) (or nn.Linear) inside __init__"
@@ -1482,10 +1486,11 @@ def _parameters_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | No
     names = [str(p[0]) for p in params]
     wanted = _listed([f"self.{n}" for n in ex.parameters])
     if missing := [n for n in ex.parameters if n not in names]:
-        return _fail(ex, "not_as_asked", f"The TO-DO asks for the parameters {wanted}; your `{ex.module}` has no "
-                                         f"{_listed(missing)} (its parameters: {_listed(names) if names else 'none'}). "
-                                         "Name them as asked, one attribute per matrix: code outside the class finds "
-                                         f"a weight by its name (`{ex.module}.{ex.parameters[0]}`).")
+        return _fail(ex, "not_as_asked", f"The TO-DO asks for the parameters {wanted}; your `{ex.module}` registers "
+                                         f"no parameter named {_listed(missing)} (its parameters: "
+                                         f"{_listed(names) if names else 'none'}). Name them as asked, one attribute "
+                                         "per matrix: `named_parameters()`, `state_dict()` and code outside the class "
+                                         f"find a weight by that name (`{ex.module}.{ex.parameters[0]}`).")
     if extra := [p for p in params if str(p[0]) not in ex.parameters]:
         sizes = [int(np.prod(p[1])) for p in extra]
         listed = ", ".join(f"`{p[0]}` ({k} number{'' if k == 1 else 's'})" for p, k in zip(extra, sizes))
@@ -2648,8 +2653,9 @@ def _zeroed_small(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]
         # (the largest entry of every trial: one of small numbers may have every entry cut)
         scale = max((float(np.abs(w).max()) for _, w in pairs), default=0.0)
         # above the rounding of a right computation where the exact number is 0 (the float64 reference may hold
-        # 3e-17 there, a right float32 answer 0): of any trial's largest entry, 1e-14 in float64, 1e-9 in float32
-        noise = max((1e-14 if ex.dtype == "float64" else 1e-9) * scale, 1e-30)
+        # 3e-17 there, a right float32 answer 0): of any trial's largest entry, 1e-14 in float64; in float32, half a
+        # step of float32 at it (2**-24: `expm1(t) + 1`, a right formula, rounds an exponential below that to 0)
+        noise = max((1e-14 if ex.dtype == "float64" else 2.0**-24) * scale, 1e-30)
         for g, w in pairs:
             floor = noise if (w >= 0).all() else max(1e-5 * float(np.abs(w).max()), noise)
             cut = (g == 0) & (np.abs(w) > floor)

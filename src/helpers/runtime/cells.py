@@ -770,7 +770,9 @@ def code_features(source: str) -> dict[str, Any] | None:
             fn = node.func
             name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
             matmul = matmul or name in _PRODUCTS and not _outer_product(node, name)
-            loop = loop or isinstance(fn, ast.Name) and fn.id in ("map", "filter")  # a loop written as a call
+            # a loop written as a call (but `map(x.matmul, (w_key, w_value))`: one product per matrix)
+            loop = loop or isinstance(fn, ast.Name) and fn.id in ("map", "filter") \
+                and not all(_over_named_things(a) for a in node.args[1:])
             implicit = implicit or _implicit_axis(node, imported)
     return {"loop": loop, "nested_loop": _loop_depth(tree) >= 2, "matmul": matmul, "implicit_softmax_dim": implicit,
             "indexed_result": _indexes_a_result(tree), "typed_numbers": _types_numbers(tree),
