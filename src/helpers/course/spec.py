@@ -3607,10 +3607,14 @@ def rows_reversed(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
 
 def repeated_row(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """An edge trial made from the first random trial: the same inputs with the second row of ``name`` a copy of the
-    first (a word said twice, or padding): a function that merges or drops equal rows (`unique`,
-    `unique_consecutive`) returns fewer rows."""
+    first (a word said twice, or padding), and a third row unlike them: a function that merges or drops equal rows
+    (`unique`, `unique_consecutive`) returns fewer rows, or weighs the repeated word's key once."""
     def edge(first: dict[str, Any]) -> dict[str, Any]:
         a = np.array(first[name])
+        if a.shape[-2] == 2:  # and a third, other row: with two rows only, both the same, merging changes nothing
+            rng = np.random.default_rng(a.shape)
+            a = np.concatenate([a, rng.normal(size=(*a.shape[:-2], 1, a.shape[-1])) * (float(a.std()) or 1.0)],
+                               axis=-2)
         if a.shape[-2] > 1:
             a[..., 1, :] = a[..., 0, :]
         return {**first, name: a}

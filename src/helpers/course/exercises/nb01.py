@@ -740,8 +740,9 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
               # and a row of zero scores; one token: a squeeze shows; scores up to 800 (past float64's limit) and a
               # row far below 0: a softmax written out in float64, or shifted only where the scores are large, fails
               # and three-decimal numbers: a softmax sent through float16 shows
+              # and a token said twice (equal columns of scores merged, `unique`, show)
               edge=(large_numbers, near_limit_scores, past_limit_scores, small_numbers, one_token, far_past_scores,
-                    far_below_scores, precise_numbers),
+                    far_below_scores, precise_numbers, repeated_numbers),
               signs={"unstable_softmax": overflow_sign(ref_softmax, scores_of, 88.0),
                      "global_max_subtraction": global_shift_sign(ref_softmax, scores_of, 87.0)}, **own),
         # numbers with three decimals too: values sent through float16 show (the other replays' halves are exact in it)

@@ -833,8 +833,9 @@ register(
            how={"implicit_softmax_dim": False}, dtype="float32",
            # and scores up to 200: a softmax that does not subtract each row's own maximum fails
            # and a token of zeros; scores up to 800 and a row far below 0 (see nb01's softmax)
+           # and the largest score in the last column; and a token said twice (equal columns merged show)
            edge=(large_numbers, near_limit_scores, past_limit_scores, small_numbers, far_past_scores,
-                 far_below_scores, precise_numbers, last_key_loud_scores),  # and the largest score in the last column
+                 far_below_scores, precise_numbers, last_key_loud_scores, repeated_numbers),
            signs={"unstable_softmax": overflow_sign(ref_softmax_along, nb01.scores_of, 88.0),
                   "global_max_subtraction": global_shift_sign(ref_softmax_along, nb01.scores_of, 87.0)}),
     _predict_shape("predict_weighted", "Prediction: the shape of the weighted values", "weighted_shape",
