@@ -530,8 +530,9 @@ _ROWS = [
      "the separator. The guesses that count are made at positions L … 2L − 1, about the tokens at L + 1 … 2L."),
     # --- notebook 07
     ("positive_exponent", "exp of a score above the running maximum",
-     "One of your exponents can be positive: exp(s − m) taken before m is raised to s, or a rescaling factor "
-     "exp(m_new − m), the wrong way round. When a score jumps far above the running maximum (by more than about "
+     "One of your exponents can be positive: exp(s − m) taken before m is raised to s, a rescaling factor "
+     "exp(m_new − m), the wrong way round, or an m that is not the largest score so far (rounded, cast, or gone to "
+     "±inf on the way). When a score jumps far above the running maximum (by more than about "
      "709), that exp overflows: to inf with NumPy, an OverflowError with math.exp. Raise m first "
      "(m_new = max(m, s)), then rescale what you have by exp(m − m_new) and add "
      "exp(s − m_new): every exponent is then ≤ 0."),
