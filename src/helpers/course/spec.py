@@ -3284,6 +3284,9 @@ def _reads_globals(ex: Exercise, record: Mapping[str, Any], then: str) -> str:
     ``forward``)."""
     names = ", ".join(f"`{n}`" for n in record.get("globals_read") or [])
     inside = (record.get("globals_in") or [None])[0]
+    if inside and "." not in inside:  # a function of the notebook's that it calls
+        return (f"`{inside}` (a function of yours that `{ex.answers[0]}` calls) reads the notebook's {names} instead "
+                f"of what it is handed: pass it what `{ex.answers[0]}` is given, {then}")
     if inside:
         return (f"`{inside}` (which `{ex.answers[0]}` runs) reads the notebook's {names} instead of the module's "
                 f"own weights and its arguments, {then}")

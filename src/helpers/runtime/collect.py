@@ -875,8 +875,8 @@ def _data_globals_written(fn: Any) -> list[str]:
 
 def _data_globals(fn: Any) -> tuple[list[str], str | None]:
     """Names of notebook data (arrays, tensors, models) the function reads from its globals — or, when it reads
-    none itself, that the methods of a class of the notebook it uses read (a module's ``forward``), with
-    that method's name."""
+    none itself, that the methods of a class of the notebook it uses read (a module's ``forward``), or a function of
+    the notebook it calls, with that method's or function's name."""
     code = getattr(fn, "__code__", None)
     glob = getattr(fn, "__globals__", None)
     if code is None or not isinstance(glob, dict):
@@ -898,6 +898,12 @@ def _data_globals(fn: Any) -> tuple[list[str], str | None]:
             if inner is not None and getattr(method, "__globals__", None) is glob and \
                     (found := data(_global_names(inner))):
                 return found, f"{cls.__name__}.{attr}"
+    # or that a function of the notebook it calls reads (a helper `_project(w)` that returns `x @ w`)
+    for helper_name in sorted(names):
+        helper = glob.get(helper_name)
+        if isinstance(helper, types.FunctionType) and helper is not fn and helper.__globals__ is glob \
+                and (found := data(_global_names(helper.__code__))):
+            return found, helper_name
     return [], None
 
 
