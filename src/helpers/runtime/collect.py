@@ -1183,8 +1183,10 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
         record["typed_in"] = typed_lists(_without_given(source, plan.get("given") or ()))
         # other steps' answers the cell reads besides the ones it starts from (a predicted axis as `dim=`); a name
         # the cell only assigns (the TensorFlow half computing `outputs` again) is not used
+        # (in the student's own lines: a print the notebook gives that shows another answer beside it is not used)
         read = free_names(source)
-        record["used"] = _snapshot({n: namespace[n] for n in sorted(set(plan.get("others") or ()) & read)
+        own_read = free_names(_without_given(source, plan.get("given") or ())) if plan.get("given") else read
+        record["used"] = _snapshot({n: namespace[n] for n in sorted(set(plan.get("others") or ()) & own_read)
                                     if n in namespace})
         # the framework of what the cell starts from: an answer of the wrong framework may come from an input
         tensors = ("torch", "tensorflow", "numpy")
