@@ -934,8 +934,9 @@ NUMPY_HINTS = {
     "sum_wrong_axis": "You divided by the sums of the columns (axis=0). Each row of weights must sum to 1: "
     "divide by each row's own sum, over axis=-1 with keepdims=True.",
     "fixed_scale": "You divided by 2 whatever the keys: np.sqrt(4) typed in, the square root of k.shape[0] (the "
-    "first axis, which counts the words: 4, like d_k here), or a square root cut to a whole number by int(). d_k "
-    "is the width of a key: k.shape[-1], and its square root stays a float.",
+    "first axis, which counts the words: 4, like d_k here), a width read off another array than these keys "
+    "(Part 2's TensorFlow `keys`, say), or a square root cut to a whole number by int(). d_k is the width of a key: "
+    "k.shape[-1], and its square root stays a float.",
     "scale_by_d_model": "You divided by √d_model, the width of x_np (or the rows of w_key_np). Divide by √d_k, "
     "the width of a key: the last axis of the keys (or of w_key_np). Here both are 4; in general they differ.",
     "scale_by_d_v": "You divided by √d_v, the width of the values (v.shape[1], or w_value_np's). Divide by √d_k, "
