@@ -1981,7 +1981,8 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
             if nb.shape == ev.shape and np.array_equal(nb, ev):
                 return _fail(ex, "not_as_asked", ex.hints.get("not_as_asked") or
                              f"`{ex.module}`'s output does not depend on its buffer `{probe.buffer}`: the forward "
-                             "builds the mask again instead of using the buffer.")
+                             "builds the mask again (or keeps one made from the buffer on an earlier call) instead "
+                             "of reading the buffer at every call.")
     return None
 
 

@@ -179,7 +179,8 @@ ATTENTION_HINTS = {
     "look for what changed self.dropout on the way: setting it to 0 in evaluation mode keeps it 0 for every later "
     "call, in training too.)",
     "not_as_asked": "Your layer's output does not depend on its buffer `causal_mask`: the forward makes the causal "
-    "mask again (or lets the fused function make it) instead of reading the buffer the __init__ registers. Part 6 "
+    "mask again (or lets the fused function make it), or keeps what it made from the buffer on an earlier call, "
+    "instead of reading the buffer the __init__ registers at every call. Part 6 "
     "switches the mask off through that buffer, to show what the model does without it: use "
     "self.causal_mask[:seq, :seq].",
     "missing_scale": "Your scores were not divided by √d_head. Inside each head, divide q·kᵀ by the square root of "
