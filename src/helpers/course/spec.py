@@ -2654,11 +2654,13 @@ def _zeroed_small(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]
         # (the largest entry of every trial: one of small numbers may have every entry cut)
         scale = max((float(np.abs(w).max()) for _, w in pairs), default=0.0)
         # above the rounding of a right computation where the exact number is 0 (the float64 reference may hold
-        # 3e-17 there, a right float32 answer 0): of any trial's largest entry, 1e-14 in float64; in float32, half a
-        # step of float32 at it (2**-24: `expm1(t) + 1`, a right formula, rounds an exponential below that to 0)
-        noise = max((1e-14 if ex.dtype == "float64" else 2.0**-24) * scale, 1e-30)
+        # 3e-17 there, a right float32 answer 0): of any trial's largest entry, 1e-14 in float64, 1e-9 in float32
+        noise = max((1e-14 if ex.dtype == "float64" else 1e-9) * scale, 1e-30)
         for g, w in pairs:
-            floor = noise if (w >= 0).all() else max(1e-5 * float(np.abs(w).max()), noise)
+            # and in float32, half a step of float32 at this trial's largest entry (2**-24: `expm1(t) + 1`, a right
+            # formula, rounds an exponential below that to 0)
+            own = noise if ex.dtype == "float64" else max(noise, 2.0**-24 * float(np.abs(w).max()))
+            floor = own if (w >= 0).all() else max(1e-5 * float(np.abs(w).max()), own)
             cut = (g == 0) & (np.abs(w) > floor)
             rest = ~cut & ~((g == 0) & (np.abs(w) <= floor))  # (the tiniest ones set to 0 too: not judged)
             # (to the default tolerances at least: dropping small terms before a division moves the others a little)

@@ -643,7 +643,8 @@ class _ModuleWatch:
             from torch.nn.modules import module as torch_module
 
             self.handles = [torch_module.register_module_forward_pre_hook(self._before),
-                            torch_module.register_module_forward_hook(self._after)]
+                            # (also when forward raises: the next call is then an outermost one again)
+                            torch_module.register_module_forward_hook(self._after, always_call=True)]
         except Exception:  # noqa: BLE001 — no torch, or one without global hooks: nothing is watched
             self.handles = []
 
