@@ -1184,6 +1184,18 @@ def large_values(inputs: dict) -> dict:
     return {name: full[name] for name in inputs}
 
 
+def zero_key_entry(inputs: dict) -> dict:
+    """An edge replay whose keys all hold a 0 (the key weights' first column zeroed): a width counted as a key's
+    non-zero entries (`count_nonzero(key_1)`) shows, which the integer words show only on some draws. Drawn from a
+    generator seeded by the replay's own words."""
+    rng = np.random.default_rng([int(v) + 7 for v in np.ravel(inputs["word_1"])])
+    base = world(rng, widths=True)
+    wk = np.array(base["w_key"])
+    wk[:, 0] = 0
+    full = _world_from(base["x"], base["w_query"], wk, base["w_value"])
+    return {name: full[name] for name in inputs}
+
+
 def narrow_keys(inputs: dict) -> dict:
     """An edge replay of keys 3 wide, narrower than the 4 words (the other replays' keys may all be wider): a d_k
     taken as the largest (or the first) size of the keys, max(n, d_k), shows. Drawn from a generator seeded by the
@@ -1335,7 +1347,7 @@ def _exercises() -> list[Exercise]:
               mistakes=SCORES_1_MISTAKES, hints=SCORES_1_HINTS, dtype="int32", edge=large_int_scores),
         value("04.weights_1", "The weights of word 1", ("attn_weights_1",), ref_weights_1,
               reads=("attn_scores_1", "key_1"), mistakes=WEIGHTS_1_MISTAKES, hints=WEIGHTS_1_HINTS,
-              dtype="float32", widths=True, **TIGHT),
+              dtype="float32", widths=True, edge=(narrow_keys, zero_key_entry), **TIGHT),
         value("04.attention_1", "The output of word 1", ("output_1",), ref_output_1,
               reads=("attn_weights_1", *values), mistakes=OUTPUT_1_MISTAKES, hints=OUTPUT_1_HINTS,
               computed_with=("attn_weights_1",),  # the weights of the step before, not made again in this cell
@@ -1365,7 +1377,7 @@ def _exercises() -> list[Exercise]:
               mistakes=WEIGHTS_MISTAKES, hints=WEIGHTS_HINTS, dtype="float32", widths=True,
               # scaled scores up to 86: a clamp shows; up to 200: a softmax without each row's maximum fails
               # (no row far below 0: these integer words rarely give one, and drawing one costs a check 60 ms)
-              edge=(narrow_keys, near_limit_weights, past_limit_weights, far_past_weights),
+              edge=(narrow_keys, near_limit_weights, past_limit_weights, far_past_weights, zero_key_entry),
               **TIGHT,
               signs={"unstable_softmax": overflow_sign(ref_weights, _scaled_scores_of, 88.0),
                      "global_max_subtraction": global_shift_sign(ref_weights, _scaled_scores_of, 87.0,
