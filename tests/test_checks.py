@@ -790,6 +790,81 @@ def test_the_grader_reads_what_the_probes_of_modules_and_training_steps_measured
         assert (there.status, there.diagnosis, there.message) == (here.status, here.diagnosis, here.message)
 
 
+def test_every_field_the_verdict_reads_is_decoded_by_the_grader():
+    """The grader rebuilds a record from the sandbox field by field: a field the verdict reads that the grader
+    leaves out makes the grader pass what the check fails. Every key the verdict reads off a record (or off a
+    probe's entry) must be one the grader's decoder names."""
+    import re
+    from pathlib import Path
+
+    import helpers.course.spec as spec_module
+    import helpers.grading.verdict as verdict_module
+
+    source = Path(spec_module.__file__).read_text()
+    read = set(re.findall(r'(?:record|entry|watched|nan|facts)\.get\("([a-z_0-9]+)"', source)) | set(
+        re.findall(r'(?:record|entry)\["([a-z_0-9]+)"\]', source))
+    decoded = set(re.findall(r'"([a-z_0-9]+)"', Path(verdict_module.__file__).read_text()))
+    assert len(read) > 100, "the pattern no longer finds what the verdict reads"
+    assert read - decoded == set(), "read by the verdict but never decoded by the grader"
+
+
+def test_the_grader_reads_what_the_new_probes_measured():
+    """The same verdict in the kernel and in the grader for the measurements added with simulation 30: a NaN
+    gradient, a float64 input handed back in float32, a layer's own draw that repeats (fork_rng), a step that
+    changes the optimizer's settings, parameters made in forward."""
+    torch = pytest.importorskip("torch")
+    import math
+
+    from helpers.runtime.collect import collect
+
+    ns = {"torch": torch, "nn": torch.nn, "F": torch.nn.functional, "math": math, "np": np}
+    exec("def causal_attention(q, k, v):\n"
+         "    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
+         "    n = s.shape[-1]\n"
+         "    allowed = torch.ones(n, n, dtype=torch.bool).tril()\n"
+         "    m = s.masked_fill(~allowed, float('-inf')).amax(dim=-1, keepdim=True)\n"
+         "    e = torch.exp(s - m).tril()\n"
+         "    return (e / e.sum(dim=-1, keepdim=True)) @ v\n"
+         "def cross_attention(x_dec, x_enc, w_query, w_key, w_value):\n"
+         "    q, k, v = x_dec @ w_query, x_enc @ w_key, x_enc @ w_value\n"
+         "    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
+         "    return (torch.softmax(s, dim=-1) @ v).float()\n"
+         "def answer_loss(logits, tokens):\n"
+         "    half = tokens.shape[1] // 2\n"
+         "    guesses, targets = logits[:, half:-1], tokens[:, half + 1:]\n"
+         "    return F.cross_entropy(guesses.reshape(-1, guesses.shape[-1]), targets.reshape(-1))\n"
+         "def train_step(model, optimizer, tokens):\n"
+         "    for group in optimizer.param_groups:\n"
+         "        group['weight_decay'] = 0.0\n"
+         "    optimizer.zero_grad()\n"
+         "    loss = answer_loss(model(tokens), tokens)\n"
+         "    loss.backward()\n"
+         "    optimizer.step()\n"
+         "    return loss.item()\n", ns)
+    code = _solution_code("10_tiny_attention_model", 7, 11)
+    drawn = "                keep = (torch.rand_like(attn_weights) >= self.dropout).float()\n"
+    assert drawn in code
+    exec(code.split("mhsa = load_weights")[0].replace(
+        drawn, "                with torch.random.fork_rng():\n    " + drawn), ns)
+    layer = spec.get("10.attention")
+    world = layer.inputs(None)
+    ns["mhsa"] = ns["load_weights"](ns["MultiHeadSelfAttention"](6, 2, 8, world["p_drop"]),
+                                    {w: torch.tensor(world[w], dtype=torch.float32)
+                                     for w in ("w_query", "w_key", "w_value", "w_out")})
+    cases = ((spec.get("06.causal_attention"), "nan_gradient", None),
+             (spec.get("09.cross_attention"), "wrong_dtype", None),
+             (layer, "generator_put_back", student_cell(layer, None, "torch")),
+             (spec.get("10.train_step"), "optimizer_not_used", student_cell(spec.get("10.train_step"), None,
+                                                                           "torch")))
+    for ex, code, cell in cases:
+        plan = spec.make_plan(ex, np.random.default_rng(0))
+        record = collect(plan.data, answer_namespace(ex, None, "torch") | ns if ex.kind == "value" else ns,
+                         cell=cell)
+        here, there = spec.evaluate(ex, plan, record), _round_trip(ex, plan, record)
+        assert here.diagnosis == code, (ex.id, here.message)
+        assert (there.status, there.diagnosis, there.message) == (here.status, here.diagnosis, here.message)
+
+
 def test_a_notebook_number_is_blamed_only_where_it_changes_what_the_function_gives():
     """`d_k` read from the notebook changes the result on other inputs: named. A fill constant of the notebook's
     (-1e9) changes nothing there: the failure has another cause (a scale of 2 typed in), not named as a global."""

@@ -212,6 +212,23 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     if ex.keeps_grad and isinstance(raw.get("grad_mismatch"), list):
         record["grad_mismatch"] = _names(raw["grad_mismatch"], set(plan.inputs[0]) if plan.inputs else set(),
                                          "the inputs whose gradient is wrong")
+    inputs0 = set(plan.inputs[0]) if plan.inputs else set()
+    nan = raw.get("nan_grad")  # a gradient that is not finite on a trial whose result is
+    if ex.keeps_grad and isinstance(nan, dict) and type(nan.get("trial")) is int and 0 <= nan["trial"] < 10**4:
+        record["nan_grad"] = {"trial": nan["trial"], "shapes": _text(nan.get("shapes"), 300),
+                              "inputs": _names(nan.get("inputs") or [], inputs0 or {""}, "the inputs whose gradient "
+                                                                                          "is not finite")}
+    if isinstance(raw.get("double_dtype"), str):  # what a function hands back for float64 inputs
+        record["double_dtype"] = _text(raw["double_dtype"], 20)
+    if ex.keeps_grad and isinstance(raw.get("grad_flag_set"), list):  # inputs whose requires_grad it switched on
+        record["grad_flag_set"] = _names(raw["grad_flag_set"], inputs0 or {""}, "the inputs flagged")
+    if ex.module and isinstance(raw.get("module_alike"), list):  # parameters that start as one draw
+        record["module_alike"] = _names(raw["module_alike"], set(), "the parameters alike")
+    if ex.module and isinstance(fp := raw.get("forward_params"), dict):  # parameters made or run outside __init__
+        record["forward_params"] = {k: _identifiers(fp.get(k), 10) for k in ("grown", "unregistered")}
+    if ex.module and type(raw.get("forward_grad")) is bool:  # gradients on while the module ran
+        record["forward_grad"] = raw["forward_grad"]
+    record["fn_attributes"] = _identifiers(raw.get("fn_attributes"), 20)  # state kept on the function itself
     if raw.get("upstream") is not None:
         record["upstream"] = _arrays(raw["upstream"], starts_from, "the upstream values")
     own_up = raw.get("replay_upstream")
@@ -285,6 +302,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     if ex.module and isinstance(how, dict) and isinstance(how.get("grad_calls"), list):  # where they are on
         record["grad_calls"] = [n for n in how["grad_calls"][:1000] if n == ex.module]
     record["globals_read"] = _names(raw.get("globals_read") or [], set(), "the globals read")
+    record["containers_read"] = _names(raw.get("containers_read") or [], set(), "the containers read")
     record["globals_in"] = _names(raw.get("globals_in") or [], set(), "where the globals are read")
     record["models_read"] = _names(raw.get("models_read") or [], set(), "the models read")
     record["globals_written"] = _names(raw.get("globals_written") or [], set(), "the globals written")
@@ -320,7 +338,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                     if entry.get("error") else
                     {**{k: decode_array(entry[k]) for k in ("eval", "train", "without_buffer")
                         if entry.get(k) is not None},
-                     **{k: entry[k] for k in ("same_draw", "rng_reset", "keep_ignored", "changes_itself")
+                     **{k: entry[k] for k in ("same_draw", "rng_reset", "keep_ignored", "changes_itself", "repeats")
                         if type(entry.get(k)) is bool},
                      # how the module's own draw is shaped: axes it is shared by, or a shape not of the weights
                      **({"draw_shared": [a for a in entry["draw_shared"] if a in ("batch", "heads", "query", "key")]}
@@ -343,6 +361,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                     **({"inplace_error": _text(entry["inplace_error"], 300)} if entry.get("inplace_error") else {}),
                     **({"reused_graph": _text(entry["reused_graph"], 300)} if entry.get("reused_graph") else {}),
                     **({"input_cut": True} if entry.get("input_cut") is True else {}),
+                    **({"class_state": _text(entry["class_state"], 300)} if isinstance(entry.get("class_state"), str)
+                       else {}),
                     # only the module's own parameters can be named
                     "cut": _names(entry.get("cut") or [], {p[0] for p in (record.get("module") or {}).get("params", [])}
                                   or {""}, "the parameters cut off")}
@@ -365,6 +385,11 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                        if isinstance(entry.get("rows"), list) and type(entry.get("batch")) is int else {}),
                     "training_after": entry.get("training_after") is not False,
                     "rng_reset": entry.get("rng_reset") is True,
+                    **({k: entry[k] for k in ("one_late", "confident_changed") if type(entry.get(k)) is bool}),
+                    **({"settings_changed": {_text(k, 40): [_text(v[0], 40), _text(v[1], 40)]
+                                             for k, v in list(entry["settings_changed"].items())[:10]
+                                             if isinstance(v, list) and len(v) == 2}}
+                       if isinstance(entry.get("settings_changed"), dict) else {}),
                     **({"state_steps": entry["state_steps"]} if type(entry.get("state_steps")) is int
                        and 0 <= entry["state_steps"] < 1000 else {})}
                 continue
@@ -394,17 +419,25 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                     if isinstance(entry.get("means"), dict) else {},
                     "repeated": {_text(k, 100): float(v) for k, v in list((entry.get("repeated") or {}).items())[:100]
                                  if isinstance(v, (int, float)) and not isinstance(v, bool) and 0.5 < v <= 1}
-                    if isinstance(entry.get("repeated"), dict) else {}}
+                    if isinstance(entry.get("repeated"), dict) else {},
+                    # the square buffers a new module registers (name, shape), and whether dropout=0 still drops
+                    "buffers": [[_text(b[0], 100), [int(n) for n in b[1][:8] if type(n) is int]]
+                                for b in (entry.get("buffers") or [])[:20]
+                                if isinstance(b, list) and len(b) == 2 and isinstance(b[1], list)]
+                    if isinstance(entry.get("buffers"), list) else [],
+                    "drops_at_zero": entry.get("drops_at_zero") is True}
                 continue
             if probe.kind == "module_drops":
                 record["probes"][probe.kind] = {k: entry[k] for k in ("differ", "layer_differs", "eval_differ",
                                                                       "keep_handed")
                                                 if type(entry.get(k)) is bool}
                 continue
-            peak, reads = entry.get("peak_bytes"), entry.get("reads", 1)
+            peak, reads, held = entry.get("peak_bytes"), entry.get("reads", 1), entry.get("held", 0)
             record["probes"][probe.kind] = {
                 "peak_bytes": float(peak) if isinstance(peak, (int, float)) and not isinstance(peak, bool) else 1e30,
                 "reads": int(reads) if type(reads) is int else 2,
+                # how many of the stream's items the function kept alive at once
+                "held": float(held) if isinstance(held, (int, float)) and not isinstance(held, bool) else 1e30,
                 "answer": decode_array(entry["answer"]) if entry.get("answer") is not None else None,
             }
     return record
