@@ -483,9 +483,17 @@ def last_key_loud_fn_inputs(inputs: dict) -> dict:
         s = (x @ wq) @ (x @ drawn["w_key"]).T
         if s.max() < -s.min():
             wq, s = -wq, -s
-        if s.max() > 0 and (factor := nb01.last_key_factor(s)) is not None:
+        if s.max() > 0 and (factor := nb01.last_key_factor(s)) is not None and _rows_settled(s * factor):
             return {**drawn, "x": x[nb01.loudest_key_last(x, wq, drawn["w_key"])] * np.sqrt(factor), "w_query": wq}
     return inputs
+
+
+def _rows_settled(s: np.ndarray) -> bool:
+    """Every row of scores either small (within ±16, as the notebook's) or one-hot (its top 25 above the next): a row
+    of scores in the hundreds that blends would leave float32's rounding of those scores (these inputs are not exact
+    in it) in the outputs, above the step's tolerance (a right answer was rejected on 1 draw in 40)."""
+    top = np.sort(s, axis=-1)
+    return bool(np.all((np.abs(s).max(axis=-1) <= 16.0) | (top[:, -1] - top[:, -2] >= 25.0)))
 
 
 def _scaled_fn(inputs: dict, tag: int, factor_of) -> dict:
@@ -880,7 +888,9 @@ register(
     Exercise(
         "03.attention_outputs", notebook=NOTEBOOK, title="Self-attention as one function",
         answers=("attention_outputs",), kind="function", framework="torch", inputs=fn_inputs,
-        reference=ref_fn, mistakes=FN_MISTAKES, atol=1e-5, points=2, hints=HINTS["attention_outputs"],
+        # atol 5e-5: float32's rounding of the loud trials' scores (up to 200, not exact in it) reaches the outputs by
+        # up to 1.4e-5, which rejected the plain right answer on about 1 draw in 150 at 1e-5
+        reference=ref_fn, mistakes=FN_MISTAKES, atol=5e-5, points=2, hints=HINTS["attention_outputs"],
         how={"implicit_softmax_dim": False}, dtype="float32",
         # and the first trial's tokens in reverse order (the same shapes): a result kept by shape shows
         # and a token of zeros (its scores are 0: a mask of the zero scores, or a sparse softmax, drops them), and
