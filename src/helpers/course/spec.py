@@ -2801,6 +2801,24 @@ def _predicted_axis(ex: Exercise, name: str, value: Any) -> Any:
     return _as_axis(owner, {name: value})[name] if owner is not None and owner.predicts == "axis" else value
 
 
+def _stale_helper_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome | None:
+    """A cell that is wrong on the replays only because it keeps a helper of its own from an earlier run (see
+    :func:`collect._stale_helpers`): run afresh, without it, it gives the right answers there."""
+    stale = record.get("stale_helpers")
+    replays = (record.get("answers") or [])[1:]
+    if not isinstance(stale, Mapping) or not stale.get("names") or not replays or len(plan.inputs) < 2:
+        return None
+    want = ex.expected(plan.inputs[1])
+    if _compare(ex, stale.get("answers") or {}, want, "") is not None or _compare(ex, replays[0], want, "") is None:
+        return None
+    names = _listed(list(stale["names"]))
+    return _fail(ex, "stale_value",
+                 f"Your cell keeps {names} from an earlier run: run afresh on other inputs, it gives the right "
+                 f"answer, but run again with {names} already defined it reuses the old value (a test such as "
+                 f"`if \"{stale['names'][0]}\" not in globals()`, a `try: … except NameError`, or a `.get` with a "
+                 "default). Compute every helper anew each time the cell runs.")
+
+
 def _keeps_old_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     """A cell that keeps an answer it finds already defined (`x = globals().get("x", …)`, `try: x` / `except
     NameError`): run again with the notebook's answer still bound, its replay gives that old answer back, where the
@@ -2928,6 +2946,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                 return check
         return Outcome(ex.id, "pass", ex.points, ex.points, f"{ex.title}: correct.")
 
+    if (kept := _stale_helper_problem(ex, plan, record)) is not None:
+        return kept
     if fail0 is not None and (stale := record.get("stale_defaults")) and ex.functions:
         names = ", ".join(f"`{n}`" for n in stale)
         return _fail(ex, "stale_value",

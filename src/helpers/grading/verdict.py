@@ -268,6 +268,10 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                                                 "the earlier answers' dtypes")
         record["reassigned_from_answers"] = _names(raw.get("reassigned_from_answers") or [],
                                                    set(plan.data["earlier"]), "the earlier answers made from these")
+    stale = raw.get("stale_helpers")  # a helper kept from an earlier run: its names, and the fresh run's answers
+    if isinstance(stale, dict) and isinstance(stale.get("answers"), dict):
+        record["stale_helpers"] = {"names": _identifiers(stale.get("names"), 10),
+                                   "answers": _arrays(stale["answers"], answers_names, "the fresh run's answers")}
     if raw.get("used") is not None and plan.data.get("others"):
         record["used"] = _arrays(raw["used"], set(plan.data["others"]), "the other answers used")
     if ex.computed_with:

@@ -591,6 +591,11 @@ def _replay_trials(record: dict[str, Any], plan: Mapping[str, Any], namespace: M
                 # the old one
                 if kind := _keeps_old_answer(code, namespace, world, plan, answers, got):
                     record["keeps_old"] = kind
+                # and once without the names the cell itself assigns besides its answers (a helper kept from an
+                # earlier run: `if "scale" not in globals(): scale = …`)
+                if source is not None and (stale := _stale_helpers(code, namespace, world, plan, answers, got,
+                                                                   source)):
+                    record["stale_helpers"] = stale
             record["answers"].append(got)
             if plan.get("module") and i <= len(plan.get("again") or ()) and plan["again"][i - 1]:
                 record.setdefault("module_again", []).append(
@@ -687,6 +692,39 @@ def _keeps_old_answer(code: Any, namespace: Mapping[str, Any], world: Mapping[st
         if isinstance(exc, KeyboardInterrupt):
             raise
         return None
+
+
+def _stale_helpers(code: Any, namespace: Mapping[str, Any], world: Mapping[str, Any], plan: Mapping[str, Any],
+                   answers: Sequence[str], got: Mapping[str, np.ndarray], source: str) -> dict[str, Any] | None:
+    """The cell run on the first replay's inputs without the names it assigns itself besides its answers (its
+    helpers, as a first run has them: not yet defined): when that gives other answers than the replay with the
+    notebook's helpers bound, the cell keeps a helper from an earlier run. Those helpers' names and the fresh run's
+    answers, or None (no helper, the same answers, or a fresh run that raises: a name read before it is set)."""
+    helpers = sorted(n for n in assigned_names(source) - set(answers) - set(world) - set(plan.get("reads") or ())
+                     if n in namespace and not n.startswith("_") and not callable(namespace[n]))
+    if not helpers:
+        return None
+    def without(names: Sequence[str]) -> dict[str, np.ndarray] | None:
+        """The answers of a run without ``names``, if they differ from the replay's (None: the same, or it raised)."""
+        try:
+            overlay = {name: _mimic(value, namespace.get(name), plan.get("framework"))
+                       for name, value in world.items() if name not in (plan.get("own") or ()) or name not in namespace}
+            ns = _replay(code, {k: v for k, v in namespace.items() if k not in names}, overlay, answers)
+            fresh = {name: to_array(ns[name], name, finite=False) for name in answers}
+        except BaseException as exc:  # noqa: BLE001 — the student's cell, run again: anything can happen
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            return None
+        same = all(fresh[n].shape == got[n].shape and np.allclose(fresh[n], got[n], rtol=1e-6, atol=1e-9,
+                                                                  equal_nan=True) for n in answers)
+        return None if same else fresh
+
+    fresh = without(helpers)
+    if fresh is None:
+        return None
+    # the helpers that matter, each left out alone (the others it recomputes anyway)
+    kept = [h for h in helpers[:10] if without([h]) is not None] if len(helpers) > 1 else helpers
+    return {"names": (kept or helpers)[:10], "answers": fresh}
 
 
 def _mutated(before: Mapping[str, np.ndarray], after: Mapping[str, Any]) -> list[str]:

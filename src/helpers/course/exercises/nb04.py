@@ -49,6 +49,7 @@ from ..spec import (
     Exercise,
     global_shift_sign,
     large_scores,
+    more_rows,
     one_row,
     overflow_sign,
     register,
@@ -616,6 +617,19 @@ def many_words(first: dict) -> dict:
 
 
 many_words.of_first_trial = True
+
+
+def long_words(first: dict) -> dict:
+    """An edge trial from the first random one: 100 words (above a tile of 64 keys, and far beyond a window of a few
+    neighbours), from a generator seeded by its shapes: an online softmax over tiles that forgets to rescale what it
+    has when a later tile raises the maximum, or attention kept to a local window, shows."""
+    q, v = np.asarray(first["q"]), np.asarray(first["v"])
+    rng = np.random.default_rng([*q.shape, v.shape[-1], 100])
+    return {"q": rng.normal(size=(100, q.shape[-1])), "k": rng.normal(size=(100, q.shape[-1])),
+            "v": rng.normal(size=(100, v.shape[-1]))}
+
+
+long_words.of_first_trial = True
 
 
 def _attend(q, k, v, scale=None, transpose=False, axis=-1, normalise=softmax, after=1.0):
@@ -1419,7 +1433,7 @@ def _exercises() -> list[Exercise]:
             # and the score of 800 on the last key: a row maximum that leaves the last column out shows
             edge=(one_row("q", "v"), large_scores(), zero_row("k"), many_words,  # and 13 words: a top-8 shows
                   last_key_loudest, large_scores(top=3e4),  # a score of 30 000: a clip at ±1e4 shows
-                  first_query_far_below, zero_in_first_key),
+                  first_query_far_below, zero_in_first_key, long_words),  # and 100 words: tiles of 64 show
             signs={"unstable_softmax": overflow_sign(ref_scaled_attention, _qk_scores, 88.0)},  # float32
             widths=("k", "v"),  # "any n, d_k and d_v": values wider than the keys in some trial, narrower in another
             points=2,
@@ -1443,7 +1457,9 @@ def _exercises() -> list[Exercise]:
             keeps_grad=True,  # x and the three weight matrices reach the result
             # one token; the same shapes, other numbers; scores of 800
             # and a token of zeros (a real token: masked as padding, it shows)
-            edge=(one_row("x", "w_value"), rows_reversed("x"), large_scores(x="x"), zero_row("x")),
+            # and 100 tokens: a local window, or tiles of 64 keys not rescaled, show
+            edge=(one_row("x", "w_value"), rows_reversed("x"), large_scores(x="x"), zero_row("x"),
+                  more_rows("x", 100)),
             signs={"unstable_softmax": overflow_sign(ref_self_attention, _xw_scores, 88.0)},
             widths=("w_key", "w_value"),
             depends_on=("04.scaled_attention",),
