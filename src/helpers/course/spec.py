@@ -3803,6 +3803,49 @@ def more_rows(name: str, n: int = 600) -> Callable[[dict[str, Any]], dict[str, A
     return edge
 
 
+def square_x(name: str = "x") -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """An edge trial made from the first random trial: as many tokens as features (``name`` square, its rows cut or
+    drawn on from a generator seeded by its shape): code that transposes its input when the first size is the
+    width (`if x.shape[0] == d_model: x = x.T`) shows."""
+    def edge(first: dict[str, Any]) -> dict[str, Any]:
+        a = np.asarray(first[name], dtype=float)
+        n, d = a.shape[-2], a.shape[-1]
+        if n < d:
+            rng = np.random.default_rng([*a.shape, 7])
+            a = np.concatenate([a, rng.normal(scale=float(a.std()) or 1.0, size=(*a.shape[:-2], d - n, d))], axis=-2)
+        return {**first, name: a[..., :d, :]}
+
+    edge.of_first_trial = True
+    return edge
+
+
+def loud_token(x: str = "x", w_query: str = "w_query", w_key: str = "w_key", n: int = 24, top: float = 200.0,
+               scaled: bool = True) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """An edge trial made from the first random trial: ``n`` tokens of small numbers (a quarter of the spread), the
+    last one long, so that its own score (``scaled`` by √d_k, or not) is ``top`` and every other score of its row
+    about 190 below. A softmax shifted by something other than the row's maximum that lies far below it (a
+    percentile, a median) overflows there: inf / inf. The right row is one-hot."""
+    def edge(first: dict[str, Any]) -> dict[str, Any]:
+        a = np.asarray(first[x], dtype=float)
+        wq, wk = np.asarray(first[w_query], dtype=float), np.asarray(first[w_key], dtype=float)
+        rng = np.random.default_rng([*a.shape, n, 24])
+        small = rng.normal(scale=(float(a.std()) or 1.0) / 4, size=(n, a.shape[-1]))
+        root = np.sqrt(wk.shape[-1]) if scaled else 1.0
+        for _ in range(100):
+            u = rng.normal(size=a.shape[-1])
+            u /= np.linalg.norm(u)
+            own = float((u @ wq) @ (u @ wk)) / root
+            if own > 0.05 * (np.linalg.norm(wq) * np.linalg.norm(wk) / root + 1e-12):
+                small[-1] = u * np.sqrt(top / own)
+                s = (small @ wq) @ (small @ wk).T / root
+                if np.sort(s[-1])[-2] <= top - 150.0 and np.abs(s[:-1]).max() < 60.0:
+                    return {**first, x: small}
+        return first
+
+    edge.of_first_trial = True
+    return edge
+
+
 def _answer_and_reference(answer: Arrays, reference: Callable[..., Any],
                           inputs: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray] | None:
     """A one-answer step's answer and the reference's, as float64 arrays (None for an answer of several names)."""

@@ -33,13 +33,16 @@ from ..spec import (
     Exercise,
     Probe,
     global_shift_sign,
+    loud_token,
     more_rows,
     one_row,
     overflow_sign,
     register,
     repeated_row,
     rows_reversed,
+    square_x,
     upstream_of,
+    zero_row,
 )
 from . import nb01
 
@@ -528,6 +531,18 @@ def longer_word(first: dict) -> dict:
     return _lined_up(first, 1.0)
 
 
+def zero_word(first: dict) -> dict:
+    """An edge trial from the first random one: the first word's embedding all zeros (a padding-like token), so its
+    score with every word is exactly 0: a softmax that drops the zero scores (`to_sparse()`, a mask of `s == 0`)
+    gives that word no weight, where exp(0) is as real as any other."""
+    x = np.array(first["x"], dtype=np.float64)
+    x[0 if JOURNEY != 0 else -1] = 0.0
+    return _rebuilt(first, x=x)
+
+
+zero_word.of_first_trial = True
+
+
 def longer_last_word(first: dict) -> dict:
     """:func:`longer_word` with the last word long instead: the largest score of the journey's row, and of the last
     word's own row, is in the last column. A row maximum that leaves the last column out (a loop or a slice that
@@ -804,7 +819,7 @@ PART_1 = [
            # scores up to 85: a clamp shows; up to 190: a softmax that does not subtract the maximum fails
            edge=(journey_not_largest, near_limit_embeddings, past_limit_embeddings, far_past_embeddings,
                  opposite_word, longer_word,  # a shift by the largest |score|, or by the journey's own score
-                 longer_last_word),  # and a row maximum that leaves the last key out
+                 longer_last_word, zero_word),  # and a row maximum that leaves the last key out; a score of 0
            signs={"unstable_softmax": overflow_sign(lambda attn_scores_2, **_: softmax(attn_scores_2),
                                                     lambda attn_scores_2, **_: attn_scores_2, 88.0)},
            mistakes={
@@ -880,7 +895,7 @@ PART_1 = [
            # scores up to 85: a clamp shows; up to 190: a softmax that does not subtract each row's maximum fails
            edge=(near_limit_embeddings, past_limit_embeddings, far_past_embeddings,
                  opposite_word, longer_word,  # a shift by each row's largest |score|, or by its diagonal
-                 longer_last_word),  # and a row maximum that leaves the last key out
+                 longer_last_word, zero_word),  # and a row maximum that leaves the last key out; scores of 0
            signs={"unstable_softmax": overflow_sign(lambda attn_scores, **_: softmax(attn_scores),
                                                     lambda attn_scores, **_: attn_scores, 88.0),
                   "global_max_subtraction": global_shift_sign(lambda attn_scores, **_: softmax(attn_scores),
@@ -1059,7 +1074,7 @@ PART_2 = [
            _one("attn_weights_2_qk", _weights_2_qk), reads=("attn_scores_2_qk", "keys"),
            dtype="float32",  # the next step multiplies it with the float32 values
            # scaled scores up to 85: a clamp shows; up to 190: a softmax that does not subtract the maximum fails
-           edge=(near_limit_query, past_limit_query, far_past_query, far_below_query),
+           edge=(near_limit_query, past_limit_query, far_past_query, far_below_query, zero_word),  # a key of 0
            signs={"unstable_softmax": overflow_sign(_weights_2_qk, _scaled_2_qk, 88.0)},
            mistakes={
                "scale_by_d_v": _one("attn_weights_2_qk", lambda attn_scores_2_qk, values, **_:
@@ -1140,8 +1155,10 @@ PART_2 = [
         # (no trial of scores near 800 for the function: its random float inputs, rounded to float32, leave a right
         # float32 answer outside the tolerance there on some draws)
         # and 40 tokens: tokens cut at a count typed in show
+        # and a token of zeros (its scores are exactly 0: a softmax that drops them shows), as many tokens as
+        # features (a transpose of a square x shows), and 24 tokens with one loud (a shift by a percentile shows)
         edge=(one_row("x", "w_value"), swapped_n_d_k, near_limit_inputs, past_limit_inputs, rows_reversed("x"),
-              repeated_row("x"), far_below_inputs, more_rows("x")),
+              repeated_row("x"), far_below_inputs, more_rows("x"), zero_row("x"), square_x(), loud_token()),
         signs={"unstable_softmax": overflow_sign(attention, _projected, 88.0),
                "global_max_subtraction": global_shift_sign(attention, _projected, 87.0)},
         widths=("w_key", "w_value"),  # "any size": values wider than the keys in some trial, narrower in another
@@ -1275,7 +1292,9 @@ PART_2 = [
         mistakes=ATTENTION_MISTAKES,
         # one token: the outputs are (1, d_k), not squeezed; and scores up to 85, up to 200 and a row far below 0,
         # as for self_attention: a softmax in forward that does not subtract each row's own maximum fails
-        edge=(one_row("x"), *map(_one_width, (near_limit_inputs, past_limit_inputs, far_below_inputs))),
+        # and, as for self_attention, a token of zeros, a square x and 24 tokens with one loud
+        edge=(one_row("x"), *map(_one_width, (near_limit_inputs, past_limit_inputs, far_below_inputs)),
+              zero_row("x"), square_x(), loud_token()),
         signs={"unstable_softmax": overflow_sign(attention, _projected, 88.0),
                "global_max_subtraction": global_shift_sign(attention, _projected, 87.0)},
         dtype="float32",  # layers made float64 give other numbers than the float32 module of the notebook

@@ -35,6 +35,7 @@ from ..reference import (
 from ..spec import (
     Exercise,
     global_shift_sign,
+    loud_token,
     more_rows,
     one_row,
     overflow_sign,
@@ -897,7 +898,8 @@ register(
         # small values (outputs set to 0 below a threshold show)
         edge=(one_row("x", "w_value"), large_fn_inputs, past_limit_fn_inputs, rows_reversed("x"), zero_row("x"),
               scaled_by("w_value", 2.0 ** -10), repeated_row("x"), far_below_fn_inputs, more_rows("x"),
-              last_key_loud_fn_inputs),  # and the largest score in the last column
+              last_key_loud_fn_inputs,  # and the largest score in the last column; 24 tokens, one loud
+              loud_token(scaled=False)),
         # scores up to 200: a softmax that does not subtract each row's own maximum fails on some rows only
         signs={"unstable_softmax": overflow_sign(ref_fn, _scores_fn, 88.0),
                "global_max_subtraction": global_shift_sign(ref_fn, _scores_fn, 87.0)},
