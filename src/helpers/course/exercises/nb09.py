@@ -559,6 +559,20 @@ def _zero_source_token(first: dict) -> dict:
 _zero_source_token.of_first_trial = True
 
 
+def _square_cross(first: dict) -> dict:
+    """An edge trial from the first random one: a source exactly as long as the decoder's prefix (n_q = n_k; the
+    random trials never have them equal): a causal mask applied whenever the scores are square shows."""
+    x_dec, x_enc = np.asarray(first["x_dec"], dtype=np.float64), np.asarray(first["x_enc"], dtype=np.float64)
+    n_q, n_k = x_dec.shape[-2], x_enc.shape[-2]
+    if n_k < n_q:
+        rng = np.random.default_rng(x_enc.shape)
+        x_enc = np.concatenate([x_enc, rng.normal(size=(*x_enc.shape[:-2], n_q - n_k, x_enc.shape[-1]))], axis=-2)
+    return {**first, "x_enc": x_enc[..., :n_q, :]}
+
+
+_square_cross.of_first_trial = True
+
+
 def _long_source(first: dict) -> dict:
     """An edge trial from the first random one: a source of 40 tokens (the random ones have 3 to 6), drawn as they
     are. Attention over only the best few keys of each query (a top-k of 8) is the whole softmax on short sources."""
@@ -627,6 +641,18 @@ def _without_batch(*names: str):
 
     edge.of_first_trial = True
     return edge
+
+
+def _prefill(first: dict) -> dict:
+    """An edge trial from the first random one: nothing cached yet (t = 0) and all its queries new (m of 3 or more):
+    ordinary causal attention, a prompt taken in at once. A mask applied only when something is cached (`if t > 0`)
+    lets each query see the tokens after it."""
+    q = np.asarray(first["q"])
+    m = q.shape[-2]
+    return {**first, "k": np.asarray(first["k"])[..., -m:, :], "v": np.asarray(first["v"])[..., -m:, :]}
+
+
+_prefill.of_first_trial = True
 
 
 def _one_query(inputs: dict) -> dict:
@@ -842,6 +868,12 @@ def fractional_bits(inputs: dict) -> dict:
     and sizes whose total, 134.53125 bytes, has five decimals: bits cut to a whole number (`int(8 * bytes)`) or a
     total rounded to two decimals show."""
     return dict(zip(inputs, (2, 3, 7, 5, 0.3203125)))
+
+
+def byte_and_a_quarter(inputs: dict) -> dict:
+    """An edge trial: 1.25 bytes per number (10-bit numbers) and one number of each: 2.5 bytes in all. A total cut to
+    a whole number where the bytes per number are 1 or more (`int(...)`) shows."""
+    return dict(zip(inputs, (1, 1, 1, 1, 1.25)))
 
 
 def many_digits(inputs: dict) -> dict:
@@ -1061,7 +1093,8 @@ def _exercises() -> list[Exercise]:
                  # source of 40 tokens: a top-k of the keys shows
                  edge=(batch_of_one("x_dec", "x_enc"), _louder("w_query", _cross_scores),
                        _without_batch("x_dec", "x_enc"), scaled_by("w_value", 64.0),
-                       _past_limit("x_dec", _cross_scores), _zero_source_token, _far_below_cross, _long_source),
+                       _past_limit("x_dec", _cross_scores), _zero_source_token, _far_below_cross, _long_source,
+                       _square_cross),  # and a source as long as the prefix: a causal mask there shows
                  signs={"unstable_softmax": overflow_sign(ref_cross, _scores_of(_cross_scores), 88.0),
                         "global_max_subtraction": global_shift_sign(ref_cross, _scores_of(_cross_scores), 87.0)},
                  explains=scale_explains(CROSS_OTHER_SCALE), **own, **torch_),
@@ -1080,7 +1113,8 @@ def _exercises() -> list[Exercise]:
                  # and scores up to 200 in the first sentence: a softmax without each row's maximum fails; and a
                  # query whose visible scores all lie at -115 or below: a finite fill above them shows
                  edge=(_one_query, _louder("q", _qk), _heads_and_zero_key, _without_batch("q", "k", "v"),
-                       loud_future, _past_limit("q", _qk, last_row=True), _far_below_first_query, _long_cache),
+                       loud_future, _past_limit("q", _qk, last_row=True), _far_below_first_query, _long_cache,
+                       _prefill),  # and nothing cached yet: a mask skipped when t = 0 shows
                  raised_hints=((r"must match the size of tensor|must be broadcastable|size mismatch|cannot be "
                                 r"multiplied", heads_axis_hint),),
                  explains=scale_explains(CACHED_OTHER_SCALE), **own, **torch_),
@@ -1107,7 +1141,7 @@ def _exercises() -> list[Exercise]:
                  rtol=1e-12, atol=0.0,
                  framework="python",  # "a number out": not a tensor, nor a float32 (inexact above 2**24)
                  edge=(large_cache, empty_cache, four_bit_cache, one_token, quarter_bytes, fractional_bits,
-                       many_digits, odd_sizes),
+                       many_digits, odd_sizes, byte_and_a_quarter),
                  signs={"integer_overflow": _wrapped, "wrong_dtype": _float32_rounded},
                  hints={"wrong_dtype": "Your count is a few parts in a hundred million off: somewhere it is held in "
                         "float32 (a tensor of the sizes, its `.prod()`), whose 24 bits hold whole numbers exactly "

@@ -500,6 +500,14 @@ def louder_logits(inputs: dict) -> dict:
     return {**inputs, "logits": 400.0 * np.asarray(inputs["logits"], dtype=np.float64)}
 
 
+def past_half_range(inputs: dict) -> dict:
+    """An edge trial: the logits scaled so that the largest lies near 70 000, past float16's largest number
+    (65 504), with many decimals: logits sent through float16 (or bfloat16) come back inf or rounded, where float32's
+    cross-entropy stays finite and exact."""
+    logits = np.asarray(inputs["logits"], dtype=np.float64)
+    return {**inputs, "logits": logits * (70_000.0 / (float(np.abs(logits).max()) or 1.0))}
+
+
 def answers_off_rule(inputs: dict) -> dict:
     """The edge trial: the answer tokens of every sequence moved one place (rolled) and each one digit on, so they
     no longer follow the task's rule. The loss and the accuracy compare the guesses with the tokens as they are: a
@@ -666,6 +674,24 @@ def huge_vocabulary(first: dict) -> dict:
 
 
 huge_vocabulary.of_first_trial = True
+
+
+def many_answers(first: dict) -> dict:
+    """An edge trial: 3 000 answers (600 sequences of 5 digits), all guessed right but one: a count kept in float16
+    (whole numbers exact only up to 2048) rounds 2 999 to 3 000, an accuracy of 1. From a generator seeded by the
+    first trial's shape."""
+    rng = np.random.default_rng([*np.shape(first["tokens"]), 3000])
+    batch, length, digits = 600, 5, 10
+    tokens = make_sequences(rng, batch, length, digits)
+    logits = rng.normal(size=(*tokens.shape, digits + 1))
+    rows, cols = np.meshgrid(np.arange(batch), np.arange(length), indexing="ij")
+    logits[rows, length + cols, tokens[rows, length + 1 + cols]] += 8.0
+    wrong = (int(tokens[0, length + 1]) + 1) % digits  # the first answer guessed wrong
+    logits[0, length, wrong] += 20.0
+    return {"logits": logits, "tokens": tokens}
+
+
+many_answers.of_first_trial = True
 
 
 # --- part 4: one training step, on a stand-in model -------------------------------------------------
@@ -1058,7 +1084,7 @@ def _exercises() -> list[Exercise]:
             inputs=loss_inputs,
             # and logits in the hundreds: a log-sum-exp without its maximum, or the log of a softmax, overflows
             edge=(answers_off_rule, one_digit, unused_tokens, confidently_wrong, loud_logits, separator_answer,
-                  large_vocabulary, louder_logits),
+                  large_vocabulary, louder_logits, past_half_range),  # and logits past float16's range
             reference=ref_loss,
             native=native_loss,
             signs={"loss_capped": _capped},
@@ -1106,7 +1132,7 @@ def _exercises() -> list[Exercise]:
             kind="function",
             inputs=accuracy_inputs,
             edge=(answers_off_rule, one_digit, separator_loudest, tied_logits, large_vocabulary, near_ties,
-                  huge_vocabulary),
+                  huge_vocabulary, many_answers),
             reference=ref_accuracy,
             mistakes=ACCURACY_MISTAKES,
             signs=ACCURACY_SIGNS,
