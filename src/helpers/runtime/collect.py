@@ -1752,6 +1752,12 @@ def _partial_gradients(module: Any, args: list[Any], training: bool = False) -> 
         result = call()
         if not isinstance(result, torch.Tensor) or not result.requires_grad or result.dtype != torch.float64:
             return []
+        if training:
+            with torch.no_grad():
+                if not torch.equal(call(), result.detach()):
+                    # a draw torch's seed does not repeat (a generator of the module's own, NumPy's): every call
+                    # drops other weights, so differences of calls say nothing about the gradient
+                    return []
         grads = torch.autograd.grad(result.sum(), [p for _, p in named], allow_unused=True)
         generator = torch.Generator().manual_seed(0)
         partial, eps = [], 1e-6
