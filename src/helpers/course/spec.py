@@ -1459,6 +1459,11 @@ def _listed(names: Sequence[str]) -> str:
 def _forward_params_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     """A module whose forward makes its parameters (on its first call) or runs layers it does not hold (see
     :class:`collect._ModuleWatch`): a new one has no parameters, or fewer than it uses, for an optimizer to train."""
+    if ex.module and (record.get("module") or {}).get("keep_required") is True:
+        return _fail(ex, "not_as_asked",
+                     f"Your `{ex.module}`'s forward requires `keep`: the `keep=None` of the TO-DO's signature is gone, "
+                     "so a call without a draw of the caller's (the cells below make one, in training mode) raises a "
+                     "TypeError. Keep `keep=None`, and draw your own when it is None.")
     watched = record.get("forward_params")
     if not ex.module or not isinstance(watched, Mapping):
         return None

@@ -328,6 +328,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
             "globals_in": _text(module.get("globals_in"), 100) if module.get("globals_in") else None,
             "training": module.get("training") is True,
             "own_call": module.get("own_call") is True,
+            "keep_required": module.get("keep_required") is True,
         }
     probes = raw.get("probes")
     if isinstance(probes, dict):

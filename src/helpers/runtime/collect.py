@@ -30,6 +30,7 @@ import copy
 import dataclasses
 import dis
 import functools
+import inspect
 import io
 import random
 import re
@@ -908,8 +909,10 @@ def _data_globals_written(fn: Any) -> list[str]:
     code, glob = getattr(fn, "__code__", None), getattr(fn, "__globals__", None)
     if code is None or not isinstance(glob, dict):
         return []
+    # (or a number of the notebook's: a `global d_k` rebound, which a later cell divides by)
     return [n for n in sorted(_global_ops(code, ("STORE_GLOBAL",))) if (v := glob.get(n)) is not None
-            and (framework_of(v) in ("torch", "tensorflow", "numpy") and hasattr(v, "shape") or _is_model(v))][:20]
+            and (framework_of(v) in ("torch", "tensorflow", "numpy") and hasattr(v, "shape") or _is_model(v)
+                 or isinstance(v, (int, float)) and not isinstance(v, bool) and not n.startswith("_"))][:20]
 
 
 def _data_globals(fn: Any) -> tuple[list[str], str | None]:
@@ -1095,6 +1098,11 @@ def _module_facts(module: Any, reads: Iterable[str] = ()) -> dict[str, Any] | No
     # around it) is bypassed
     facts["own_call"] = any("__call__" in vars(cls) for cls in type(module).__mro__
                             if cls.__module__.split(".")[0] not in ("torch", "builtins"))
+    # a dropout draw its forward takes (`keep`) that the caller must now hand in: its default (None) left out
+    try:
+        facts["keep_required"] = inspect.signature(module.forward).parameters["keep"].default is inspect.Parameter.empty
+    except (KeyError, TypeError, ValueError, AttributeError):
+        facts["keep_required"] = False
     wanted = set(reads)
     for cls in type(module).__mro__:
         if cls.__module__.split(".")[0] in ("torch", "builtins"):

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..reference import softmax
 from ..scales import other_scale, scale_explains
-from ..spec import Exercise, register, upstream_of
+from ..spec import Exercise, register, upstream_of, zero_row
 
 NOTEBOOK = "08_order_and_position"
 
@@ -583,13 +583,15 @@ def _exercises() -> list[Exercise]:
             "08.attention_with_positions", title="Attention with the positions added",
             answers=("attention_with_positions",), inputs=positional_inputs, reference=ref_positional,
             mistakes=POSITIONAL_MISTAKES, hints=POSITIONAL_HINTS, atol=1e-5, dtype="float32",
+            edge=zero_row("x"),  # a token of zeros keeps its position: an encoding added to the others only shows
             # the token vectors and the weights are trained through it; the fixed encoding pe is not
             keeps_grad=("x", "w_query", "w_key", "w_value"), **fn,
         ),
         Exercise(
             "08.learned_positions", title="Learned position vectors", answers=("add_learned_positions",),
             inputs=learned_inputs, reference=ref_learned, mistakes=LEARNED_MISTAKES, hints=LEARNED_HINTS,
-            dtype="float32", edge=(long_sentence, very_long_sentence),
+            # and a token whose vector is all zeros (it still has a position: a table added only to the others shows)
+            dtype="float32", edge=(long_sentence, very_long_sentence, zero_row("x")),
             keeps_grad=True,  # the table is trained: its gradient must reach it (no .detach())
             **fn,
         ),
