@@ -726,16 +726,21 @@ HINTS = {
 }
 
 
+EXAMPLE_ONLY = ("scores_given", "implicit_2d", "implicit_3d")  # the notebook's example of an implicit softmax axis
+
+
 def _value(name, title, answers, reference, inputs=None, hints=None, **kw):
     if "predicts" not in kw:
         kw.setdefault("edge", large_numbers)  # numbers far above the notebook's: a clamp at its largest shows
         # the figures' numbers (`given`, from the lists) are there to compare with, not to copy: a step computes
         # from the tensors of the steps before it
-        kw.setdefault("not_with", ("given",))
+        # and so are the example's of "why the axis must be stated" (its scores typed in, and their softmaxes)
+        kw.setdefault("not_with", ("given", *EXAMPLE_ONLY))
     own = {} if "predicts" in kw else {
-        "not_as_asked:not_with": "Your cell takes numbers from {names}, the figures' numbers (made from the lists "
-        "by the course's drawing helper): they are there to compare with, not to copy. Compute this step from the "
-        "tensors of the steps before it, so that it follows them when they change."}
+        "not_as_asked:not_with": "Your cell takes numbers from {names}, numbers the notebook shows to compare with "
+        "(the figures' `given`, made from the lists, or the example of why the axis must be stated), not to copy: "
+        "they stay the example's whatever the steps before give. Compute this step from the tensors of the steps "
+        "before it, so that it follows them when they change."}
     return Exercise(f"03.{name}", notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
                     inputs=inputs or upstream_of(world, answers[0]),
                     hints={**own, **HINTS.get(name, {}), **(hints or {})}, **kw)
