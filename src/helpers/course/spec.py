@@ -3084,6 +3084,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                            f"Your cell does not compute `{missing}`: the `{missing}` the notebook holds was left there "
                            f"by an earlier run (or another cell), and run on its own your cell raises NameError where "
                            f"it uses it. Compute `{missing}` in this cell." + note)
+        if fail0 is None and (dtype := _dtype_problem(ex, record.get("facts") or {})):
+            return dtype  # its own dtype is wrong already on this notebook's numbers (another line's raise follows)
         if fail0 is None and (elsewhere := _raised_on_other_step(ex, replay_error)):
             return Outcome(ex.id, "fail", 0, ex.points, elsewhere + note)
         if fail0 is None and not ex.module and (sized := _raised_on_other_sizes(
