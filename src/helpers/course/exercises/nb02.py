@@ -661,6 +661,33 @@ def loud_v1(inputs: dict) -> dict:
     return {**inputs, "x": x * np.sqrt(300.0 / top)} if top > 0 else inputs
 
 
+def square_v1(inputs: dict) -> dict:
+    """An edge replay for SelfAttentionV1 with as many tokens as features (x square): a forward that transposes x
+    when its first size is d_model shows."""
+    x = np.abs(np.asarray(inputs["x"], dtype=np.float64))
+    n, d = x.shape
+    if n < d:
+        rng = np.random.default_rng([n, d, 5])
+        x = np.concatenate([x, np.abs(rng.normal(size=(d - n, d)))])
+    return {**inputs, "x": x[:d]}
+
+
+def loud_token_v1(inputs: dict) -> dict:
+    """An edge replay for SelfAttentionV1: 24 tokens of small positive numbers, the last one long, so that its own
+    scaled score is 200 and the rest of its row far below: a softmax shifted by a percentile (or a median) of the row
+    instead of its maximum overflows there."""
+    d = int(np.shape(inputs["x"])[1])
+    d_k = int(np.asarray(inputs["d_k"]))
+    rng = np.random.default_rng([d, d_k, 24])
+    x = np.abs(rng.normal(size=(24, d))) / 4
+    wq, wk, _ = _v1_weights(x, d_k)
+    own = float((x[-1] @ wq) @ (x[-1] @ wk)) / np.sqrt(d_k)
+    if own <= 0:
+        return inputs
+    x[-1] *= np.sqrt(200.0 / own)
+    return {**inputs, "x": x}
+
+
 def _v1(x, d_k=D_K, scale=None, transpose=False, axis=-1, swap_kv=False, **_):
     """SelfAttentionV1(d_model, d_k) seeded with 123 (for d_model = 3 and d_k = 2, step 5's matrices), whatever the
     inputs."""
@@ -1180,7 +1207,9 @@ PART_2 = [
     _value("02.sa_v1", "SelfAttentionV1 seeded with torch.manual_seed(123)", ("outputs_v1",),
            _one("outputs_v1", _v1), reads=("x", "d_model", "d_k"), module="sa_v1",
            trainable=3, exact_trainable=True, keeps_grad=True,
-           edge=loud_v1,  # scaled scores of 300: a softmax shifted by anything but each row's maximum fails
+           # scaled scores of 300: a softmax shifted by anything but each row's maximum fails; and a square x (a
+           # transpose when n equals d_model shows), and 24 tokens, one loud (a shift by a percentile shows)
+           edge=(loud_v1, square_v1, loud_token_v1),
            one_width=True,  # built with other d_model and d_k too: a √2 typed in, or weights 2 wide, show
            parameters=("w_query", "w_key", "w_value"),
            how={"seeds_in_class": False},  # "drawn like the matrices of step 5": from the generator the cell seeds
