@@ -323,8 +323,8 @@ def positional_inputs(rng=None) -> dict:
     n, d_model = int(rng.integers(3, 8)), int(rng.choice([4, 6, 8]))
     # queries and keys narrower or wider than the tokens (and the values of a third width): a scale by √d_model
     # where the keys' width belongs shows
-    d_k = int(rng.choice([d for d in (3, 5, 7) if d != n]))
-    d_v = int(rng.choice([d for d in (2, 4, 6) if d not in (d_model, n)]))
+    d_k = int(rng.choice([d for d in (3, 5, 7, 9) if d != n]))
+    d_v = int(rng.choice([d for d in (2, 5, 9) if d not in (d_model, n)]))
     w_query, w_key = rng.normal(size=(2, d_model, d_k)) / np.sqrt(d_model)
     w_value = rng.normal(size=(d_model, d_v)) / np.sqrt(d_model)
     # "pe is the encoding of those positions": any encoding, not only the sinusoids (a function that computes them
