@@ -661,16 +661,19 @@ def large_vocabulary(first: dict) -> dict:
 large_vocabulary.of_first_trial = True
 
 
-def huge_vocabulary(first: dict) -> dict:
-    """An edge trial: a vocabulary of 300 (answers up to 298), every answer guessed right: token ids kept in uint8
-    (which wraps past 255) or int8 show. From a generator seeded by the first trial's shape."""
-    rng = np.random.default_rng([*np.shape(first["tokens"]), 300])
-    batch, length, digits = 8, 5, 299
+def _all_guessed(rng: np.random.Generator, batch: int, length: int, digits: int) -> dict:
+    """Sequences whose every answer the logits guess right (its token 8 above random scores)."""
     tokens = make_sequences(rng, batch, length, digits)
     logits = rng.normal(size=(*tokens.shape, digits + 1))
     rows, cols = np.meshgrid(np.arange(batch), np.arange(length), indexing="ij")
     logits[rows, length + cols, tokens[rows, length + 1 + cols]] += 8.0
     return {"logits": logits, "tokens": tokens}
+
+
+def huge_vocabulary(first: dict) -> dict:
+    """An edge trial: a vocabulary of 300 (answers up to 298), every answer guessed right: token ids kept in uint8
+    (which wraps past 255) or int8 show. From a generator seeded by the first trial's shape."""
+    return _all_guessed(np.random.default_rng([*np.shape(first["tokens"]), 300]), 8, 5, 299)
 
 
 huge_vocabulary.of_first_trial = True
@@ -680,15 +683,11 @@ def many_answers(first: dict) -> dict:
     """An edge trial: 3 000 answers (600 sequences of 5 digits), all guessed right but one: a count kept in float16
     (whole numbers exact only up to 2048) rounds 2 999 to 3 000, an accuracy of 1. From a generator seeded by the
     first trial's shape."""
-    rng = np.random.default_rng([*np.shape(first["tokens"]), 3000])
-    batch, length, digits = 600, 5, 10
-    tokens = make_sequences(rng, batch, length, digits)
-    logits = rng.normal(size=(*tokens.shape, digits + 1))
-    rows, cols = np.meshgrid(np.arange(batch), np.arange(length), indexing="ij")
-    logits[rows, length + cols, tokens[rows, length + 1 + cols]] += 8.0
-    wrong = (int(tokens[0, length + 1]) + 1) % digits  # the first answer guessed wrong
-    logits[0, length, wrong] += 20.0
-    return {"logits": logits, "tokens": tokens}
+    trial = _all_guessed(np.random.default_rng([*np.shape(first["tokens"]), 3000]), 600, 5, 10)
+    tokens, length = trial["tokens"], 5
+    wrong = (int(tokens[0, length + 1]) + 1) % 10  # the first answer guessed wrong
+    trial["logits"][0, length, wrong] += 20.0
+    return trial
 
 
 many_answers.of_first_trial = True
