@@ -865,6 +865,46 @@ def test_the_grader_reads_what_the_new_probes_measured():
         assert (there.status, there.diagnosis, there.message) == (here.status, here.diagnosis, here.message)
 
 
+def test_a_right_answers_measurements_are_taken_only_for_numbers_that_are_right():
+    """A check takes the costly measurements of a right answer (its gradients, a call in float64) when the verdict
+    reads them: an answer whose numbers are wrong is judged without those calls, and every verdict is the one the
+    full record gives (the grader's)."""
+    torch = pytest.importorskip("torch")
+    import math
+
+    from helpers.runtime.collect import DeferredRecord, collect
+
+    ex = spec.get("06.causal_attention")
+    bodies = {
+        None: "    p = torch.softmax(s.masked_fill(hide, float('-inf')), dim=-1)\n",
+        "missing_scale": "    p = torch.softmax((s * math.sqrt(q.shape[-1])).masked_fill(hide, float('-inf')), dim=-1)\n",
+        "nan_gradient": "    m = s.masked_fill(hide, float('-inf')).amax(dim=-1, keepdim=True)\n"
+                        "    e = torch.exp(s - m).tril()\n"
+                        "    p = e / e.sum(dim=-1, keepdim=True)\n",
+    }
+    for code, body in bodies.items():
+        calls: list[tuple] = []
+        ns = {"torch": torch, "math": math, "calls": calls}
+        exec("def causal_attention(q, k, v):\n"
+             "    calls.append((q.dtype, q.requires_grad))\n"
+             "    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
+             "    hide = torch.ones(s.shape[-1], s.shape[-1], dtype=torch.bool).triu(1)\n"
+             + body + "    return p @ v\n", ns)
+        plan = spec.make_plan(ex, np.random.default_rng(0))
+        record = collect(plan.data, ns, defer=True)
+        assert isinstance(record, DeferredRecord)
+        before = len(calls)
+        deferred = spec.evaluate(ex, plan, record)
+        later = calls[before:]
+        full = spec.evaluate(ex, plan, collect(plan.data, ns))
+        assert (deferred.status, deferred.diagnosis, deferred.message) == (full.status, full.diagnosis, full.message)
+        if code == "missing_scale":
+            assert deferred.diagnosis == code and later == [], later
+        else:
+            assert (deferred.status, deferred.diagnosis) == (("pass", None) if code is None else ("fail", code))
+            assert (torch.float64, False) in later and any(grad for _, grad in later), later
+
+
 def test_a_notebook_number_is_blamed_only_where_it_changes_what_the_function_gives():
     """`d_k` read from the notebook changes the result on other inputs: named. A fill constant of the notebook's
     (-1e9) changes nothing there: the failure has another cause (a scale of 2 typed in), not named as a global."""

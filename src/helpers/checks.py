@@ -51,7 +51,7 @@ def judge(
         plan = spec.make_plan(ex, rng)
     except RuntimeError:  # a rare run of draws that never separates the variants: draw again
         plan = spec.make_plan(ex, rng)
-    record = runtime.collect(plan.data, namespace, history, cell=cell, shell=shell)
+    record = runtime.collect(plan.data, namespace, history, cell=cell, shell=shell, defer=True)
     outcome = spec.evaluate(ex, plan, record)
     if outcome.status == "fail" and outcome.diagnosis not in _NOT_CARRIED:
         uses = _functions_used(ex, namespace, history, cell)
@@ -125,7 +125,7 @@ def _right_with(ex: Exercise, plan: spec.Plan, namespace: Mapping[str, Any], his
     else:  # replayed on the notebook's own inputs as well: plan.inputs, one replay each
         data["trials"] = [plan.inputs[0], *plan.data["trials"]]
     try:
-        record = runtime.collect(data, ns, history, cell=cell, shell=shell)
+        record = runtime.collect(data, ns, history, cell=cell, shell=shell, defer=True)
     except Exception:  # noqa: BLE001 — no credit when it cannot be told
         return False
     if record.get("error"):

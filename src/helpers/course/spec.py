@@ -2472,10 +2472,15 @@ def _diagnose(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]], 
             raise exc
         return value
 
+    # the small trials first: a variant that does not explain the answer is mostly told so before a long input's
+    # turn (the outcome does not depend on the order)
+    order = sorted(range(len(trials)), key=lambda t: sum(np.size(v) for v in trials[t][1].values()
+                                                         if isinstance(v, np.ndarray)))
     for code in ex.mistakes:
         informative: set[int] = set()
         ok = True
-        for t, (got, inputs) in enumerate(trials):
+        for t in order:
+            got, inputs = trials[t]
             try:
                 wrong = once((code, id(inputs)), lambda: ex.variant(code, inputs))  # noqa: B023 — called at once
                 right = once(("", id(inputs)), lambda: ex.expected(inputs))  # noqa: B023

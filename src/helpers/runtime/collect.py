@@ -2223,18 +2223,25 @@ def _keeps_grad(fn: Callable[..., Any], name: str, inputs: Mapping[str, Any],
     return all(g is not None for g in grads)
 
 
+_NAN_GRAD_TRIALS = 3
+
+
 def _nan_grad(fn: Callable[..., Any], trials: Sequence[Mapping[str, Any]], framework: str,
               wanted: Iterable[str] | None = None) -> dict[str, Any] | None:
-    """On the first trial where ``fn``'s result is finite but the gradient of its sum is not (NaN or inf) for some
-    float input (a softmax written out whose hidden entries' exponentials overflow before a select removes them:
+    """Of the few trials with the largest input entries, the first (loudest first) where ``fn``'s result is finite
+    but the gradient of its sum is not (NaN or inf) for some float input (a softmax written out whose hidden entries' exponentials overflow before a select removes them:
     the select sends 0 back, and 0 · inf is NaN): that trial's index and those inputs' names. None when every
     gradient is finite or none can be taken (it raised, no tensor came back)."""
     names = None if wanted is None else set(wanted)
+    chosen = []
     for i, inputs in enumerate(trials):
         picked = [k for k, v in inputs.items() if isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.size
                   and not np.isin(v, (0.0, 1.0)).all() and (names is None or k in names)]
-        if not picked:
-            continue
+        if picked:
+            chosen.append((-max(float(np.abs(inputs[k]).max()) for k in picked), i, picked))
+    # only a loud trial overflows a hidden exponential: the loudest few (a gradient per trial is what costs here)
+    for _, i, picked in sorted(chosen)[:_NAN_GRAD_TRIALS]:
+        inputs = trials[i]
         try:
             with _quiet(), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -2557,6 +2564,8 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
                                    and p not in mentioned}
     mutated: set[str] = set()
     results: list[Any] = []  # what each call returned, as it returned it
+    # measurements that matter only to an answer whose numbers are right (see `collect`'s `defer`)
+    later: dict[str, Callable[[], Any]] = record.setdefault(_LATER, {})
     watch = _ModuleWatch() if plan.get("module") and framework == "torch" else None  # a module it makes and runs
     if watch is not None:
         watch.start()
@@ -2590,7 +2599,7 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
         record["result_overwritten"] = _overwritten(results, copies)
         if plan.get("follows_dtype") and plan.get("trials") and not record.get("forbidden"):
             # float64 in, float64 out: a result cast to float32, or built in the default dtype, loses the precision
-            record["double_dtype"] = _double_dtype(fn, plan["trials"][0], framework)
+            later["double_dtype"] = lambda: _double_dtype(fn, plan["trials"][0], framework)
         # a result kept for the very objects it was given (a cache keyed by id()): the last trial's arrays changed in
         # place and handed in again give the old result, where new arrays of the same numbers give another
         if plan.get("trials") and framework in ("numpy", "torch") and results:
@@ -2616,16 +2625,16 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             notes: dict[str, Any] = {}
             record["keeps_grad"] = _keeps_grad(fn, name, plan["trials"][0], wanted, notes)
             if record["keeps_grad"]:  # a gradient reaches every input: is it the right one?
-                record["grad_mismatch"] = _grad_mismatch(fn, plan["trials"][0], wanted)
-                # and a finite one, on every trial whose result is finite (the loud hidden keys of the edges)
-                record["nan_grad"] = _nan_grad(fn, plan["trials"], "torch", wanted)
+                later["grad_mismatch"] = lambda: _grad_mismatch(fn, plan["trials"][0], wanted)
+                # and a finite one, on the loud trials whose result is finite (the loud hidden keys of the edges)
+                later["nan_grad"] = lambda: _nan_grad(fn, plan["trials"], "torch", wanted)
             if notes.get("inplace_error"):
                 record["grad_inplace"] = notes["inplace_error"]
         elif plan.get("keeps_grad") and framework == "tensorflow" and plan.get("trials"):
             record["keeps_grad"] = _keeps_grad_tf(fn, plan["trials"][0])
             if record["keeps_grad"]:  # a gradient reaches every input: is it the right one?
-                record["grad_mismatch"] = _grad_mismatch_tf(fn, plan["trials"][0])
-                record["nan_grad"] = _nan_grad(fn, plan["trials"], "tensorflow")
+                later["grad_mismatch"] = lambda: _grad_mismatch_tf(fn, plan["trials"][0])
+                later["nan_grad"] = lambda: _nan_grad(fn, plan["trials"], "tensorflow")
     except AnswerError as err:
         # what it returned before it raised: the mistake that makes it raise may show in those numbers
         return {**_error(err.kind, err.message), "globals_read": read, "globals_in": record["globals_in"],
@@ -2850,11 +2859,56 @@ def _own_cell(history: History, run: Run | None, plan: Mapping[str, Any]) -> Run
     return dataclasses.replace(own, ids=()) if own is not None else run
 
 
+_LATER = "_later"  # a record's measurements not yet taken: name → how to take it
+
+
+class DeferredRecord(dict):  # type: ignore[type-arg]
+    """A record whose costly measurements of a right answer's gradient and dtype (more calls of the student's
+    function) are taken when the verdict first reads them: a verdict reads them only for an answer whose numbers
+    are right, so a wrong answer is judged without them. Reads go through ``get``, ``[]`` or ``in``;
+    :meth:`resolved` takes every one (anything that copies, iterates or stores a record needs that first)."""
+
+    def __init__(self, record: Mapping[str, Any], later: Mapping[str, Callable[[], Any]]) -> None:
+        super().__init__(record)
+        self._later = dict(later)
+
+    def _take(self, key: Any) -> None:
+        take = self._later.pop(key, None)
+        if take is not None:
+            dict.__setitem__(self, key, _taken(take))
+
+    def __getitem__(self, key: Any) -> Any:
+        self._take(key)
+        return dict.__getitem__(self, key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self._take(key)
+        return dict.get(self, key, default)
+
+    def __contains__(self, key: Any) -> bool:
+        self._take(key)
+        return dict.__contains__(self, key)
+
+    def resolved(self) -> dict[str, Any]:
+        for key in list(self._later):
+            self._take(key)
+        return dict(self)
+
+
+def _taken(take: Callable[[], Any]) -> Any:
+    torch = sys.modules.get("torch")
+    grad_on = torch.enable_grad() if torch is not None and hasattr(torch, "enable_grad") else contextlib.nullcontext()
+    with grad_on:  # as `collect` takes the others, whatever a cell left torch.set_grad_enabled at
+        return take()
+
+
 def collect(plan: Mapping[str, Any], namespace: Mapping[str, Any], history: History | None = None,
-            cell: str | Callable[..., Mapping[str, Any]] | None = None, shell: Any = None) -> dict[str, Any]:
+            cell: str | Callable[..., Mapping[str, Any]] | None = None, shell: Any = None,
+            defer: bool = False) -> dict[str, Any]:
     """The record of one exercise (see the module's docstring). ``cell`` overrides the cell to replay
     (its source, or a function of the replay inputs returning the answers); by default it is the
-    latest run, in ``history``, of a cell that binds the answers."""
+    latest run, in ``history``, of a cell that binds the answers. With ``defer``, a
+    :class:`DeferredRecord`: the measurements only a right answer needs are taken when first read."""
     if _replaying:
         return _error("replaying", "checked while replaying a cell")
     run = history.defining(plan["answers"]) if history is not None else None
@@ -2868,6 +2922,8 @@ def collect(plan: Mapping[str, Any], namespace: Mapping[str, Any], history: Hist
                 record = _value_record(plan, namespace, history, run, cell, shell)
             else:
                 record = _function_record(plan, namespace, history, run)
+                if not defer:
+                    record.update((key, take()) for key, take in record.pop(_LATER, {}).items())
     except AnswerError as err:  # e.g. a framework missing
         record = _error(err.kind, err.message)
     record["id"] = plan["id"]
@@ -2888,4 +2944,5 @@ def collect(plan: Mapping[str, Any], namespace: Mapping[str, Any], history: Hist
         record["default_dtype"] = str(dtype()).replace("torch.", "")
         record["default_dtype_own"] = bool(run is not None and re.search(r"set_default_dtype|set_default_tensor_type",
                                                                          run.source))
-    return record
+    later = record.pop(_LATER, None)
+    return DeferredRecord(record, later) if later else record

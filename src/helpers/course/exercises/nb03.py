@@ -523,7 +523,12 @@ def _scores_fn(x, w_query, w_key, **_):
 def _fn(x, w_query, w_key, w_value, *, scores=None, normalise=softmax, sum_axis=1, reduce="sum", w_v=None):
     q, k, v = x @ w_query, x @ w_key, x @ (w_value if w_v is None else w_v)
     s = q @ k.T if scores is None else scores(q, k)
-    weighted = _weighted(normalise(s), v)
+    w = normalise(s)
+    if reduce in ("sum", "mean") and sum_axis in (0, 1) and np.ndim(w) == 2 and np.ndim(v) == 2:
+        # the same sums without the (queries, inputs, d_v) products in between (a replay of 100 tokens)
+        total = w @ v if sum_axis == 1 else np.asarray(w).sum(axis=0)[:, None] * v
+        return total / np.shape(w)[sum_axis] if reduce == "mean" else total
+    weighted = _weighted(w, v)
     if reduce == "none":
         return weighted
     return weighted.mean(axis=sum_axis) if reduce == "mean" else weighted.sum(axis=sum_axis)
