@@ -877,7 +877,8 @@ def test_a_right_answers_measurements_are_taken_only_for_numbers_that_are_right(
     ex = spec.get("06.causal_attention")
     bodies = {
         None: "    p = torch.softmax(s.masked_fill(hide, float('-inf')), dim=-1)\n",
-        "missing_scale": "    p = torch.softmax((s * math.sqrt(q.shape[-1])).masked_fill(hide, float('-inf')), dim=-1)\n",
+        "missing_scale": "    s = s * math.sqrt(q.shape[-1])\n"
+                         "    p = torch.softmax(s.masked_fill(hide, float('-inf')), dim=-1)\n",
         "nan_gradient": "    m = s.masked_fill(hide, float('-inf')).amax(dim=-1, keepdim=True)\n"
                         "    e = torch.exp(s - m).tril()\n"
                         "    p = e / e.sum(dim=-1, keepdim=True)\n",

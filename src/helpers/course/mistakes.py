@@ -876,6 +876,9 @@ _PROCESS_ROWS = [
      "Your numbers are right, but the gradient through them is NaN on some inputs: a value that overflows (inf) on "
      "the way and is removed afterwards (a `where` or a mask after an exponential) still sends 0 · inf = NaN back. "
      "Remove what should not count before the operation that overflows."),
+    ("reseeds_generator", "torch's generator seeded anew at every call",
+     "Your function calls `torch.manual_seed(...)` each time it runs, so torch's generator is back in the same state "
+     "after every call and every later random draw repeats. Seed once, at the top of the notebook."),
     ("generator_put_back", "the random generator set back after each draw",
      "Your code draws from torch's generator but leaves it where it was (a `torch.random.fork_rng()` around the "
      "draw, or the generator's state set back after it), so the next call draws the same random numbers. Draw, and "

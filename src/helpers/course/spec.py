@@ -1665,6 +1665,12 @@ def _overwritten_problem(ex: Exercise, record: Mapping[str, Any], plan: Plan | N
                      "again on that array after its numbers changed (in place), it returned the old answer, while a "
                      "new array with the same numbers gets the right one (a cache keyed by `id(...)`, or by the "
                      "array's memory address). Compute the answer from the numbers on every call.")
+    if record.get("reseeds") is True:
+        return _fail(ex, "reseeds_generator",
+                     f"`{ex.answers[0]}` gives the right numbers, but it seeds torch's random generator anew at every "
+                     "call (a `torch.manual_seed(...)` inside it): after each call the generator is back in the same "
+                     "state, so every random draw after it (a weight's initialisation, a dropout mask) repeats the "
+                     "same numbers. Seed once, at the top of the notebook, never inside a function.")
     return _fail(ex, "result_overwritten") if record.get("result_overwritten") is True else None
 
 

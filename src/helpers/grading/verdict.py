@@ -248,6 +248,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         }
     record["mutated"] = _names(raw.get("mutated") or [], set(), "the changed inputs")
     record["result_overwritten"] = raw.get("result_overwritten") is True
+    record["reseeds"] = raw.get("reseeds") is True
     record["keeps_by_identity"] = raw.get("keeps_by_identity") is True
     record["same_for_doubled"] = raw.get("same_for_doubled") is True
     again = raw.get("module_again")  # the module called once more on another batch: its output, or that it raised

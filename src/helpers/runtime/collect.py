@@ -2229,9 +2229,10 @@ _NAN_GRAD_TRIALS = 3
 def _nan_grad(fn: Callable[..., Any], trials: Sequence[Mapping[str, Any]], framework: str,
               wanted: Iterable[str] | None = None) -> dict[str, Any] | None:
     """Of the few trials with the largest input entries, the first (loudest first) where ``fn``'s result is finite
-    but the gradient of its sum is not (NaN or inf) for some float input (a softmax written out whose hidden entries' exponentials overflow before a select removes them:
-    the select sends 0 back, and 0 · inf is NaN): that trial's index and those inputs' names. None when every
-    gradient is finite or none can be taken (it raised, no tensor came back)."""
+    but the gradient of its sum is not (NaN or inf) for some float input (a softmax written out whose hidden entries'
+    exponentials overflow before a select removes them: the select sends 0 back, and 0 · inf is NaN): that trial's
+    index and those inputs' names. None when every gradient is finite or none can be taken (it raised, no tensor
+    came back)."""
     names = None if wanted is None else set(wanted)
     chosen = []
     for i, inputs in enumerate(trials):
@@ -2569,6 +2570,10 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
     watch = _ModuleWatch() if plan.get("module") and framework == "torch" else None  # a module it makes and runs
     if watch is not None:
         watch.start()
+    # torch's generator after each call (a function, not a module's step): one that seeds it anew on every call
+    # (`torch.manual_seed(0)` inside) leaves it in the same state after each
+    torch_ = sys.modules.get("torch") if framework == "torch" and not plan.get("module") else None
+    states = [torch_.random.get_rng_state()] if torch_ is not None else []
     try:
         for i, inputs in enumerate(plan.get("trials") or []):
             args = {k: to_framework(v, framework) for k, v in inputs.items()}
@@ -2586,6 +2591,9 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
                 record["facts"] = _facts({name: result})
             record["answers"].append({name: to_array(result, f"{name}(...)", finite=False)})
             results.append(result)
+            if torch_ is not None:
+                states.append(torch_.random.get_rng_state())
+        record["reseeds"] = _reseeds(fn, plan, states, framework)
         if watch is not None:
             watch.stop()
             if watch.grown or watch.unregistered:
@@ -2758,6 +2766,34 @@ def _double_dtype(fn: Callable[..., Any], inputs: Mapping[str, Any], framework: 
         if name and re.match(r"(b?float|half|double)", name):
             return name
     return None
+
+
+def _reseeds(fn: Callable[..., Any], plan: Mapping[str, Any], states: Sequence[Any], framework: str | None) -> bool:
+    """Does ``fn`` seed torch's generator anew at every call? ``states``: the generator's state before the trials and
+    after each. The same state after every call, and another before them: yes. The same state before as well (the
+    generator already where the seed puts it, after an earlier call of the notebook's, or a function that draws
+    nothing): one more call with the generator moved on first says which; the notebook's generator is then put back
+    where it was."""
+    torch = sys.modules.get("torch")
+    if torch is None or len(states) < 3 or not all(torch.equal(states[1], state) for state in states[2:]):
+        return False
+    if not torch.equal(states[0], states[1]):
+        return True
+    saved = torch.random.get_rng_state()
+    try:
+        torch.rand(1)
+        moved = torch.random.get_rng_state()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+                warnings.catch_warnings():  # (not `_quiet`, which puts the generator back)
+            warnings.simplefilter("ignore")
+            try:
+                fn(*(to_framework(v, framework) for v in plan["trials"][0].values()))
+            except Exception:  # noqa: BLE001 — the student's function: anything can happen
+                pass
+        after = torch.random.get_rng_state()
+    finally:
+        torch.random.set_rng_state(saved)
+    return not torch.equal(after, moved) and torch.equal(after, states[1])
 
 
 def _call_quietly(fn: Callable[..., Any], args: Mapping[str, Any]) -> None:

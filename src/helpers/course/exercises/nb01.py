@@ -753,7 +753,8 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
                     # (no long, loud trial: 40 products of float32 weights with values in the hundreds leave errors
                     # of 1e-3 against outputs that cancel to near 0, which made the carried-forward verdict depend on
                     # the draw; nor in TensorFlow, whose own softmax of such scores can leave a weight of 1e-8)
-                    *((past_limit_scores, far_past_scores, far_below_scores) if tf else ())),
+                    # scores up to 200: weights written out again in the cell without each row's maximum overflow
+                    *((past_limit_scores, far_past_scores, far_below_scores) if tf else (past_limit_scores,))),
               **outputs_step, **own),
         value("outputs_rounded", "Outputs from the rounded weights", ("outputs_rounded",), ref_rounded,
               reads=("rounded_weights", "values"), hints=hints["outputs_rounded"], dtype="float32",

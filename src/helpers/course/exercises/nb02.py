@@ -956,6 +956,7 @@ PART_1 = [
            _one("outputs", lambda attn_weights, x, **_: attn_weights @ x),
            reads=("attn_weights", "x"),
            independent=("context_vec_2_simple",),  # step 3's context vector from another draw: a copied row shows
+           edge=past_limit_embeddings,  # and scores of 190: weights written out again without each row's maximum
            how={"matmul": True, "loop": False},  # "with one matrix product"
            mistakes={
                "softmax_wrong_axis": _one("outputs", lambda attn_weights, x, **_: attn_weights.T @ x),
@@ -1145,6 +1146,7 @@ PART_2 = [
     _value("02.context_2", "The journey's context vector, with trainable weights", ("context_vec_2",),
            _one("context_vec_2", lambda attn_weights_2_qk, values, **_: attn_weights_2_qk @ values),
            reads=("attn_weights_2_qk", "values"),
+           edge=past_limit_query,  # scores of 190: weights written out again without the row's maximum overflow
            dtype="float32",  # step 12 compares the module's float32 row 2 with it: torch.allclose refuses float64
            mistakes={
                "missing_scale": _one("context_vec_2", lambda attn_scores_2_qk, values, **_:

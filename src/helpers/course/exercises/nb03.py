@@ -862,8 +862,9 @@ register(
     _value("weighted_values", "The weighted values, by broadcasting", ("weighted_values",), ref_weighted_values,
            reads=("attn_weights", "values"), framework="torch", mistakes=WEIGHTED_MISTAKES,
            how={"loop": False}, dtype="float32",
-           # three decimals too: values sent through float16 show; one token: a squeeze shows
-           edge=(large_numbers, precise_numbers, one_token),
+           # three decimals too: values sent through float16 show; one token: a squeeze shows; scores up to 200:
+           # weights written out again in the cell without each row's maximum overflow
+           edge=(large_numbers, precise_numbers, one_token, past_limit_scores),
            hints={"not_as_asked": "Your numbers are right, but your cell goes through a loop (over the queries, "
                   "the tokens or the features). This step is about broadcasting: one product of two tensors, one of "
                   "them given a new axis, makes every weighted value at once."}),

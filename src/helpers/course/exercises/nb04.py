@@ -147,7 +147,8 @@ def world(rng: np.random.Generator | None = None, widths: bool = False, levels: 
 
 
 def _world_from(words, wq, wk, wv) -> dict:
-    """Every name of the notebook, computed from its words and weights."""
+    """Every name of the notebook, computed from its words and weights (4 words, or more: `word_1` … `word_4` are
+    then the first four)."""
     x = np.asarray(words, dtype=np.int64)
     out: dict = {f"word_{i + 1}": x[i : i + 1] for i in range(4)}
     out["word_emb_stack"] = x[np.newaxis]
@@ -155,7 +156,7 @@ def _world_from(words, wq, wk, wv) -> dict:
     q, k, v = x @ wq, x @ wk, x @ wv
     for i in range(4):
         out |= {f"query_{i + 1}": q[i : i + 1], f"key_{i + 1}": k[i : i + 1], f"value_{i + 1}": v[i : i + 1]}
-    out["attn_scores_1"] = (k @ q[0]).reshape(4, 1, 1)
+    out["attn_scores_1"] = (k @ q[0]).reshape(len(k), 1, 1)
     scores = q @ k.T
     weights = softmax(scores / np.sqrt(k.shape[-1]))
     out["attn_weights_1"] = weights[0]
@@ -485,6 +486,11 @@ OUTPUTS_SUM_MISTAKES = {
 def _np_qkv(x_np, w_query_np, w_key_np, w_value_np):
     x = _f(x_np)
     return x @ _f(w_query_np), x @ _f(w_key_np), x @ _f(w_value_np)
+
+
+def _np_scaled_scores(x_np, w_query_np, w_key_np, **_):
+    q, k = _f(x_np) @ _f(w_query_np), _f(x_np) @ _f(w_key_np)
+    return q @ k.T / np.sqrt(k.shape[-1])
 
 
 def ref_outputs_np(x_np, w_query_np, w_key_np, w_value_np, **_):
@@ -1082,6 +1088,48 @@ def wider_spread(inputs: dict) -> dict:
     return _numpy_world_of(inputs, inputs["x_np"], inputs["w_query_np"], wk, inputs["w_value_np"])
 
 
+def far_above(inputs: dict) -> dict:
+    """An edge replay of the NumPy step with every query's first entry raised by 2 BIG (see :func:`_levels`): every
+    row of scores then lies 800 000 or more above 0 (scaled), with its spreads as before. A shift by nearly each
+    row's maximum (0.999 of it leaves 800 in the exponent) overflows float64's exp."""
+    wq = np.array(inputs["w_query_np"], dtype=np.float64)
+    wq[0, 0] += 2.0
+    return _numpy_world_of(inputs, inputs["x_np"], wq, inputs["w_key_np"], inputs["w_value_np"])
+
+
+def _six_words(words, levels: bool = False, low: int = -2) -> np.ndarray:
+    """These words and two more, drawn from a generator seeded by the words themselves (the same inputs give the same
+    edge): a sentence of 6 words, where the steps' text speaks of "the four words"; their entries from ``low`` to 2.
+    With ``levels``, the new words as :func:`_levels` makes them, without a spread (their rows stay soft)."""
+    words = np.asarray(words, dtype=np.float64)
+    rng = np.random.default_rng([int(abs(v)) % 1000 + 11 for v in np.ravel(words)][:64])
+    more = rng.integers(0 if levels else low, 3, size=(2, words.shape[-1])).astype(np.float64)
+    if levels:
+        more[:, 0], more[:, 1] = BIG, 0.0
+    return np.concatenate([words, more])
+
+
+def six_words(inputs: dict) -> dict:
+    """An edge replay of the projections step with a sentence of 6 words: a slice or a reshape to the example's 4
+    words (`[:4]`, `len(words)` of the heatmap's labels) shows."""
+    words = _six_words(np.asarray(inputs["word_emb_stack"])[0]).astype(np.int64)
+    full = _world_from(words, inputs["w_query"], inputs["w_key"], inputs["w_value"])
+    return {name: full[name] for name in inputs}
+
+
+def six_words_np(inputs: dict) -> dict:
+    """An edge replay of the NumPy step with a sentence of 6 words (the two new ones as :func:`_levels` makes them):
+    sums over the example's 4 keys (`e[:, :4]`) show."""
+    x = _six_words(inputs["x_np"], levels=True)
+    out = _numpy_world_of(inputs, x, inputs["w_query_np"], inputs["w_key_np"], inputs["w_value_np"])
+    # TensorFlow's results, which the cell compares with its own, of 6 words as well (from other words, as always)
+    plain = world(np.random.default_rng([int(v) % 1000 for v in np.ravel(x)][:64]),
+                  d_v=int(np.shape(inputs["w_value_np"])[-1]), signed=False)
+    other = _world_from(_six_words(plain["x"], low=0).astype(np.int64), plain["w_query"], plain["w_key"],
+                        plain["w_value"])
+    return out | {name: other[name] for name in NUMPY_INDEPENDENT if name in out}
+
+
 def far_below(inputs: dict) -> dict:
     """An edge replay of the NumPy step with every query's first entry lowered by BIG (see :func:`_levels`): every
     row of scores then lies about BIG² / √d_k below 0, with its spreads as before. A shift by the largest |score|
@@ -1131,6 +1179,22 @@ def last_key_loudest(first: dict) -> dict:
 
 
 last_key_loudest.of_first_trial = True
+
+
+def second_key_loudest(first: dict) -> dict:
+    """An edge trial from the first random one: the first query scores 200 000 with the second key (an odd index) and
+    exactly 0 with every other one: a shift by nearly the maximum (0.999 of it leaves 200 in the exponent) or by a
+    maximum over every other key (`s[:, ::2]`) overflows float32's exp. The right weights are one-hot."""
+    q, k = np.array(first["q"], dtype=np.float64), np.array(first["k"], dtype=np.float64)
+    if k.shape[-2] < 2 or not np.linalg.norm(q[0]):
+        return first
+    u = q[0] / np.linalg.norm(q[0])
+    k -= np.outer(k @ u, u)
+    k[1] = u * (2e5 * np.sqrt(k.shape[-1]) / np.linalg.norm(q[0]))
+    return {**first, "k": k}
+
+
+second_key_loudest.of_first_trial = True
 
 
 def tiny_output(inputs: dict) -> dict:
@@ -1236,6 +1300,20 @@ def repeated_word(first: dict) -> dict:
 repeated_word.of_first_trial = True
 
 
+def zero_word(first: dict) -> dict:
+    """An edge replay from the first one with its second word all zeros (a real word may be: a padding test that drops
+    it shows)."""
+    words = np.concatenate([np.asarray(first[f"word_{i}"]) for i in range(1, 5)])
+    words[1] = 0
+    d = words.shape[1]
+    wq, wk, wv = (np.asarray(first.get(n, np.zeros((d, 4), dtype=np.int64))) for n in ("w_query", "w_key", "w_value"))
+    full = _world_from(words, wq, wk, wv)
+    return {name: full[name] for name in first}
+
+
+zero_word.of_first_trial = True
+
+
 def near_limit_weights(inputs: dict) -> dict:
     """An edge replay whose largest scaled score is between 80 and 86, with a second of its row 60 or more and at
     least 2 below it: the words of a fresh draw times a whole number. A clamp of the scores "against overflow" at 60
@@ -1323,7 +1401,8 @@ def _exercises() -> list[Exercise]:
     return [
         value("04.stack", "The stacked words", ("word_emb_stack",), ref_stack, reads=WORDS_NAMES,
               # words of other widths than 4: a reshape to a typed (1, 4, 4) shows
-              mistakes=STACK_MISTAKES, edge=repeated_word, widths=True,  # a word repeated: deduplicated words show
+              # a word repeated: deduplicated words show; a word of zeros: one dropped as padding shows
+              mistakes=STACK_MISTAKES, edge=(repeated_word, zero_word), widths=True,
               hints={
                   "stack_wrong_axis": "Your stack has shape (4, 1, 4): tf.stack put the new axis first (axis 0, "
                   "its default), so each word became a sentence of its own. The words must run along axis 1, "
@@ -1379,7 +1458,7 @@ def _exercises() -> list[Exercise]:
               hints={**QKV_HINTS, **QKV_MIX_UPS[1]}, dtype="int32",
               # "from x": the words' own query_1 … query_4 of step 3, concatenated, give the same numbers; words
               # of another width than the 4 tokens: a reshape to (d_model, n) shows
-              computed_with=("w_query", "w_key", "w_value"), widths=True,
+              computed_with=("w_query", "w_key", "w_value"), widths=True, edge=six_words,  # and 6 words: a `[:4]`
               raised_hints=((r"Input to reshape is a tensor with",
                              "Your reshape has the notebook's sizes typed in: a sentence with words of another "
                              "width does not fit them. Take the batch's one sentence instead (`word_emb_stack[0]`), "
@@ -1415,7 +1494,9 @@ def _exercises() -> list[Exercise]:
               # not pass; TensorFlow's float32 results, off by ~1e-7, are still told apart as copies
               framework="numpy", mistakes=NUMPY_MISTAKES, hints=NUMPY_HINTS, rtol=5e-7, atol=1e-9,
               not_with=("tf", "tensorflow", "torch", "keras", "jax"),  # NumPy only: no other library's tensors
-              dtype="float64", widths=True, levels=True, edge=(wider_spread, widest_last, far_below)),
+              dtype="float64", widths=True, levels=True,
+              edge=(wider_spread, widest_last, far_below, far_above, six_words_np),
+              signs={"unstable_softmax": overflow_sign(ref_outputs_np, _np_scaled_scores, 709.0)}),  # float64
         Exercise(
             "04.scaled_attention",
             title="scaled_attention(q, k, v)",
@@ -1436,7 +1517,8 @@ def _exercises() -> list[Exercise]:
             # and the score of 800 on the last key: a row maximum that leaves the last column out shows
             edge=(one_row("q", "v"), large_scores(), zero_row("k"), many_words,  # and 13 words: a top-8 shows
                   last_key_loudest, large_scores(top=3e4),  # a score of 30 000: a clip at ±1e4 shows
-                  first_query_far_below, zero_in_first_key, long_words),  # and 100 words: tiles of 64 show
+                  first_query_far_below, zero_in_first_key, long_words,  # and 100 words: tiles of 64 show
+                  second_key_loudest),  # and 200 000 on key 1: 0.999 of the maximum, or `s[:, ::2]`'s, shows
             signs={"unstable_softmax": overflow_sign(ref_scaled_attention, _qk_scores, 88.0)},  # float32
             widths=("k", "v"),  # "any n, d_k and d_v": values wider than the keys in some trial, narrower in another
             points=2,

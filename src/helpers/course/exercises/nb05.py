@@ -100,7 +100,7 @@ def embedding_example() -> dict:
     return {"x": x, "w_query": w_query, "w_key": w_key, "w_value": w_value}
 
 
-def world(rng: np.random.Generator | None = None, vary_n: bool = False) -> dict:
+def world(rng: np.random.Generator | None = None, vary_n: bool = False, n: int | None = None) -> dict:
     """The notebook's arrays, in order (``rng=None``: the seed's matrices and the seeded embeddings).
 
     Fresh worlds draw new queries and keys for the 4 tokens, of a width d_k other than 4 (so that
@@ -108,13 +108,13 @@ def world(rng: np.random.Generator | None = None, vary_n: bool = False) -> dict:
     is long (as the original's: the wrong products of the values stay defined), and new embeddings
     and projections (d_model = 8, d_k = 3). ``vary_n`` also changes the number of tokens (for a
     step whose cell does not draw the 4 tokens' labels), so that √n cannot pass either, and the width of
-    the values, apart from n, d_k and 4, so that √d_v cannot either.
+    the values, apart from n, d_k and 4, so that √d_v cannot either; ``n`` (with ``vary_n``) that number.
     """
     if rng is None:
         queries, keys, values = QUERIES, KEYS, VALUES
         emb = embedding_example()
     else:
-        n = int(rng.integers(3, 8)) if vary_n else len(TOKENS)
+        n = (n or int(rng.integers(3, 8))) if vary_n else len(TOKENS)
         d_k = int(rng.choice([2, 3, 5, 6, 7]))
         queries, keys = (rng.standard_normal((n, d_k)) for _ in range(2))
         d_v = int(rng.choice([w for w in (2, 3, 5, 6, 7, 8) if w not in (n, d_k)])) if vary_n else n
@@ -148,6 +148,17 @@ def world(rng: np.random.Generator | None = None, vary_n: bool = False) -> dict:
 
 def world_any_n(rng: np.random.Generator | None = None) -> dict:
     return world(rng, vary_n=True)
+
+
+def one_token(first: dict) -> dict:
+    """An edge replay of a sentence of one token, drawn from a generator seeded by the first replay's scores (the same
+    inputs give the same edge): its one row of weights is (1, 1), and a `.squeeze()` takes it down to a number."""
+    rng = np.random.default_rng([int(abs(v) * 1000) % 10_000 for v in np.ravel(first["attn_scores"])][:32])
+    full = world(rng, vary_n=True, n=1)
+    return {name: full[name] for name in first}
+
+
+one_token.of_first_trial = True
 
 
 # --- part 2: the bug, found and fixed on the seed's matrices ---------------------------
@@ -622,6 +633,19 @@ def large_weights_scores(first: dict) -> dict:
 large_weights_scores.of_first_trial = True
 
 
+def repeated_token(first: dict) -> dict:
+    """An edge replay from the first one with its second token the same as its first (a sentence may repeat a word),
+    q and k made again: tokens deduplicated on the way (`np.unique` of the rows) show."""
+    x = np.array(first["x"], dtype=np.float64)
+    x[1] = x[0]
+    out = {**first, "x": x}
+    out["q"], out["k"] = x @ np.asarray(first["w_query"], dtype=float), x @ np.asarray(first["w_key"], dtype=float)
+    return {n: v for n, v in out.items() if n in first}
+
+
+repeated_token.of_first_trial = True
+
+
 def _value(ex_id, title, answers, reference, world_fn=world, **kw):
     return Exercise(ex_id, notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
                     inputs=upstream_of(world_fn, answers[0]), **NUMPY_ONLY, **kw)
@@ -631,6 +655,7 @@ register(
     _value("05.row_sums", "Row sums of the original's weights", ("row_sums",),
            lambda attention_weights, **_: {"row_sums": attention_weights.sum(axis=1)}, reads=("attention_weights",),
            world_fn=world_any_n,  # other numbers of tokens: a slice typed in for the 4 (`[:, :4]`) shows
+           edge=one_token,  # and one token: a `.squeeze()` of (1, 1) sums shows
            mistakes={"sum_wrong_axis": lambda attention_weights, **_: {"row_sums": attention_weights.sum(axis=0)},
                      "sum_without_axis": lambda attention_weights, **_: {"row_sums": attention_weights.sum()}},
            hints={"sum_wrong_axis": "You summed each column (axis=0). One token's weights are one row: "
@@ -757,7 +782,9 @@ register(
     _value("05.weights", "Attention weights of 'how are you doing'", ("attn_weights",), ref_weights,
            reads=("x", "w_query", "w_key"), mistakes={**WEIGHTS_MISTAKES, **WEIGHTS_MIX_UPS[0]},
            computed_with=("softmax",),  # "with your softmax": an inline, unshifted one gives the same numbers here
-           edge=large_weights_scores,  # scaled scores of 800: an unshifted softmax (the step's or the cell's) shows
+           # scaled scores of 800: an unshifted softmax (the step's or the cell's) shows; a token said twice: rows
+           # deduplicated show
+           edge=(large_weights_scores, repeated_token),
            hints={"not_computed_with": "Your cell never calls your `softmax`: the step asks for the weights "
                   "with it. A softmax written again inline (often without subtracting the row maximum) gives "
                   "the same numbers on these small scores and overflows on large ones.",

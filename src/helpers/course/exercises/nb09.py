@@ -621,6 +621,28 @@ def _other_lengths(first: dict) -> dict:
 _other_lengths.of_first_trial = True
 
 
+def _equal_lengths(first: dict) -> dict:
+    """An edge trial from the first random one with every sentence padded to the same length, shorter than the keys:
+    a mask skipped when the lengths are all equal ("nothing to pad") shows."""
+    n_k = np.shape(first["k"])[1]
+    lengths = np.asarray(first["enc_lengths"])
+    if n_k < 2:
+        return first
+    return {**first, "enc_lengths": np.full_like(lengths, max(1, n_k // 2))}
+
+
+_equal_lengths.of_first_trial = True
+
+
+def _one_padded_sentence(first: dict) -> dict:
+    """An edge trial from the first random one: its first sentence alone, a batch of one, still padded (its length
+    below the keys'): a mask skipped for a batch of one shows."""
+    return {**first, **{n: np.asarray(first[n])[:1] for n in ("q", "k", "v", "enc_lengths")}}
+
+
+_one_padded_sentence.of_first_trial = True
+
+
 def _heads_and_zero_key(first: dict) -> dict:
     """An edge trial from the first random one: its batch made a heads axis, (1, heads, …, d), as a model's
     layers call it (a transpose of axes 1 and 2 instead of the last two shows); and the first key all zeros, so that
@@ -1071,7 +1093,9 @@ def _exercises() -> list[Exercise]:
     padded = {"inputs": padded_inputs, "reference": ref_padded, "mistakes": PADDED_MISTAKES,
               # and scores up to 200 in the first sentence: a softmax without each row's maximum fails
               "edge": (loud_padding, _louder("q", _qk), _one_source_token, _real_zero_key,
-                       _past_limit("q", _qk, quiet_padding=True), _other_lengths, _long_sources, _far_below_padded),
+                       _past_limit("q", _qk, quiet_padding=True), _other_lengths, _long_sources, _far_below_padded,
+                       # and every length the same, and a batch of one: a mask skipped there ("no padding") shows
+                       _equal_lengths, _one_padded_sentence),
               "signs": {"padding_penalty_on_real_keys": _penalty_on_real_keys,
                         "padding_masked_late": _padding_masked_late,
                         "unstable_softmax": overflow_sign(ref_padded, _scores_of(_visible_padded), 88.0),
