@@ -1665,12 +1665,6 @@ def _overwritten_problem(ex: Exercise, record: Mapping[str, Any], plan: Plan | N
                      "again on that array after its numbers changed (in place), it returned the old answer, while a "
                      "new array with the same numbers gets the right one (a cache keyed by `id(...)`, or by the "
                      "array's memory address). Compute the answer from the numbers on every call.")
-    if record.get("reseeds") is True:
-        return _fail(ex, "reseeds_generator",
-                     f"`{ex.answers[0]}` gives the right numbers, but it seeds torch's random generator anew at every "
-                     "call (a `torch.manual_seed(...)` inside it): after each call the generator is back in the same "
-                     "state, so every random draw after it (a weight's initialisation, a dropout mask) repeats the "
-                     "same numbers. Seed once, at the top of the notebook, never inside a function.")
     return _fail(ex, "result_overwritten") if record.get("result_overwritten") is True else None
 
 
@@ -1687,6 +1681,23 @@ def _function_state(ex: Exercise, record: Mapping[str, Any], error: Mapping[str,
                  "its answers are wrong: most likely a later call reuses what an earlier call stored there (the "
                  "notebook's own call, made first). Compute everything from the arguments of each call, and keep "
                  "nothing between calls." + then)
+
+
+def _mode_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
+    """A function with right numbers that depends on torch's grad mode, or seeds torch's generator at every call."""
+    if record.get("grad_mode_differs") is True:
+        return _fail(ex, "not_as_asked",
+                     f"`{ex.answers[0]}` gives other numbers when gradients are off (called under `torch.no_grad()`): "
+                     "a branch on `torch.is_grad_enabled()`, say, taken as \"inference\". A function has no mode: it "
+                     "must compute the same whatever the grad mode (a module's dropout follows `self.training`, "
+                     "which `model.eval()` sets, not the grad mode).")
+    if record.get("reseeds") is True:
+        return _fail(ex, "reseeds_generator",
+                     f"`{ex.answers[0]}` gives the right numbers, but it seeds torch's random generator anew at every "
+                     "call (a `torch.manual_seed(...)` inside it): after each call the generator is back in the same "
+                     "state, so every random draw after it (a weight's initialisation, a dropout mask) repeats the "
+                     "same numbers. Seed once, at the top of the notebook, never inside a function.")
+    return None
 
 
 def _mutation_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
@@ -1915,6 +1926,27 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
                          "dropout, or a forward that sets the layer's mode itself, `self.attn.eval()`). Hand the "
                          "dropout on to the layer, and leave the modes to `model.train()` and `model.eval()`, which "
                          "pass them on to every layer.")
+        if probe.kind == "module_drops" and isinstance(drops, Mapping) and isinstance(drops.get("layer_calls"), int) \
+                and drops["layer_calls"] > 2:
+            return _fail(ex, "not_as_asked",
+                         f"`{ex.module}` runs its attention layer more than once in a forward pass (in training mode, "
+                         f"two passes called it {drops['layer_calls']} times): averaging several runs of the layer "
+                         "averages several dropout draws, which is another model. Run the layer once: "
+                         "`h = h + self.attn(h)`.")
+        if probe.kind == "module_drops" and isinstance(drops, Mapping) and drops.get("differ") is True \
+                and drops.get("keep_handed"):
+            return _fail(ex, "not_as_asked",
+                         f"`{ex.module}`'s forward draws the dropout mask itself and hands it to the attention layer "
+                         "(`self.attn(h, keep)`): it drops with a rate of its own (a number typed in, or the "
+                         "notebook's `p_drop`), not the one the model was made with. Call the layer with the hidden "
+                         "vectors alone: with keep=None it draws its dropout itself, with the model's rate, in "
+                         "training mode.")
+        if probe.kind == "module_drops" and isinstance(drops, Mapping) and drops.get("drops_at_zero") is True:
+            return _fail(ex, "not_as_asked",
+                         f"`{ex.module}`, made with dropout=0.0, still drops in training mode (its output differs from "
+                         "evaluation mode's): a rate of its own somewhere, a number typed in, the notebook's `p_drop`, "
+                         "or a rate set on its layer in forward (`self.attn.dropout = …`). Use the dropout the model "
+                         "is made with, and only that.")
         if probe.kind == "module_drops" and isinstance(drops, Mapping) and drops.get("eval_differ") is True:
             return _fail(ex, "dropout_in_eval",
                          f"`{ex.module}`, made with a dropout above 0, gives another output each time it runs in "
@@ -2129,6 +2161,11 @@ def _step_probe_problem(ex: Exercise, record: Mapping[str, Any], right: bool) ->
                      "optimizer.step().")
     if not right:
         return None
+    if isinstance(entry["steps"], int) and entry["steps"] > 1:
+        return _fail(ex, "not_as_asked",
+                     f"Your `{name}` calls the optimizer's step() {entry['steps']} times in one training step (given "
+                     "an optimizer with two parameter groups, it stepped once per group, say): every call must update "
+                     "the weights once. Call optimizer.step() once, after loss.backward(); it updates every group.")
     unchanged = [n for n in entry.get("unchanged") or [] if isinstance(n, str)]
     if entry.get("changed") and unchanged:
         return _fail(ex, "gradient_cut",
@@ -2940,6 +2977,13 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                            "but no cell assigns it by name, so the code that computes it could not be found and tried "
                            "on other inputs (a name made through `globals()` or `exec` cannot be traced back). Assign "
                            f"it by name in the step's cell ({ex.answers[0]} = …) and run that cell.")
+        if kept := [n for n in record.get("functions_kept") or [] if isinstance(n, str)]:
+            names = ", ".join(f"`{n}`" for n in kept[:2])
+            return _fail(ex, "stale_value", f"`{ex.functions[0]}` keeps something on the function object itself "
+                                            f"({names}) from one call to the next: a later call then does what an "
+                                            "earlier one left there says (a best loss kept, a step skipped), and on "
+                                            "another run or another model it behaves otherwise. Compute everything "
+                                            "from the arguments of each call, and keep nothing between calls.")
         if models := record.get("models_read"):
             names = ", ".join(f"`{n}`" for n in models)
             return _fail(ex, "reads_globals", f"`{ex.functions[0]}` uses the notebook's {names} instead of the model "
@@ -3199,7 +3243,7 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
                       _float32_precision_problem(ex, list(zip(answers, plan.inputs))),
                       _rounded_within_tolerance(ex, list(zip(answers, plan.inputs))),
                       _mutation_problem(ex, record),
-                      _overwritten_problem(ex, record, plan),
+                      _overwritten_problem(ex, record, plan), _mode_problem(ex, record),
                       _probe_problem(ex, plan, record), _forward_params_problem(ex, record),
                       # a gradient cut (a trip through NumPy) is also why a dtype is fixed: that first
                       _grad_problem(ex, record), _double_problem(ex, record)):

@@ -249,6 +249,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     record["mutated"] = _names(raw.get("mutated") or [], set(), "the changed inputs")
     record["result_overwritten"] = raw.get("result_overwritten") is True
     record["reseeds"] = raw.get("reseeds") is True
+    record["grad_mode_differs"] = raw.get("grad_mode_differs") is True
     record["keeps_by_identity"] = raw.get("keeps_by_identity") is True
     record["same_for_doubled"] = raw.get("same_for_doubled") is True
     again = raw.get("module_again")  # the module called once more on another batch: its output, or that it raised
@@ -312,6 +313,9 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     record["models_read"] = _names(raw.get("models_read") or [], set(), "the models read")
     record["globals_written"] = _names(raw.get("globals_written") or [], set(), "the globals written")
     record["stale_defaults"] = _names(raw.get("stale_defaults") or [], set(), "the stale defaults")
+    kept = raw.get("functions_kept")
+    record["functions_kept"] = [_text(n, 170) for n in (kept if isinstance(kept, list) else [])[:5]
+                                if isinstance(n, str)]
     record["scalars_read"] = _scalars(raw.get("scalars_read"))
     if raw.get("calls") is not None:
         record["calls"] = _identifiers(raw.get("calls"))
@@ -435,8 +439,10 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                 continue
             if probe.kind == "module_drops":
                 record["probes"][probe.kind] = {k: entry[k] for k in ("differ", "layer_differs", "eval_differ",
-                                                                      "keep_handed")
+                                                                      "keep_handed", "drops_at_zero")
                                                 if type(entry.get(k)) is bool}
+                if type(entry.get("layer_calls")) is int:
+                    record["probes"][probe.kind]["layer_calls"] = entry["layer_calls"]
                 continue
             peak, reads, held = entry.get("peak_bytes"), entry.get("reads", 1), entry.get("held", 0)
             record["probes"][probe.kind] = {

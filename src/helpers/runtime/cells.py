@@ -787,7 +787,7 @@ def code_features(source: str) -> dict[str, Any] | None:
 
 
 # calls that draw at random from probabilities (guesses sampled instead of taken as the argmax)
-_SAMPLERS = {"multinomial", "Categorical", "OneHotCategorical", "sample", "rsample", "bernoulli", "gumbel_softmax",
+_SAMPLERS = {"multinomial", "sample", "rsample", "bernoulli", "gumbel_softmax",
              "choice", "choices", "random_categorical", "categorical"}
 
 

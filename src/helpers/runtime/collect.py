@@ -1304,6 +1304,9 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
     # the step's own functions that keep an older function of the notebook as a default (`loss_fn=answer_loss`)
     record["stale_defaults"] = sorted({n for f in plan.get("functions") or () if callable(namespace.get(f))
                                        for n in _stale_defaults(namespace[f])})
+    # and those that keep something on the function object itself (`train_step.best = …`): a state between calls
+    record["functions_kept"] = sorted({f"{f}.{n}" for f in plan.get("functions") or () if callable(namespace.get(f))
+                                       for n in _fn_attributes(namespace[f])})
     # the step's own functions that the cell calls (10.train_step): a model read from the notebook's globals
     record["models_read"] = sorted({n for f in plan.get("functions") or () if callable(namespace.get(f))
                                     for n in _data_globals(namespace[f])[0]
@@ -1457,8 +1460,13 @@ def _module_drops(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
                 if hook is not None:
                     hook.remove()
             out["keep_handed"] = any(handed)
+            out["layer_calls"] = len(handed)  # in two forward passes: 2 (a layer run twice and averaged: more)
             fresh.eval()  # and in evaluation mode it must not draw (a forward that sets its layer's mode itself)
             out["eval_differ"] = not bool(torch.equal(fresh(tokens), fresh(tokens)))
+            if "dropout" in make:  # made with a dropout of 0, training mode is evaluation mode: nothing drops
+                still = type(module)(**{**make, "dropout": 0.0})
+                trained, evaluated = still.train()(tokens), still.eval()(tokens)
+                out["drops_at_zero"] = not bool(torch.equal(trained, evaluated))
             layer = next((m for m in fresh.modules() if m is not fresh and isinstance(getattr(m, "num_heads", None),
                                                                                        int)), None)
             if layer is not None and "d_model" in make:
@@ -2028,7 +2036,9 @@ def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dic
         for seed in (20231, 20232):
             torch.manual_seed(seed)
             model = Table().train()
-            optimizer = CountingSGD(model.parameters(), lr=float(inputs["lr"]))
+            # (two parameter groups, as an optimizer with weight decay on some weights only has: a step() per
+            # group shows)
+            optimizer = CountingSGD([{"params": [model.table]}, {"params": [model.shift]}], lr=float(inputs["lr"]))
             with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 step(model, optimizer, tokens.clone())
@@ -2605,6 +2615,9 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             _call_quietly(fn, {k: _doubled(v, framework) for k, v in (plan.get("trials") or [])[-1].items()})
             results, copies = [results[-1], None], [copies[-1], None]
         record["result_overwritten"] = _overwritten(results, copies)
+        if framework == "torch" and not plan.get("module") and plan.get("trials"):
+            # the same numbers whatever torch's grad mode: a branch on `torch.is_grad_enabled()` shows
+            later["grad_mode_differs"] = lambda: _grad_mode_differs(fn, plan["trials"][0])
         if plan.get("follows_dtype") and plan.get("trials") and not record.get("forbidden"):
             # float64 in, float64 out: a result cast to float32, or built in the default dtype, loses the precision
             later["double_dtype"] = lambda: _double_dtype(fn, plan["trials"][0], framework)
@@ -2732,6 +2745,27 @@ def _keeps_by_identity(fn: Callable[..., Any], args: Mapping[str, Any], before: 
         if isinstance(exc, KeyboardInterrupt):
             raise
         return False
+
+
+def _grad_mode_differs(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> bool | None:
+    """Called on ``inputs`` with gradients on, then under ``torch.no_grad()``, then on again (each from the same state
+    of the random generators): does the call without gradients give other numbers, where the two with them agree?
+    None when that cannot be told (a raise, no array out)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    results = []
+    try:
+        for off in (False, True, False):
+            args = [to_framework(v, "torch") for v in inputs.values()]
+            with _quiet(), torch.no_grad() if off else torch.enable_grad():
+                results.append(to_array(fn(*args), "", finite=False))
+    except Exception:  # noqa: BLE001 — the student's function: anything can happen
+        return None
+    on, off, again = results
+    if on.shape != again.shape or not np.array_equal(on, again, equal_nan=True):
+        return None
+    return on.shape != off.shape or not np.array_equal(on, off, equal_nan=True)
 
 
 def _double_dtype(fn: Callable[..., Any], inputs: Mapping[str, Any], framework: str | None) -> str | None:

@@ -47,8 +47,8 @@ class _Log:
 
     def product(self, q_tok: np.ndarray, k_tok: np.ndarray, paired: bool = False) -> None:
         rows, cols = np.unique(q_tok), np.unique(k_tok)
-        if not paired and rows.size == self.n and cols.size == self.n:
-            return  # the whole n × n matrix: the peak-memory probe says what is wrong with that
+        # (the whole n × n matrix too: a function that computes it only for short sequences, where the peak-memory
+        # probe's long one does not reach, computes every block above the diagonal here)
         # an element-wise product (``paired``) takes only the pairs (q_tok[i], k_tok[i]), not every query with every
         # key: its pairs above the diagonal count against the same allowance
         above = int(np.sum(k_tok > q_tok)) if paired else \
@@ -116,8 +116,8 @@ class _KeyLog:
             self.when[q_tok, k_tok] = self.products
             self.products += 1
             return
-        if rows.size == self.n and cols.size == self.n:
-            return  # the whole n × n matrix: the peak-memory probe says what is wrong with that
+        # (the whole n × n matrix too: a function that computes it only for short sequences, where the peak-memory
+        # probe's long one does not reach, takes every key at once here)
         self.widest = max(self.widest, int(cols.size))
         seen = self.when[np.ix_(rows, cols)]
         # computed again after other keys: a second pass (a query's score with itself, found ahead of the pass to
@@ -159,7 +159,7 @@ class _TileLog(_KeyLog):
 
     def product(self, q_tok: np.ndarray, k_tok: np.ndarray, paired: bool = False) -> None:
         rows = np.unique(q_tok)
-        if not paired and not (rows.size == self.n and np.unique(k_tok).size == self.n):
+        if not paired:
             self.tallest = max(self.tallest, int(rows.size))
         super().product(q_tok, k_tok, paired)
 

@@ -125,6 +125,18 @@ def ref_layer(**names):
     return _layer(**{n: names[n] for n in ATTENTION_READS})
 
 
+def zero_vector(inputs: dict) -> dict:
+    """An edge replay with the second position's input vector all zeros (a token may embed so): its key is 0, and
+    every query still sees it (score 0). A layer that hides zero vectors as padding (kept from notebook 06) shows."""
+    x = np.array(inputs["x_demo"], dtype=np.float64)
+    if x.shape[-2] < 2:
+        return inputs
+    x[..., 1, :] = 0.0
+    names = {**inputs, "x_demo": x}
+    names |= ref_layer(**names)
+    return {n: names[n] for n in inputs}
+
+
 def loud_layer(inputs: dict) -> dict:
     """An edge replay: the inputs 8 times larger (outputs of a few tens: outputs clamped to a "safe" range show) and,
     where that leaves the largest score a query can see below 200, the query weights scaled up to make it 200: a
@@ -1017,7 +1029,9 @@ def _exercises() -> list[Exercise]:
             title="The causal multi-head attention layer, in evaluation and in training mode",
             answers=("out_eval", "out_train"),
             inputs=upstream_of(world, "out_eval"),
-            edge=loud_layer,  # inputs 8 times larger: an unshifted softmax overflows, clamped outputs show
+            # inputs 8 times larger: an unshifted softmax overflows, clamped outputs show; a vector of zeros: hidden
+            # as padding shows
+            edge=(loud_layer, zero_vector),
             reference=ref_layer,
             reads=ATTENTION_READS,
             mistakes=ATTENTION_MISTAKES,
