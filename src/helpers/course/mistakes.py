@@ -810,7 +810,8 @@ _PROCESS_ROWS = [
     ("result_overwritten", "a result that the next call overwrites",
      "Your function returns an array it keeps between calls (in a global, or on the function itself) and fills "
      "again on the next call: a result a caller holds changes when the function is called again, with other "
-     "inputs. Make a new array for each call's result (np.zeros(...) or np.empty(...) inside the function)."),
+     "inputs. Make a new array or tensor for each call's result, inside the function (`np.zeros(...)`, "
+     "`torch.zeros(...)`, `torch.empty_like(...)`)."),
     ("dropout_not_on_weights", "dropout drawn for the values or the output, not the attention weights",
      "Your module's own dropout draw (when it is given no keep-mask) drops something other than the attention "
      "weights: the values, or the output. Both have the same average as dropping weights, but not the same "

@@ -2935,6 +2935,31 @@ def _cell_carried(ex: Exercise, plan: Plan, record: Mapping[str, Any], fail0: st
     )
 
 
+def _axis_of_one_dropped(ex: Exercise, plan: Plan, replays: Sequence[Arrays],
+                         fails: Sequence[str | None]) -> str | None:
+    """A shape prediction wrong only where a size is 1, with fewer axes than the result there: it leaves out the axis
+    of that size (a special case, `(n, n) if n > 1 else (n,)`)."""
+    def ones(inputs: Mapping[str, Any]) -> list[str]:
+        return [k for k in ("n", "d_model", "d_k", "d_v") if k in inputs and np.size(inputs[k]) == 1
+                and int(np.asarray(inputs[k])) == 1]
+
+    wrong = [i for i, fail in enumerate(fails, start=1) if fail]
+    if not wrong or not all(ones(plan.inputs[i]) for i in wrong):
+        return None
+    i = wrong[0]
+    try:
+        mine, right = replays[i - 1][ex.answers[0]], ex.expected(plan.inputs[i])[ex.answers[0]]
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+    if not np.size(mine) < np.size(right):
+        return None
+    sizes = ", ".join(f"{k} = 1" for k in ones(plan.inputs[i]))
+    return (f"Right for every size but where one is 1: with {sizes}, your prediction gives {_tuple(mine)} where "
+            f"{_tuple(right)} is right. A size of 1 is still an axis: the result keeps it, of length 1, and a special "
+            f"case that leaves it out (`if {ones(plan.inputs[i])[0]} > 1 else …`) does what a `.squeeze()` would. "
+            "Write the same shape for every size.")
+
+
 def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
     answers = record.get("answers") or []
     if ex.predicts == "axis":
@@ -3163,6 +3188,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                        "from a size such as n, right only while that size is 3): which axis a step runs along does "
                        "not depend on how many tokens or features there are. Write the axis itself, as a number."
                        + note)
+    if ex.predicts == "shape" and (dropped := _axis_of_one_dropped(ex, plan, replays, fails)):
+        return Outcome(ex.id, "fail", 0, ex.points, dropped + note)
     if ex.predicts == "shape":
         return Outcome(ex.id, "fail", 0, ex.points,
                        f"Right for this notebook's sizes (there your prediction gives {_tuple(got0[ex.answers[0]])}, "

@@ -797,6 +797,12 @@ def even_sizes(inputs: dict) -> dict:
     return _resized(inputs, {k: v for k, v in {"n": 6, "d_model": 10, "d_k": 8, "d_v": 1}.items() if k in inputs})
 
 
+def one_token_sizes(inputs: dict) -> dict:
+    """An edge replay for the shape predictions: a single token (n = 1, d_model = 5, d_k = 7, d_v = 9): a prediction
+    that drops an axis of length 1 (`(n, n) if n > 1 else (n,)`) shows."""
+    return _resized(inputs, {k: v for k, v in {"n": 1, "d_model": 5, "d_k": 7, "d_v": 9}.items() if k in inputs})
+
+
 def _predict_shape(name, title, answer, reference, mistakes):
     # Replayed on fresh sizes: (n, n) is right for every size, a typed-in (3, 3) or (n, d_k) is not. A shape read
     # off the computed result is right for every size too, and is not a prediction.
@@ -804,7 +810,7 @@ def _predict_shape(name, title, answer, reference, mistakes):
     # stays the example's, as it would if the sizes changed and the tensors were not made yet.
     return _value(name, title, (answer,), reference, inputs=_sizes_only(upstream_of(sized_world, answer)), reads=SIZES,
                   mistakes=mistakes, predicts="shape", how={"shape_of_result": False, "shape_read": False},
-                  edge=(mirrored_sizes, even_sizes),
+                  edge=(mirrored_sizes, even_sizes, one_token_sizes),  # and a single token
                   hints={"not_as_asked:shape_of_result": _COMPUTED_SHAPE, "not_as_asked:shape_read": _SIZE_NAMES})
 
 
