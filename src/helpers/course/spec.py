@@ -3004,13 +3004,6 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                            "but no cell assigns it by name, so the code that computes it could not be found and tried "
                            "on other inputs (a name made through `globals()` or `exec` cannot be traced back). Assign "
                            f"it by name in the step's cell ({ex.answers[0]} = …) and run that cell.")
-        if kept := [n for n in record.get("functions_kept") or [] if isinstance(n, str)]:
-            names = ", ".join(f"`{n}`" for n in kept[:2])
-            return _fail(ex, "stale_value", f"`{ex.functions[0]}` keeps something on the function object itself "
-                                            f"({names}) from one call to the next: a later call then does what an "
-                                            "earlier one left there says (a best loss kept, a step skipped), and on "
-                                            "another run or another model it behaves otherwise. Compute everything "
-                                            "from the arguments of each call, and keep nothing between calls.")
         if models := record.get("models_read"):
             names = ", ".join(f"`{n}`" for n in models)
             return _fail(ex, "reads_globals", f"`{ex.functions[0]}` uses the notebook's {names} instead of the model "
@@ -3031,6 +3024,13 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                       _step_probe_problem(ex, record, right=True), _keeps_old_problem(ex, record)):
             if check is not None:
                 return check
+        if kept := [n for n in record.get("functions_kept") or [] if isinstance(n, str)]:
+            names = ", ".join(f"`{n}`" for n in kept[:2])
+            return _fail(ex, "stale_value", f"`{ex.functions[0]}` keeps something on the function object itself "
+                                            f"({names}) from one call to the next: a later call then does what an "
+                                            "earlier one left there says (a best loss kept, a step skipped), and on "
+                                            "another run or another model it behaves otherwise. Compute everything "
+                                            "from the arguments of each call, and keep nothing between calls.")
         return Outcome(ex.id, "pass", ex.points, ex.points, f"{ex.title}: correct.")
 
     if (kept := _stale_helper_problem(ex, plan, record)) is not None:
@@ -3372,7 +3372,8 @@ def _typed_argument(ex: Exercise, plan: Plan, answers: Sequence[Arrays]) -> str 
 
 
 # what the probes' watching inputs raise (helpers.course.exercises.nb07), as `_call` words it
-_WATCHED = re.compile(r"^`[^`]+` raised (?:KeysNotInBlocks|KeyBlocksTwice|ScoresAboveTheDiagonal|QueriesNotInTiles): "
+_WATCHED = re.compile(r"^`[^`]+` raised (?:KeysNotInBlocks|KeyBlocksTwice|ScoresAboveTheDiagonal|QueriesNotInTiles|"
+                      r"WholeScoreMatrix): "
                       r"(?P<what>.+?)"
                       r"(?: \(line \d+: .*\))? when called on (?P<inputs>.+)\.$", re.S)
 

@@ -47,8 +47,10 @@ class _Log:
 
     def product(self, q_tok: np.ndarray, k_tok: np.ndarray, paired: bool = False) -> None:
         rows, cols = np.unique(q_tok), np.unique(k_tok)
-        # (the whole n × n matrix too: a function that computes it only for short sequences, where the peak-memory
-        # probe's long one does not reach, computes every block above the diagonal here)
+        if not paired and rows.size == self.n and cols.size == self.n:
+            # the whole n × n matrix (where the peak-memory probe's long input does not reach: a function that
+            # computes it only for short sequences)
+            raise WholeScoreMatrix(_WHOLE.format(n=self.n))
         # an element-wise product (``paired``) takes only the pairs (q_tok[i], k_tok[i]), not every query with every
         # key: its pairs above the diagonal count against the same allowance
         above = int(np.sum(k_tok > q_tok)) if paired else \
@@ -67,6 +69,15 @@ class _Log:
                 f"it has computed {self.above} scores of a key that comes after its query (this product: {where}), "
                 f"and no query may see any of them. Skipping the key blocks that lie after each block of "
                 f"queries leaves only about {self.n * (self.block_size - 1) // 2}, all in the diagonal blocks")
+
+
+class WholeScoreMatrix(RuntimeError):
+    """Raised from a blockwise function watched on a sequence shorter than the peak-memory probe's, when it computed
+    the scores of every query with every key at once (a fallback to plain attention for short sequences)."""
+
+
+_WHOLE = ("it computed the scores of all {n} queries with all {n} keys at once: the whole {n} × {n} score matrix, "
+          "which a blockwise version never holds, whatever the length")
 
 
 class KeysNotInBlocks(RuntimeError):
@@ -96,6 +107,7 @@ class _KeyLog:
         self.start()
 
     def start(self) -> None:
+        self.whole = False
         self.widest = 0
         self.products = 0
         self.when = np.full((self.n, self.n), -1, dtype=np.int64)  # the product that last computed (i, j)
@@ -116,8 +128,9 @@ class _KeyLog:
             self.when[q_tok, k_tok] = self.products
             self.products += 1
             return
-        # (the whole n × n matrix too: a function that computes it only for short sequences, where the peak-memory
-        # probe's long one does not reach, takes every key at once here)
+        if rows.size == self.n and cols.size == self.n:
+            self.whole = True  # the whole n × n matrix: said after the call (see finish)
+            return
         self.widest = max(self.widest, int(cols.size))
         seen = self.when[np.ix_(rows, cols)]
         # computed again after other keys: a second pass (a query's score with itself, found ahead of the pass to
@@ -130,6 +143,8 @@ class _KeyLog:
 
     def finish(self) -> None:
         b = self.block_size
+        if self.whole:
+            raise WholeScoreMatrix(_WHOLE.format(n=self.n))
         if self.widest > b:
             raise KeysNotInBlocks(f"it multiplied queries with {self.widest} keys at once (block_size = {b})")
         if 0 < self.widest < b:
@@ -159,7 +174,7 @@ class _TileLog(_KeyLog):
 
     def product(self, q_tok: np.ndarray, k_tok: np.ndarray, paired: bool = False) -> None:
         rows = np.unique(q_tok)
-        if not paired:
+        if not paired and not (rows.size == self.n and np.unique(k_tok).size == self.n):
             self.tallest = max(self.tallest, int(rows.size))
         super().product(q_tok, k_tok, paired)
 

@@ -614,7 +614,8 @@ TWO_PASSES_HINT = (
     "score is computed twice. The online softmax needs one pass: with each block, update m, total and acc "
     "together, rescaling what was summed so far by exp(m_old − m_new) when m grows."
 )
-BLOCKS_RAISED = {r"\bKeysNotInBlocks\b": "keys_not_in_blocks", r"\bKeyBlocksTwice\b": "not_one_pass"}
+BLOCKS_RAISED = {r"\bKeysNotInBlocks\b": "keys_not_in_blocks", r"\bKeyBlocksTwice\b": "not_one_pass",
+                 r"\bWholeScoreMatrix\b": "full_score_matrix"}
 
 WRONG_TRIANGLE_HINT = (
     "In the diagonal block you hid the keys before each query and kept the ones after it. Query i may look "
