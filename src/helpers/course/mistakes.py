@@ -877,6 +877,10 @@ _PROCESS_ROWS = [
      "Your numbers are right, but the gradient through them is NaN on some inputs: a value that overflows (inf) on "
      "the way and is removed afterwards (a `where` or a mask after an exponential) still sends 0 · inf = NaN back. "
      "Remove what should not count before the operation that overflows."),
+    ("draws_at_random", "a random draw in a step that computes a fixed result",
+     "Your function gives other numbers on the same inputs from one call to the next: it draws at random somewhere "
+     "(a dropout left on, such as `F.dropout(w, p)`, whose `training` is True unless you say otherwise, or a "
+     "`torch.rand…` / `np.random…` of its own). This step has no randomness: leave the draw out."),
     ("reseeds_generator", "torch's generator seeded anew at every call",
      "Your function calls `torch.manual_seed(...)` each time it runs, so torch's generator is back in the same state "
      "after every call and every later random draw repeats. Seed once, at the top of the notebook."),

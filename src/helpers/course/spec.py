@@ -1693,6 +1693,8 @@ def _mode_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
                      "a branch on `torch.is_grad_enabled()`, say, taken as \"inference\". A function has no mode: it "
                      "must compute the same whatever the grad mode (a module's dropout follows `self.training`, "
                      "which `model.eval()` sets, not the grad mode).")
+    if record.get("draws") is True:
+        return _fail(ex, "draws_at_random")
     if record.get("reseeds") is True:
         return _fail(ex, "reseeds_generator",
                      f"`{ex.answers[0]}` gives the right numbers, but it seeds torch's random generator anew at every "
@@ -3229,6 +3231,8 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
         return kept
     if fail is not None and (kept := _function_state(ex, record)):  # (what it keeps, where the above cannot tell)
         return kept
+    if fail is not None and record.get("draws") is True:
+        return _fail(ex, "draws_at_random")
     if fail is None and (alike := record.get("module_alike")):  # right, but the cell's module starts two weights alike
         return _fail(ex, "init_not_random", f"`{ex.module}`'s own `{alike[0]}` and `{alike[1]}` start with exactly "
                                             "the same numbers: one draw serves both (a layer deep-copied into "

@@ -249,6 +249,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     record["mutated"] = _names(raw.get("mutated") or [], set(), "the changed inputs")
     record["result_overwritten"] = raw.get("result_overwritten") is True
     record["reseeds"] = raw.get("reseeds") is True
+    record["draws"] = raw.get("draws") is True
     record["grad_mode_differs"] = raw.get("grad_mode_differs") is True
     record["keeps_by_identity"] = raw.get("keeps_by_identity") is True
     record["same_for_doubled"] = raw.get("same_for_doubled") is True

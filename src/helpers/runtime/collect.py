@@ -2604,6 +2604,12 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             if torch_ is not None:
                 states.append(torch_.random.get_rng_state())
         record["reseeds"] = _reseeds(fn, plan, states, framework)
+        if not plan.get("module") and plan.get("trials"):
+            # (on the largest trial: a dropout on a few weights may well drop none of them twice in a row)
+            big = max(range(len(record["answers"])), key=lambda i: sum(
+                np.size(v) for v in plan["trials"][i].values() if isinstance(v, np.ndarray)))
+            record["draws"] = _draws_at_random(fn, plan["trials"][big], framework,
+                                               next(iter(record["answers"][big].values()), None))
         if watch is not None:
             watch.stop()
             if watch.grown or watch.unregistered:
@@ -2745,6 +2751,37 @@ def _keeps_by_identity(fn: Callable[..., Any], args: Mapping[str, Any], before: 
         if isinstance(exc, KeyboardInterrupt):
             raise
         return False
+
+
+def _draws_at_random(fn: Callable[..., Any], inputs: Mapping[str, Any], framework: str | None,
+                     first: Any = None) -> bool | None:
+    """Does ``fn`` give other numbers on the same inputs when the random generators (Python's, NumPy's, torch's) are
+    elsewhere, and the same numbers from the same state? (A dropout left on, `F.dropout(w, p)` whose `training`
+    defaults to True.) ``first``: what its first call on ``inputs`` gave: a call from other states that gives the
+    same says no at once. None when that cannot be told: it raised, or two calls from one state differ (a state of
+    its own). The generators are left as they were."""
+    torch = sys.modules.get("torch")
+
+    def once(moved: bool) -> np.ndarray:
+        with _quiet():  # (the generators put back after each call)
+            if moved:
+                random.random()
+                np.random.random()
+                if torch is not None:
+                    torch.rand(1)
+            return to_array(fn(*(to_framework(v, framework) for v in inputs.values())), "", finite=False)
+
+    try:
+        moved = once(True)
+        if isinstance(first, np.ndarray) and first.shape == moved.shape \
+                and np.array_equal(first, moved, equal_nan=True):
+            return False
+        first, again = once(False), once(False)
+    except Exception:  # noqa: BLE001 — the student's function: anything can happen
+        return None
+    if first.shape != again.shape or not np.array_equal(first, again, equal_nan=True):
+        return None
+    return first.shape != moved.shape or not np.array_equal(first, moved, equal_nan=True)
 
 
 def _grad_mode_differs(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> bool | None:

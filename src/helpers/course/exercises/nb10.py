@@ -79,6 +79,8 @@ def _weights(x, w_query, w_key, num_heads, *, causal="lower", scale="head", how=
         scores = scores / np.sqrt(q.shape[-1])
     elif scale == "model":
         scores = scores / np.sqrt(x.shape[-1])
+    elif scale == "precedence":  # `d_head ** -1/2` is (d_head ** -1) / 2: the scores over 2 d_head
+        scores = scores / (2.0 * q.shape[-1])
     n = x.shape[-2]
     allowed = {"lower": _lower(n), "none": np.ones((n, n), bool), "upper": _lower(n).T,
                "inverted": ~_lower(n), "strict": np.tril(np.ones((n, n), bool), -1)}[causal]
@@ -170,6 +172,7 @@ ATTENTION_MISTAKES = {
     "dropout_divide_by_p": _layer_variant(in_train="by_p"),
     "missing_scale": _layer_variant(scale="none"),
     "scale_by_d_model": _layer_variant(scale="model"),
+    "power_precedence": _layer_variant(scale="precedence"),
     "missing_causal_mask": _layer_variant(causal="none"),
     "mask_wrong_triangle": _layer_variant(causal="upper"),
     "causal_mask_inverted": _layer_variant(causal="inverted"),
@@ -186,6 +189,9 @@ ATTENTION_MISTAKES = {
 }
 
 ATTENTION_HINTS = {
+    "power_precedence": "Your scores are divided by 2·d_head, not by √d_head: `d_head ** -1/2` is (d_head ** -1) / 2 "
+    "(and `s / d_head ** 1/2` is (s / d_head) / 2), because Python raises to the power before it divides. Write "
+    "`d_head ** -0.5`, or divide by `math.sqrt(d_head)`.",
     "dropout_no_rescale": "In training mode your module zeroes the dropped weights but does not rescale the kept "
     "ones: inverted dropout divides what it keeps by (1 − p). (If your forward does divide by 1 − self.dropout, "
     "look for what changed self.dropout on the way: setting it to 0 in evaluation mode keeps it 0 for every later "
