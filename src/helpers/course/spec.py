@@ -1560,7 +1560,12 @@ def _unused_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     unused = [n for n in record.get("unused") or [] if n in ex.computed_with]
     forbidden = [n for n in record.get("forbidden") or [] if n in ex.not_with]
     how = record.get("how") or {}
+    # the model's forward passes watched: every one ran without gradients (a `torch.no_grad()` entered through an
+    # ExitStack, or bound to a name first, which the cell's text does not show as a block): nothing to say on that
+    measured_off = ex.how.get("no_grad") and ex.module and record.get("forward_grad") is False
     for feature, wanted in ex.how.items() if not unused else ():  # not computed with X says more than how
+        if feature == "no_grad" and measured_off:
+            continue
         if feature in how and how[feature] != wanted:
             if feature == "no_grad" and how.get("no_grad_alone"):
                 return _fail(ex, "not_as_asked", _NO_GRAD_ALONE)
@@ -1575,18 +1580,24 @@ def _unused_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     outside = how.get("grad_calls", record.get("grad_calls"))
     # the module called where gradients are on (a copy of it called inside the block is fine)
     if ex.how.get("no_grad") and ex.module and how.get("no_grad", True) and isinstance(inside, list) \
-            and "*" not in inside and (ex.module in outside if isinstance(outside, list) else ex.module not in inside):
+            and not measured_off and "*" not in inside \
+            and (ex.module in outside if isinstance(outside, list) else ex.module not in inside):
         return _fail(ex, "not_as_asked", f"Your cell switches gradients off, but not where `{ex.module}` runs: "
                                          f"`{ex.module}(...)` is outside the `with torch.no_grad():` block, so its "
                                          "forward pass still keeps track of gradients. Put the model's call inside "
                                          "the block.")
     if ex.how.get("no_grad") and ex.module and how.get("no_grad", True) and record.get("forward_grad"):
         # the block is there and the call written inside it, yet the forward passes ran with gradients on
+        if how.get("grad_on_again"):
+            return _fail(ex, "not_as_asked", f"Your cell writes `{ex.module}(...)` inside `with torch.no_grad():`, "
+                                             "but switches gradients on again around it (`torch.enable_grad()`, "
+                                             "`torch.set_grad_enabled(True)`), so its forward passes keep track of "
+                                             "gradients. Leave them off for the whole evaluation.")
         return _fail(ex, "not_as_asked", f"Your cell writes `{ex.module}(...)` inside `with torch.no_grad():`, but "
-                                         "its forward passes run after the block, with gradients on: a generator "
-                                         "expression (or a `map`) made in the block runs its calls only where it is "
-                                         "consumed. Compute the guesses inside the block (a list, or the tensor "
-                                         "itself), not a lazy generator.")
+                                         "its forward passes run with gradients on: most often after the block, a "
+                                         "generator expression (or a `map`) made in the block running its calls "
+                                         "only where it is consumed. Compute the guesses inside the block (a list, "
+                                         "or the tensor itself), not a lazy generator.")
     if forbidden:
         via = record.get("forbidden_via") or {}
         names = " and ".join(f"`{n}`" + (f" ({_PACKAGES[n]}{f', through `{via[n]}`' if via.get(n) else ''})"
@@ -1676,7 +1687,8 @@ def _function_state(ex: Exercise, record: Mapping[str, Any], error: Mapping[str,
     kept = [n for n in record.get("fn_attributes") or [] if isinstance(n, str)]
     if not kept:
         return None
-    names = ", ".join(f"`{ex.answers[0]}.{n}`" for n in kept[:2]) + (", …" if len(kept) > 2 else "")
+    names = ", ".join(f"the default `{n}…`, filled by its calls" if n.endswith("=") else f"`{ex.answers[0]}.{n}`"
+                      for n in kept[:2]) + (", …" if len(kept) > 2 else "")
     then = f" (On other inputs it raised {error.get('message')})" if error else ""
     return _fail(ex, "stale_value",
                  f"`{ex.answers[0]}` keeps something on the function object itself ({names}), and on other inputs "
@@ -1689,10 +1701,11 @@ def _mode_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     """A function with right numbers that depends on torch's grad mode, or seeds torch's generator at every call."""
     if record.get("grad_mode_differs") is True:
         return _fail(ex, "not_as_asked",
-                     f"`{ex.answers[0]}` gives other numbers when gradients are off (called under `torch.no_grad()`): "
-                     "a branch on `torch.is_grad_enabled()`, say, taken as \"inference\". A function has no mode: it "
-                     "must compute the same whatever the grad mode (a module's dropout follows `self.training`, "
-                     "which `model.eval()` sets, not the grad mode).")
+                     f"`{ex.answers[0]}` gives other numbers when gradients are off (called under `torch.no_grad()`) "
+                     "or when its inputs require a gradient (as a model's tensors do while it trains): a branch on "
+                     "`torch.is_grad_enabled()` or on `.requires_grad`, say, taken for training or inference. A "
+                     "function has no mode: it must compute the same whatever the gradients (a module's dropout "
+                     "follows `self.training`, which `model.eval()` sets).")
     if record.get("draws") is True:
         return _fail(ex, "draws_at_random")
     if record.get("reseeds") is True:

@@ -228,7 +228,10 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         record["forward_params"] = {k: _identifiers(fp.get(k), 10) for k in ("grown", "unregistered")}
     if ex.module and type(raw.get("forward_grad")) is bool:  # gradients on while the module ran
         record["forward_grad"] = raw["forward_grad"]
-    record["fn_attributes"] = _identifiers(raw.get("fn_attributes"), 20)  # state kept on the function itself
+    # state kept on the function itself: attributes, and default arguments its calls filled ("_memo=")
+    kept = raw.get("fn_attributes")
+    record["fn_attributes"] = [v for v in (kept if isinstance(kept, list) else [])[:20] if isinstance(v, str)
+                               and len(v) <= 100 and v.removesuffix("=").isidentifier()]
     if raw.get("upstream") is not None:
         record["upstream"] = _arrays(raw["upstream"], starts_from, "the upstream values")
     own_up = raw.get("replay_upstream")
@@ -302,6 +305,9 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     how = raw.get("how")
     if ex.how and isinstance(how, dict):
         record["how"] = {k: how.get(k) is True for k in ex.how if k in how}
+    if isinstance(how, dict) and (extra := {k: how[k] for k in ("no_grad_alone", "grad_on_again")
+                                            if type(how.get(k)) is bool}):  # how gradients are switched off or on
+        record["how"] = {**(record.get("how") or {}), **extra}
     if isinstance(how, dict) and type(how.get("int_cast")) is bool:  # a zero answer is a cast to int only with one
         record["int_cast"] = how["int_cast"]
     if ex.module and isinstance(how, dict) and isinstance(how.get("no_grad_names"), list):  # where gradients are off:

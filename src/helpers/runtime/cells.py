@@ -228,7 +228,8 @@ def first_code_line(source: str, limit: int = 60) -> str:
 _PRODUCTS = {"matmul", "mm", "bmm", "einsum", "dot", "tensordot", "inner", "vdot", "matvec", "mv", "linear", "addmm",
              "multi_dot", "chain_matmul", "baddbmm", "addbmm", "addmv", "sparse_dense_matmul", "spmm",
              # TensorFlow's own operations (tf.raw_ops), which tf.matmul and @ run
-             "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"}
+             "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3",
+             "Dot"}  # (and Keras's layer, a batched product)
 # Integer types a cast can name: torch.int32, tf.int64, np.uint8, "int32", int ...
 _INT_TYPES = {"int", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "long", "short",
               "intc", "int_", "intp"}
@@ -783,7 +784,18 @@ def code_features(source: str) -> dict[str, Any] | None:
             "shape_read": _reads_a_shape(tree), "forward_called": _calls_forward(tree),
             "sequence_mask_without_maxlen": _sequence_mask_without_maxlen(tree), "int_cast": _int_cast(tree),
             "no_grad_names": _no_grad_names(tree), "grad_calls": _grad_calls(tree),
-            "sampled": bool(_call_names(tree) & _SAMPLERS)}
+            "sampled": bool(_call_names(tree) & _SAMPLERS), "grad_on_again": _grad_on_again(tree)}
+
+
+def _grad_on_again(tree: ast.AST) -> bool:
+    """Does the cell switch gradients on (`torch.enable_grad()`, `torch.set_grad_enabled(True)`)?"""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = _callee(node)
+            if name == "enable_grad" or name == "set_grad_enabled" and node.args \
+                    and isinstance(node.args[0], ast.Constant) and node.args[0].value is True:
+                return True
+    return False
 
 
 # calls that draw at random from probabilities (guesses sampled instead of taken as the argmax)

@@ -2706,6 +2706,12 @@ def _fn_attributes(fn: Any) -> list[str]:
         return []
     kept = [k if isinstance(k, str) else f"__dict__[{k!r}]" for k in vars(fn)
             if not (isinstance(k, str) and k.startswith("__"))]
+    # and a default argument that is a container its calls filled (`def f(x, _memo={})`): "_memo="
+    code = fn.__code__
+    positional = code.co_varnames[:code.co_argcount]
+    defaults = dict(zip(positional[len(positional) - len(fn.__defaults__ or ()):], fn.__defaults__ or ()))
+    defaults |= fn.__kwdefaults__ or {}
+    kept += [f"{name}=" for name, value in defaults.items() if isinstance(value, (dict, list, set)) and len(value)]
     return sorted(n[:80] for n in kept)[:5]
 
 
@@ -2785,24 +2791,32 @@ def _draws_at_random(fn: Callable[..., Any], inputs: Mapping[str, Any], framewor
 
 
 def _grad_mode_differs(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> bool | None:
-    """Called on ``inputs`` with gradients on, then under ``torch.no_grad()``, then on again (each from the same state
-    of the random generators): does the call without gradients give other numbers, where the two with them agree?
-    None when that cannot be told (a raise, no array out)."""
+    """Called on ``inputs`` with gradients on, then under ``torch.no_grad()``, then on again, then on inputs that
+    require a gradient (each from the same state of the random generators): does the call without gradients, or
+    the one whose inputs require one (a branch on `requires_grad`, "only while training"), give other numbers, where
+    the two plain calls agree? None when that cannot be told (a raise, no array out)."""
     torch = sys.modules.get("torch")
     if torch is None:
         return None
     results = []
     try:
-        for off in (False, True, False):
-            args = [to_framework(v, "torch") for v in inputs.values()]
+        for off, grad in ((False, False), (True, False), (False, False), (False, True)):
+            args = []
+            for v in inputs.values():
+                t = to_framework(v, "torch")
+                mask = isinstance(v, np.ndarray) and v.size > 0 and bool(np.isin(v, (0.0, 1.0)).all())
+                if grad and getattr(t, "is_floating_point", lambda: False)() and not mask:
+                    t = t.clone().requires_grad_(True)  # as a model's tensors are while it trains
+                args.append(t)
             with _quiet(), torch.no_grad() if off else torch.enable_grad():
-                results.append(to_array(fn(*args), "", finite=False))
+                out = fn(*args)
+                results.append(to_array(out.detach() if hasattr(out, "detach") else out, "", finite=False))
     except Exception:  # noqa: BLE001 — the student's function: anything can happen
         return None
-    on, off, again = results
+    on, off, again, trained = results
     if on.shape != again.shape or not np.array_equal(on, again, equal_nan=True):
         return None
-    return on.shape != off.shape or not np.array_equal(on, off, equal_nan=True)
+    return any(other.shape != on.shape or not np.array_equal(on, other, equal_nan=True) for other in (off, trained))
 
 
 def _double_dtype(fn: Callable[..., Any], inputs: Mapping[str, Any], framework: str | None) -> str | None:

@@ -1383,6 +1383,22 @@ def far_past_weights(inputs: dict) -> dict:
     return _scaled_words(inputs, 800, _far_past_factor)
 
 
+def _first_row_past_factor(s: np.ndarray) -> int | None:
+    top = float(s[0].max())
+    if top <= 0:
+        return None
+    factor = int(np.floor(np.sqrt(nb01.PAST_LIMIT / top)))
+    # word 1's largest scaled score between 120 and 200, and at least 2 above its second: tf.exp overflows there
+    first, second = np.sort(s[0] * factor**2)[::-1][:2]
+    return factor if factor >= 1 and first >= 120.0 and first - second >= 2.0 else None
+
+
+def word_1_past_limit(inputs: dict) -> dict:
+    """An edge replay whose word 1 scores a key between 120 and 200 (scaled), where tf.exp overflows float32: a
+    softmax of word 1's scores written out without their maximum (a log-sum-exp too) fails."""
+    return _scaled_words(inputs, 201, _first_row_past_factor)
+
+
 def _scaled_scores_of(attn_scores, keys, **_):
     return _f(attn_scores) / _sqrt_dk(keys)
 
@@ -1443,7 +1459,8 @@ def _exercises() -> list[Exercise]:
               mistakes=SCORES_1_MISTAKES, hints=SCORES_1_HINTS, dtype="int32", edge=large_int_scores),
         value("04.weights_1", "The weights of word 1", ("attn_weights_1",), ref_weights_1,
               reads=("attn_scores_1", "key_1"), mistakes=WEIGHTS_1_MISTAKES, hints=WEIGHTS_1_HINTS,
-              dtype="float32", widths=True, edge=(narrow_keys, zero_key_entry), **TIGHT),
+              # and word 1's scores past float32's exp limit: a softmax written out without the maximum fails
+              dtype="float32", widths=True, edge=(narrow_keys, zero_key_entry, word_1_past_limit), **TIGHT),
         value("04.attention_1", "The output of word 1", ("output_1",), ref_output_1,
               reads=("attn_weights_1", *values), mistakes=OUTPUT_1_MISTAKES, hints=OUTPUT_1_HINTS,
               computed_with=("attn_weights_1",),  # the weights of the step before, not made again in this cell
@@ -1474,7 +1491,9 @@ def _exercises() -> list[Exercise]:
               # scaled scores up to 86: a clamp shows; up to 200: a softmax without each row's maximum fails
               # (no row far below 0: these integer words rarely give one, and drawing one costs a check 60 ms)
               edge=(narrow_keys, near_limit_weights, past_limit_weights, far_past_weights, zero_key_entry),
-              **TIGHT,
+              # (relative 1e-4: a softmax as exp(s − logsumexp(s)) in float32 rounds the log-sum-exp of scores near
+              # 1 000 to its last bit, 6e-5, which moves every weight by that much relative)
+              rtol=1e-4, atol=TIGHT["atol"],
               signs={"unstable_softmax": overflow_sign(ref_weights, _scaled_scores_of, 88.0),
                      "global_max_subtraction": global_shift_sign(ref_weights, _scaled_scores_of, 87.0,
                                                                  atol=TIGHT["atol"])}),

@@ -146,6 +146,22 @@ def world(rng: np.random.Generator | None = None, vary_n: bool = False, n: int |
     }
 
 
+def quarter_scores(first: dict) -> dict:
+    """An edge trial: the first trial's scores rounded to quarters (every sum of them exact, whatever the order)."""
+    return {**first, "scores": np.round(np.asarray(first["scores"], dtype=np.float64) * 4.0) / 4.0}
+
+
+def rows_reversed_scores(first: dict) -> dict:
+    """An edge trial after :func:`quarter_scores`: its rows in reverse order (the same shape and exactly the same
+    total, other rows): a softmax that keeps its results by the scores' shape and sum hands back the last ones."""
+    scores = quarter_scores(first)["scores"]
+    return {**first, "scores": scores[::-1].copy()} if scores.ndim == 2 and len(scores) > 1 else first
+
+
+quarter_scores.of_first_trial = True
+rows_reversed_scores.of_first_trial = True
+
+
 def world_any_n(rng: np.random.Generator | None = None) -> dict:
     return world(rng, vary_n=True)
 
@@ -755,7 +771,9 @@ register(
         # (flat rows last: a cache keyed by the array's identity shows on the last trial doubled, which a one-hot
         # row of far_above's would not tell)
         # and scores past float32's and int64's ranges: a maximum cast to either shows
-        edge=(one_row("scores"), far_above, far_below, all_very_negative, far_above_last, huge_rows, level_rows),
+        edge=(one_row("scores"), far_above, far_below, all_very_negative, far_above_last, huge_rows, level_rows,
+              # and one trial's rows in reverse: a result kept by the scores' shape and sum shows
+              quarter_scores, rows_reversed_scores),
         points=2,
         hints={
             "softmax_wrong_axis": "Your softmax normalised each column. Each row must sum to 1: take the "
