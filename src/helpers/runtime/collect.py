@@ -2828,8 +2828,10 @@ def _double_dtype(fn: Callable[..., Any], inputs: Mapping[str, Any], framework: 
     if framework not in ("torch", "tensorflow") or not any(
             isinstance(v, np.ndarray) and v.dtype.kind == "f" for v in inputs.values()):
         return None
+    # (a mask of 0s and 1s, a dropout draw, stays as it is: a result cast to its dtype shows)
     args = [to_framework(v, framework, "float64") if isinstance(v, np.ndarray) and v.dtype.kind == "f"
-            else to_framework(v, framework) for v in inputs.values()]
+            and not (v.size and np.isin(v, (0.0, 1.0)).all()) else to_framework(v, framework)
+            for v in inputs.values()]
     state = None
     try:
         if framework == "torch":

@@ -256,6 +256,20 @@ def long_padded(first: dict) -> dict:
 long_padded.of_first_trial = True
 
 
+def same_lengths_wider(first: dict) -> dict:
+    """An edge trial from the first random one: the same lengths, every sentence padded 3 tokens longer (queries,
+    keys and values): a mask kept from an earlier call by the lengths alone does not fit."""
+    rng = np.random.default_rng([*np.shape(first["k"]), 3])
+    wider = {}
+    for n in ("q", "k", "v"):
+        a = np.asarray(first[n], dtype=float)
+        wider[n] = np.concatenate([a, rng.normal(size=(*a.shape[:-2], 3, a.shape[-1]))], axis=-2)
+    return {**first, **wider}
+
+
+same_lengths_wider.of_first_trial = True
+
+
 def real_zero_key(first: dict) -> dict:
     """An edge trial from the first random one: every sentence's first key (always a real token) all zeros, so it
     scores exactly 0 with every query: a mask that also hides the keys of zeros (as the notebook's padding is) hides
@@ -1111,7 +1125,7 @@ def _exercises() -> list[Exercise]:
             # and padding that scores far above the words: the padding hidden after the softmax shows
             # and a batch of one sentence: a result squeezed loses its batch axis
             edge=(large_scores, far_below, real_zero_key, loud_padding, long_padded,
-                  batch_of_one("q", "k", "v", "lengths")),
+                  batch_of_one("q", "k", "v", "lengths"), same_lengths_wider),  # and a mask kept by the lengths
             signs={"mask_fill_too_small": _padded_fill_leaks},
             **torch_,
         ),

@@ -255,6 +255,12 @@ def paper_width(inputs: dict) -> dict:
     return {"n": 20, "d_model": 512}
 
 
+def odd_step_width(inputs: dict) -> dict:
+    """An edge trial 98 wide: exponents 2i/d from a float step (`arange(0, 1, 2 / d_model)`) give one too many
+    there (the rounding of 2/98 leaves 1 − 2/98·49 just above 0)."""
+    return {"n": 6, "d_model": 98}
+
+
 def long_table(inputs: dict) -> dict:
     """An edge trial as wide as the table the notebook draws (32) and far longer (300 positions, a short context of
     a real model's): a function that changes its answer beyond the small sizes of the other trials (a table capped
@@ -379,6 +385,18 @@ def learned_inputs(rng=None) -> dict:
     lead = ()  # no batch axis (the notebook's x has one): a table[None, :n] shows as an extra axis
     max_len = n + int(rng.integers(2, 8))
     return {"x": rng.normal(size=(*lead, n, d_model)), "table": rng.normal(size=(max_len, d_model))}
+
+
+def square_table(first: dict) -> dict:
+    """An edge trial from the first random one: a table with as many positions as it is wide (max_len = d_model): a
+    table transposed whenever its rows number d_model ("it may be stored (d_model, max_len)") shows."""
+    x = np.asarray(first["x"], dtype=float)
+    d_model = max(x.shape[-1], x.shape[-2])  # (at least as many positions as the sentence has tokens)
+    rng = np.random.default_rng([x.shape[-2], d_model, 8])
+    return {**first, "x": rng.normal(size=(*x.shape[:-1], d_model)), "table": rng.normal(size=(d_model, d_model))}
+
+
+square_table.of_first_trial = True
 
 
 def long_sentence(inputs: dict) -> dict:
@@ -576,7 +594,7 @@ def _exercises() -> list[Exercise]:
             # and the first trial's n with a wider table: tables kept by n alone show
             dtype="float32", signs={"pe_exponent_sign": _exponent_sign},
             # and 6 000 positions: a table cut at 5 000; and 512 wide: a power of a power that overflows
-            edge=(long_table, wider_table, one_position, longest_table, paper_width),
+            edge=(long_table, wider_table, one_position, longest_table, paper_width, odd_step_width),
             atol=5e-5, **fn,
         ),
         Exercise(
@@ -591,7 +609,7 @@ def _exercises() -> list[Exercise]:
             "08.learned_positions", title="Learned position vectors", answers=("add_learned_positions",),
             inputs=learned_inputs, reference=ref_learned, mistakes=LEARNED_MISTAKES, hints=LEARNED_HINTS,
             # and a token whose vector is all zeros (it still has a position: a table added only to the others shows)
-            dtype="float32", edge=(long_sentence, very_long_sentence, zero_row("x")),
+            dtype="float32", edge=(long_sentence, very_long_sentence, zero_row("x"), square_table),
             keeps_grad=True,  # the table is trained: its gradient must reach it (no .detach())
             **fn,
         ),
