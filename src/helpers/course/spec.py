@@ -1562,7 +1562,9 @@ def _unused_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     how = record.get("how") or {}
     # the model's forward passes watched: every one ran without gradients (a `torch.no_grad()` entered through an
     # ExitStack, or bound to a name first, which the cell's text does not show as a block): nothing to say on that
-    measured_off = ex.how.get("no_grad") and ex.module and record.get("forward_grad") is False
+    # (not where it also runs `model.forward(...)`, which no hook sees)
+    measured_off = ex.how.get("no_grad") and ex.module and record.get("forward_grad") is False \
+        and not how.get("forward_called")
     for feature, wanted in ex.how.items() if not unused else ():  # not computed with X says more than how
         if feature == "no_grad" and measured_off:
             continue
@@ -3244,8 +3246,6 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
         return kept
     if fail is not None and (kept := _function_state(ex, record)):  # (what it keeps, where the above cannot tell)
         return kept
-    if fail is not None and record.get("draws") is True:
-        return _fail(ex, "draws_at_random")
     if fail is None and (alike := record.get("module_alike")):  # right, but the cell's module starts two weights alike
         return _fail(ex, "init_not_random", f"`{ex.module}`'s own `{alike[0]}` and `{alike[1]}` start with exactly "
                                             "the same numbers: one draw serves both (a layer deep-copied into "
@@ -3359,6 +3359,8 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
     if answers and _compare(ex, answers[0], ex.expected(plan.inputs[0])) is None and \
             (sized := _sizes_problem(ex, plan, answers[0], trials[1:len(answers)])):
         return sized
+    if record.get("draws") is True:  # (no catalogued mistake explains it: a draw of its own, F.dropout left on)
+        return _fail(ex, "draws_at_random")
     return Outcome(ex.id, "fail", 0, ex.points, fail)
 
 

@@ -305,7 +305,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     how = raw.get("how")
     if ex.how and isinstance(how, dict):
         record["how"] = {k: how.get(k) is True for k in ex.how if k in how}
-    if isinstance(how, dict) and (extra := {k: how[k] for k in ("no_grad_alone", "grad_on_again")
+    if isinstance(how, dict) and (extra := {k: how[k] for k in ("no_grad_alone", "grad_on_again", "forward_called")
                                             if type(how.get(k)) is bool}):  # how gradients are switched off or on
         record["how"] = {**(record.get("how") or {}), **extra}
     if isinstance(how, dict) and type(how.get("int_cast")) is bool:  # a zero answer is a cast to int only with one

@@ -2604,12 +2604,6 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             if torch_ is not None:
                 states.append(torch_.random.get_rng_state())
         record["reseeds"] = _reseeds(fn, plan, states, framework)
-        if not plan.get("module") and plan.get("trials"):
-            # (on the largest trial: a dropout on a few weights may well drop none of them twice in a row)
-            big = max(range(len(record["answers"])), key=lambda i: sum(
-                np.size(v) for v in plan["trials"][i].values() if isinstance(v, np.ndarray)))
-            record["draws"] = _draws_at_random(fn, plan["trials"][big], framework,
-                                               next(iter(record["answers"][big].values()), None))
         if watch is not None:
             watch.stop()
             if watch.grown or watch.unregistered:
@@ -2621,6 +2615,12 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             _call_quietly(fn, {k: _doubled(v, framework) for k, v in (plan.get("trials") or [])[-1].items()})
             results, copies = [results[-1], None], [copies[-1], None]
         record["result_overwritten"] = _overwritten(results, copies)
+        if not plan.get("module") and plan.get("trials"):  # (after the calls above: a result it keeps is judged)
+            # (on the largest trial: a dropout on a few weights may well drop none of them twice in a row)
+            big = max(range(len(record["answers"])), key=lambda i: sum(
+                np.size(v) for v in plan["trials"][i].values() if isinstance(v, np.ndarray)))
+            record["draws"] = _draws_at_random(fn, plan["trials"][big], framework,
+                                               next(iter(record["answers"][big].values()), None))
         if framework == "torch" and not plan.get("module") and plan.get("trials"):
             # the same numbers whatever torch's grad mode: a branch on `torch.is_grad_enabled()` shows
             later["grad_mode_differs"] = lambda: _grad_mode_differs(fn, plan["trials"][0])
