@@ -801,7 +801,7 @@ def test_every_field_the_verdict_reads_is_decoded_by_the_grader():
     import helpers.grading.verdict as verdict_module
 
     source = Path(spec_module.__file__).read_text()
-    read = set(re.findall(r'(?:record|entry|watched|nan|facts)\.get\("([a-z_0-9]+)"', source)) | set(
+    read = set(re.findall(r'(?:record|entry|watched|nan|facts|drops)\.get\("([a-z_0-9]+)"', source)) | set(
         re.findall(r'(?:record|entry)\["([a-z_0-9]+)"\]', source))
     decoded = set(re.findall(r'"([a-z_0-9]+)"', Path(verdict_module.__file__).read_text()))
     assert len(read) > 100, "the pattern no longer finds what the verdict reads"

@@ -1858,6 +1858,52 @@ def _probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outco
     return None
 
 
+def _module_drops_problem(ex: Exercise, drops: Mapping[str, Any], code: str) -> Outcome | None:
+    """What the ``module_drops`` probe saw (see collect's ``_module_drops``), as the verdict tells it: the first that
+    holds, in this order."""
+    if drops.get("differ") is False and drops.get("keep_handed"):
+        return _fail(ex, code, f"`{ex.module}`, made with a dropout above 0 and run twice in training mode, gives "
+                               "the same output both times: its forward hands the attention layer a second "
+                               "argument, which the layer takes for the keep-mask (`keep`), so it draws nothing of "
+                               "its own. Call the layer with the hidden vectors alone: with keep=None it draws its "
+                               "dropout itself in training mode.")
+    if drops.get("differ") is False and drops.get("layer_differs") is not False:  # (one that never draws: its step)
+        return _fail(ex, code, ex.hints.get(code) or
+                     f"`{ex.module}`, made with a dropout above 0 and run twice in training mode, gives the same "
+                     "output both times: its attention layer never drops there (a layer made without the model's "
+                     "dropout, or a forward that sets the layer's mode itself, `self.attn.eval()`). Hand the "
+                     "dropout on to the layer, and leave the modes to `model.train()` and `model.eval()`, which "
+                     "pass them on to every layer.")
+    if isinstance(drops.get("layer_calls"), int) and drops["layer_calls"] > 2:
+        return _fail(ex, "not_as_asked",
+                     f"`{ex.module}` runs its attention layer more than once in a forward pass (in training mode, "
+                     f"two passes called it {drops['layer_calls']} times): averaging several runs of the layer "
+                     "averages several dropout draws, which is another model. Run the layer once: "
+                     "`h = h + self.attn(h)`.")
+    if drops.get("differ") is True and drops.get("keep_handed"):
+        return _fail(ex, "not_as_asked",
+                     f"`{ex.module}`'s forward draws the dropout mask itself and hands it to the attention layer "
+                     "(`self.attn(h, keep)`): it drops with a rate of its own (a number typed in, or the "
+                     "notebook's `p_drop`), not the one the model was made with. Call the layer with the hidden "
+                     "vectors alone: with keep=None it draws its dropout itself, with the model's rate, in "
+                     "training mode.")
+    if drops.get("drops_at_zero") is True:
+        return _fail(ex, "not_as_asked",
+                     f"`{ex.module}`, made with dropout=0.0, still drops in training mode (its output differs from "
+                     "evaluation mode's): a rate of its own somewhere, a number typed in, the notebook's `p_drop`, "
+                     "or a rate set on its layer in forward (`self.attn.dropout = …`). Use the dropout the model "
+                     "is made with, and only that.")
+    if drops.get("eval_differ") is True:
+        return _fail(ex, "dropout_in_eval",
+                     f"`{ex.module}`, made with a dropout above 0, gives another output each time it runs in "
+                     "evaluation mode: something in it still drops there. Either its attention layer (a forward "
+                     "that sets the layer's mode itself, `self.attn.train()`), or a dropout of the model's own "
+                     "told to drop whatever the mode (`F.dropout(..., training=True)`: hand it "
+                     "`training=self.training`). Leave the modes to `model.train()` and `model.eval()`, which "
+                     "pass them on to every layer.")
+    return None
+
+
 def _stateful_forward(ex: Exercise, how: Any) -> Outcome:
     """``stateful_forward``, told the way the calls showed it: two calls on one input that differ (the catalogue's
     message), a call on a shorter sequence that broke the next, longer one, a call that changed weights of other
@@ -1938,51 +1984,9 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
                 and entry.get("input_cut") is True:
             return _module_grad_carried(ex, "nothing before it could learn through it: its forward cuts its input "
                                             "off from the gradient") or _fail(ex, "input_detached")
-        drops = measured.get(probe.kind)
-        if probe.kind == "module_drops" and isinstance(drops, Mapping) and drops.get("differ") is False \
-                and drops.get("keep_handed"):
-            return _fail(ex, probe.code, f"`{ex.module}`, made with a dropout above 0 and run twice in training mode, "
-                                         "gives the same output both times: its forward hands the attention layer "
-                                         "a second argument, which the layer takes for the keep-mask (`keep`), so "
-                                         "it draws nothing of its own. Call the layer with the hidden vectors alone: "
-                                         "with keep=None it draws its dropout itself in training mode.")
-        if probe.kind == "module_drops" and isinstance(drops, Mapping) and drops.get("differ") is False \
-                and drops.get("layer_differs") is not False:  # a layer that never draws: its own step says so
-            return _fail(ex, probe.code, ex.hints.get(probe.code) or
-                         f"`{ex.module}`, made with a dropout above 0 and run twice in training mode, gives the same "
-                         "output both times: its attention layer never drops there (a layer made without the model's "
-                         "dropout, or a forward that sets the layer's mode itself, `self.attn.eval()`). Hand the "
-                         "dropout on to the layer, and leave the modes to `model.train()` and `model.eval()`, which "
-                         "pass them on to every layer.")
-        if probe.kind == "module_drops" and isinstance(drops, Mapping) and isinstance(drops.get("layer_calls"), int) \
-                and drops["layer_calls"] > 2:
-            return _fail(ex, "not_as_asked",
-                         f"`{ex.module}` runs its attention layer more than once in a forward pass (in training mode, "
-                         f"two passes called it {drops['layer_calls']} times): averaging several runs of the layer "
-                         "averages several dropout draws, which is another model. Run the layer once: "
-                         "`h = h + self.attn(h)`.")
-        if probe.kind == "module_drops" and isinstance(drops, Mapping) and drops.get("differ") is True \
-                and drops.get("keep_handed"):
-            return _fail(ex, "not_as_asked",
-                         f"`{ex.module}`'s forward draws the dropout mask itself and hands it to the attention layer "
-                         "(`self.attn(h, keep)`): it drops with a rate of its own (a number typed in, or the "
-                         "notebook's `p_drop`), not the one the model was made with. Call the layer with the hidden "
-                         "vectors alone: with keep=None it draws its dropout itself, with the model's rate, in "
-                         "training mode.")
-        if probe.kind == "module_drops" and isinstance(drops, Mapping) and drops.get("drops_at_zero") is True:
-            return _fail(ex, "not_as_asked",
-                         f"`{ex.module}`, made with dropout=0.0, still drops in training mode (its output differs from "
-                         "evaluation mode's): a rate of its own somewhere, a number typed in, the notebook's `p_drop`, "
-                         "or a rate set on its layer in forward (`self.attn.dropout = …`). Use the dropout the model "
-                         "is made with, and only that.")
-        if probe.kind == "module_drops" and isinstance(drops, Mapping) and drops.get("eval_differ") is True:
-            return _fail(ex, "dropout_in_eval",
-                         f"`{ex.module}`, made with a dropout above 0, gives another output each time it runs in "
-                         "evaluation mode: something in it still drops there. Either its attention layer (a forward "
-                         "that sets the layer's mode itself, `self.attn.train()`), or a dropout of the model's own "
-                         "told to drop whatever the mode (`F.dropout(..., training=True)`: hand it "
-                         "`training=self.training`). Leave the modes to `model.train()` and `model.eval()`, which "
-                         "pass them on to every layer.")
+        if probe.kind == "module_drops" and isinstance(drops := measured.get(probe.kind), Mapping) \
+                and (problem := _module_drops_problem(ex, drops, probe.code)):
+            return problem
         if probe.kind != "module_dropout":
             continue
         entry = measured.get(probe.kind)
