@@ -1257,3 +1257,62 @@ def test_an_error_about_an_inputs_numbers_is_not_blamed_on_its_sizes(error, abou
     """A replay of other sizes that raised about the numbers it was given (a Categorical of negative scores) says
     nothing about sizes; one that raised about a size (a negative dimension) does."""
     assert bool(spec._VALUE_ERROR.search(error)) is about_numbers
+
+
+def test_where_a_nan_was_made_is_named_in_the_kernel_and_in_the_grader():
+    """A result with NaN or inf where the right one is finite: the trial is run once more with its operations watched
+    (helpers.runtime.nonfinite), and the message names what made the first one (an exponential that overflowed, a row
+    of exponentials that all underflowed to 0, a row whose every score is −∞), the same in the grader. A function
+    whose NaN comes from something else is not told any of those."""
+    torch = pytest.importorskip("torch")
+    import math
+
+    from helpers.runtime.collect import collect
+    from helpers.runtime.nonfinite import origin
+
+    s = torch.tensor([[1.0, 2.0, 300.0], [-500.0, -400.0, -300.0]])
+    seen = origin(lambda: (lambda e: e / e.sum(-1, keepdim=True))(s.exp()), "torch")
+    assert seen["nan"]["kind"] == "inf_by_inf" and seen["nan"]["after"]["value"] == 300.0
+    seen = origin(lambda: torch.sqrt(s), "torch")
+    assert seen["nan"]["kind"] == "negative" and seen["nan"]["value"] == -500.0
+    assert origin(lambda: torch.softmax(s, -1), "torch") is None  # nothing made
+    seen = origin(lambda: (lambda e: e / e.sum(-1, keepdims=True))(np.exp(s.numpy().astype(float) * 3)), "numpy")
+    assert seen["nan"]["kind"] == "inf_by_inf" and seen["inf"]["op"] == "exp"
+    assert np.geterrcall() is None and np.geterr()["over"] == "warn"  # NumPy's error handling is put back
+
+    head = ("def cross_attention(x_dec, x_enc, w_query, w_key, w_value):\n"
+            "    q, k, v = x_dec @ w_query, x_enc @ w_key, x_enc @ w_value\n"
+            "    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n")
+    bodies = {
+        "exp_overflow": "    e = torch.exp(s - s.median(dim=-1, keepdim=True).values)\n",
+        "exp_underflow": "    e = torch.exp(s - s.amax(dim=-1, keepdim=True).clamp(min=0))\n",
+        "fully_masked_row": "    hide = s.amax(-1, keepdim=True) < 0\n"
+                            "    return torch.softmax(s.masked_fill(hide, float('-inf')), -1) @ v\n",
+        "none": "    e = torch.exp(s - s.amax(dim=-1, keepdim=True))\n    e = e * (1 + 0 * torch.sqrt(s))\n",
+    }
+    ex = spec.get("09.cross_attention")
+    for code, body in bodies.items():
+        ns = {"torch": torch, "math": math}
+        exec(head + body + "    return (e / e.sum(dim=-1, keepdim=True)) @ v\n", ns)
+        plan = spec.make_plan(ex, np.random.default_rng(0))
+        record = collect(plan.data, ns)
+        here, there = spec.evaluate(ex, plan, record), _round_trip(ex, plan, record)
+        assert here.status == "fail", here.message
+        assert (there.status, there.diagnosis, there.message) == (here.status, here.diagnosis, here.message)
+        made = spec._nonfinite_origin(ex, record, record["answers"], plan.inputs, "")
+        if code == "none":  # the square root of a negative score: said, and no catalogued cause named
+            assert made[0] is None and "`sqrt` of a negative number" in made[1], made
+            assert here.diagnosis is None and "`sqrt` of a negative number" in here.message, here.message
+        else:  # (a catalogued mistake the numbers show comes first: no maximum subtracted is `unstable_softmax`)
+            assert made[0] == code, made
+            assert here.diagnosis in (code, "unstable_softmax"), (code, here.message)
+    ex = spec.get("05.softmax")
+    for code, body in {"exp_overflow": "    e = np.exp(s)\n",
+                       "exp_underflow": "    e = np.exp(s - np.maximum(s.max(axis=-1, keepdims=True), 0))\n"}.items():
+        ns = {"np": np}
+        exec("def softmax(s):\n" + body + "    return e / e.sum(axis=-1, keepdims=True)\n", ns)
+        plan = spec.make_plan(ex, np.random.default_rng(0))
+        record = collect(plan.data, ns)
+        here, there = spec.evaluate(ex, plan, record), _round_trip(ex, plan, record)
+        assert (there.status, there.diagnosis, there.message) == (here.status, here.diagnosis, here.message)
+        assert here.status == "fail" and here.diagnosis in (code, "unstable_softmax"), here.message

@@ -2516,6 +2516,86 @@ def diagnose(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -
     return code
 
 
+_EXP_ABOVE = {"float16": "11.1", "bfloat16": "88.7", "float32": "88.7", "float64": "709.8"}
+_EXP_BELOW = {"float16": "−17.3", "bfloat16": "−92", "float32": "−103.9", "float64": "−745.1"}
+
+
+def _nonfinite_origin(ex: Exercise, record: Mapping[str, Any], answers: Sequence[Arrays],
+                      inputs: Sequence[Mapping[str, Any]], trial: str) -> tuple[str | None, str] | None:
+    """What made the first NaN or infinity of a trial's answer, where the right answer is finite there: the code and
+    the message (the code None where no catalogued mistake is certain), from the operations watched when that trial
+    was run once more (``record["nonfinite"]``, :mod:`helpers.runtime.nonfinite`); None where nothing was seen."""
+    seen = record.get("nonfinite")
+    if not isinstance(seen, Mapping) or type(i := seen.get("trial")) is not int or not 0 <= i < min(
+            len(answers), len(inputs)):
+        return None
+    name = ex.answers[0]
+    got = answers[i].get(name)
+    try:
+        want = ex.expected(inputs[i]).get(name)
+    except Exception:  # noqa: BLE001 — no reference for these inputs: nothing to say
+        return None
+    if got is None or want is None or np.shape(got) != np.shape(want) or got.dtype.kind != "f":
+        return None
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(got) & np.isfinite(want)
+    if not bad.any():
+        return None
+    at = tuple(int(j) for j in np.argwhere(bad)[0])
+    value = got[at]
+    shown = "NaN" if np.isnan(value) else "inf" if value > 0 else "−inf"
+    events = {k: e for k in ("nan", "inf", "neg") if isinstance(e := seen.get(k), Mapping)}
+    slot = {"NaN": "nan", "inf": "inf", "−inf": "neg"}[shown]
+    if slot != "nan":  # an infinity: the earliest made (−log of a probability that underflowed: the log's −∞ first)
+        slot = min((k for k in ("inf", "neg") if k in events), key=lambda k: events[k].get("seq", 9), default=slot)
+    event = events.get(slot)
+    if event is None:
+        return None
+    label = f"`{name}`" if ex.kind == "value" else f"`{name}(...)`"
+    head = f"{label}{trial} contains {shown} (first at index {at})"
+    after = event.get("after") if isinstance(event.get("after"), Mapping) else {}
+    kind, op = event.get("kind"), str(event.get("op") or "")[:40]
+    op = op if op.isidentifier() else "an operation"
+    number = event.get("value") if isinstance(event.get("value"), float) else None
+    if kind == "overflow" or after.get("kind") == "overflow":
+        first = event if kind == "overflow" else after
+        dtype, x = str(first.get("dtype") or ""), first.get("value")
+        exp = str(first.get("op") or "")
+        how = f"`{exp}` of {x:.4g} is inf in {dtype}" if isinstance(x, float) and dtype in _EXP_ABOVE \
+            and exp.isidentifier() else "exp of a number above 88.7 is inf in float32, above 709.8 in float64"
+        then = ", and what comes of an infinity next (inf / inf, inf − inf, inf · 0) is NaN" if shown == "NaN" else ""
+        return "exp_overflow", (f"{head}: an exponential overflowed first ({how}){then}. Hand exp only numbers of at "
+                                "most 0: subtract from each score the largest score of its row before exp (that "
+                                "changes no result, and the largest exponential is then exp(0) = 1).")
+    if shown == "NaN" and kind == "zero_by_zero" and after.get("kind") == "underflow":
+        dtype, x, exp = str(after.get("dtype") or ""), after.get("value"), str(after.get("op") or "")
+        if isinstance(x, float) and dtype in _EXP_BELOW and exp.isidentifier():
+            how = (f": every exponential of one row came out 0 (the largest number handed to `{exp}` in that row was "
+                   f"{x:.4g}, and in {dtype} exp of anything below about {_EXP_BELOW[dtype]} is 0), so that row sums "
+                   "to 0, and 0 / 0 is NaN")
+        else:
+            how = (f": a division (`{op}`) gave 0 / 0 after exponentials underflowed to 0 (exp of a number far below "
+                   "0 is 0: below about −103.9 in float32, −745.1 in float64), as a row whose exponentials are all 0 "
+                   "does: its sum is 0")
+        return "exp_underflow", (f"{head}{how}. Subtract from each score the largest score of its row, whatever "
+                                 "its sign, so that the largest exponent is exactly 0: one exponential of each row is "
+                                 "then 1, and no sum is 0.")
+    if shown == "NaN" and (kind == "masked_row" or kind == "zero_by_zero" and after.get("kind") == "masked_row"):
+        return "fully_masked_row", (f"{head}: in one row every score is −∞ (every key of that query hidden), so "
+                                    f"that row's softmax is 0 / 0 = NaN (`{op}`). Each query must keep at least one "
+                                    "key it may see: check which scores your code sets to −∞.")
+    # (a 0 / 0, inf / inf, inf − inf or log of 0 with nothing seen before it: the message every NaN gets lists the
+    # usual causes, which says more than the operation alone)
+    plain = {"negative": f"`{op}` of a negative number{f' ({number:.4g})' if number is not None else ''} is NaN: "
+                         "which number there can be negative?",
+             "div_by_zero": f"a division by 0 (`{op}`) made it.",
+             "cast_overflow": f"a number beyond the range of its new dtype became inf where it was converted "
+                              f"(`{op}`)."}
+    if kind in plain:
+        return None, f"{head}: {plain[kind]}"
+    return None
+
+
 def _finite_trials(trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> list[tuple[Arrays, Mapping[str, Any]]]:
     """The trials whose answer holds no NaN or inf (an answer computed another way than the step asks, which
     overflows on the large-scores trial, is judged nearly right on the others)."""
@@ -3211,6 +3291,9 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
         # wrong guesses from a model still in training mode: its dropout draws change them at random (only some of
         # them: guesses that mostly differ from the model's own are wrong for another reason)
         return _fail(ex, "dropout_in_eval", note=note)
+    if made := _nonfinite_origin(ex, record, answers, plan.inputs, " on other inputs"):
+        said = ("Right on this notebook's numbers, but not in general: " if fail0 is None else "") + made[1]
+        return _fail(ex, made[0], said, note) if made[0] else Outcome(ex.id, "fail", 0, ex.points, said + note)
     if fail0 is not None:
         return Outcome(ex.id, "fail", 0, ex.points, fail0 + note)
     first = next(f for f in fails if f)
@@ -3372,6 +3455,9 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
     if answers and _compare(ex, answers[0], ex.expected(plan.inputs[0])) is None and \
             (sized := _sizes_problem(ex, plan, answers[0], trials[1:len(answers)])):
         return sized
+    if made := _nonfinite_origin(ex, record, answers, plan.inputs,
+                                 " on random inputs" if (record.get("nonfinite") or {}).get("trial") else ""):
+        return _fail(ex, made[0], made[1]) if made[0] else Outcome(ex.id, "fail", 0, ex.points, made[1])
     if record.get("draws") is True:  # (no catalogued mistake explains it: a draw of its own, F.dropout left on)
         return _fail(ex, "draws_at_random")
     return Outcome(ex.id, "fail", 0, ex.points, fail)

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..course import spec
 from ..course.spec import Exercise, Outcome, Plan, behind_note
+from ..runtime.nonfinite import KINDS as NONFINITE_KINDS
 from .protocol import ProtocolError, decode_array, split_frames
 
 MAX_TEXT = 2000
@@ -165,6 +166,28 @@ def _session(raw: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _nonfinite_event(raw: Any, nested: bool = True) -> dict[str, Any] | None:
+    if not isinstance(raw, dict) or raw.get("kind") not in NONFINITE_KINDS:
+        return None
+    event: dict[str, Any] = {"kind": raw["kind"], "op": _text(raw.get("op"), 40),
+                             "dtype": _text(raw.get("dtype"), 20)}
+    if type(raw.get("seq")) is int and 0 <= raw["seq"] < 10:
+        event["seq"] = raw["seq"]
+    if isinstance(raw.get("value"), float) and math.isfinite(raw["value"]):
+        event["value"] = raw["value"]
+    if nested and (after := _nonfinite_event(raw.get("after"), nested=False)) is not None:
+        event["after"] = after
+    return event
+
+
+def _nonfinite(raw: Any, trials: int) -> dict[str, Any] | None:
+    """Where the first NaN, +inf and −inf of one trial's answer were made (:mod:`helpers.runtime.nonfinite`)."""
+    if not isinstance(raw, dict) or type(raw.get("trial")) is not int or not 0 <= raw["trial"] < trials:
+        return None
+    events = {k: e for k in ("nan", "inf", "neg") if (e := _nonfinite_event(raw.get(k))) is not None}
+    return {"trial": raw["trial"], **events} if events else None
+
+
 def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     """Rebuild a record from the sandbox, keeping only what the plan asked for, in checked types."""
     if not isinstance(raw, dict):
@@ -253,6 +276,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     record["result_overwritten"] = raw.get("result_overwritten") is True
     record["reseeds"] = raw.get("reseeds") is True
     record["draws"] = raw.get("draws") is True
+    if (seen := _nonfinite(raw.get("nonfinite"), len(plan.inputs))) is not None:
+        record["nonfinite"] = seen  # where the first NaN or infinity of a trial's answer was made
     record["grad_mode_differs"] = raw.get("grad_mode_differs") is True
     record["keeps_by_identity"] = raw.get("keeps_by_identity") is True
     record["same_for_doubled"] = raw.get("same_for_doubled") is True

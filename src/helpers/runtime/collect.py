@@ -63,6 +63,7 @@ from .cells import (
     without_timing,
 )
 from .history import History, Run, message_line
+from .nonfinite import origin as nonfinite_origin
 from .watch import tracking
 
 __all__ = ["OneShot", "collect", "dtype_name", "to_framework"]
@@ -541,9 +542,12 @@ def _replay_trials(record: dict[str, Any], plan: Mapping[str, Any], namespace: M
     """Run the cell again on each trial's inputs (see :func:`collect`): the answers, and what each run did to the
     notebook's names, go into ``record`` and the sets given."""
     if record["replay"]["available"]:
+        def given(world: Mapping[str, Any]) -> dict[str, Any]:
+            return {name: _mimic(value, namespace.get(name), plan.get("framework")) for name, value in world.items()
+                    if name not in (plan.get("own") or ()) or name not in namespace}
+
         for i, world in enumerate(trials, start=1):
-            overlay = {name: _mimic(value, namespace.get(name), plan.get("framework")) for name, value in world.items()
-                       if name not in (plan.get("own") or ()) or name not in namespace}
+            overlay = given(world)
             before = _snapshot(overlay)
             lists = {n: copy.deepcopy(v) for n, v in overlay.items() if isinstance(v, list)}  # given as lists
             rows: dict[str, int] = {}
@@ -598,6 +602,12 @@ def _replay_trials(record: dict[str, Any], plan: Mapping[str, Any], namespace: M
                                                                    source)):
                     record["stale_helpers"] = stale
             record["answers"].append(got)
+            if "nonfinite" not in record and any(_nonfinite(v) for v in got.values()):
+                # where the first NaN or infinity was made: the cell once more on these inputs, watched
+                seen = nonfinite_origin(functools.partial(_replay, code, namespace, given(world), answers),
+                                        plan.get("framework"))
+                if seen:
+                    record["nonfinite"] = {"trial": i, **seen}
             if plan.get("module") and i <= len(plan.get("again") or ()) and plan["again"][i - 1]:
                 record.setdefault("module_again", []).append(
                     _module_again(ns.get(plan["module"]), plan["again"][i - 1], plan.get("framework")))
@@ -2604,6 +2614,8 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             if torch_ is not None:
                 states.append(torch_.random.get_rng_state())
         record["reseeds"] = _reseeds(fn, plan, states, framework)
+        if not plan.get("module"):
+            _nonfinite_trial(record, fn, name, plan, states, framework)
         if watch is not None:
             watch.stop()
             if watch.grown or watch.unregistered:
@@ -2881,6 +2893,31 @@ def _reseeds(fn: Callable[..., Any], plan: Mapping[str, Any], states: Sequence[A
     finally:
         torch.random.set_rng_state(saved)
     return not torch.equal(after, moved) and torch.equal(after, states[1])
+
+
+def _nonfinite(a: Any) -> bool:
+    return isinstance(a, np.ndarray) and a.dtype.kind == "f" and not bool(np.isfinite(a).all())
+
+
+def _nonfinite_trial(record: dict[str, Any], fn: Callable[..., Any], name: str, plan: Mapping[str, Any],
+                     states: Sequence[Any], framework: str | None) -> None:
+    """The first trial whose result holds a NaN or an infinity, called once more with its operations watched (from
+    the random state that call started from): where the first one was made goes into ``record["nonfinite"]``."""
+    for i, answer in enumerate(record["answers"]):
+        if not _nonfinite(answer.get(name)):
+            continue
+        trial = (plan.get("trials") or [])[i]
+        state = states[i] if i < len(states) else None
+
+        def again(trial: Mapping[str, Any] = trial, state: Any = state) -> None:
+            with _quiet():
+                if state is not None:
+                    sys.modules["torch"].random.set_rng_state(state)
+                fn(*(to_framework(v, framework) for v in trial.values()))
+
+        if seen := nonfinite_origin(again, framework):
+            record["nonfinite"] = {"trial": i, **seen}
+        return
 
 
 def _call_quietly(fn: Callable[..., Any], args: Mapping[str, Any]) -> None:
