@@ -117,8 +117,8 @@ def _clamp_shows(scores: np.ndarray) -> bool:
     return all(np.abs(softmax(np.clip(scores, low, 16.0)) - right).max() > 1e-3 for low in (None, -16.0))
 
 
-def large_numbers(inputs: dict) -> dict:
-    """An edge replay with numbers far above the notebook's: 3 to 5 tokens of fresh numbers scaled up (see
+def large_numbers_arrays(inputs: dict) -> tuple[np.ndarray, ...]:
+    """Numbers for an edge replay far above the notebook's: 3 to 5 tokens of fresh numbers scaled up (see
     :func:`_scaled_up`), drawn (from a generator seeded by the replay's own inputs, so the same inputs give the same
     edge) until a clamp of the scores at the notebook's largest, 16, changes the weights. A clamp of the values at 8
     or a clip to the notebook's range shows too; an exp() of the raw scores still fits in float32."""
@@ -129,7 +129,26 @@ def large_numbers(inputs: dict) -> dict:
                                    fresh_numbers(rng, (4, d_v), top=2.0))
         if _clamp_shows((x @ wq) @ (x @ wk).T):
             break
-    full = _world_of(x, wq, wk, wv, _rounded_rows(rng, n))
+    return x, wq, wk, wv, _rounded_rows(rng, n)
+
+
+def large_numbers(inputs: dict) -> dict:
+    """An edge replay with numbers far above the notebook's (see :func:`large_numbers_arrays`)."""
+    full = _world_of(*large_numbers_arrays(inputs))
+    return {name: full[name] for name in inputs}
+
+
+def large_positive_outputs(inputs: dict) -> dict:
+    """Numbers like :func:`large_numbers`', with the values doubled (exactly) until an output passes 16 either way,
+    and their signs flipped where that makes the largest output positive: a clamp of the outputs from above only
+    (`.clamp(max=8)`) shows, whatever the signs of the large outputs drawn."""
+    x, wq, wk, wv, rounded = large_numbers_arrays(inputs)
+    for _ in range(8):  # (and values doubled, exactly, until some output passes 16 either way)
+        out = softmax((x @ wq) @ (x @ wk).T) @ (x @ wv)
+        if np.abs(out).max() > 16:
+            break
+        wv = 2 * wv
+    full = _world_of(x, wq, wk, wv if out.max() >= -out.min() else -wv, rounded)
     return {name: full[name] for name in inputs}
 
 
@@ -749,7 +768,7 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
         # and small numbers: outputs set to 0 below a threshold show
         # (the TensorFlow half's cell makes the weights too: from a softmax that overflows, its outputs are 🟡)
         value("outputs", "Outputs", ("outputs",), hints=hints["outputs"], dtype="float32",
-              edge=(large_numbers, precise_numbers, small_numbers, one_token,
+              edge=(large_numbers, large_positive_outputs, precise_numbers, small_numbers, one_token,
                     # (no long, loud trial: 40 products of float32 weights with values in the hundreds leave errors
                     # of 1e-3 against outputs that cancel to near 0, which made the carried-forward verdict depend on
                     # the draw; nor in TensorFlow, whose own softmax of such scores can leave a weight of 1e-8)
