@@ -1314,6 +1314,39 @@ def zero_word(first: dict) -> dict:
 zero_word.of_first_trial = True
 
 
+def big_word_entries(first: dict) -> dict:
+    """An edge replay from the first one with entries that float16 cannot hold (2 049, −3 001, 70 001 — it rounds them
+    or overflows): a stack sent through float16 and back shows."""
+    words = [np.array(first[f"word_{i}"], dtype=np.int64) for i in range(1, 5)]
+    words[0][0, 0], words[1][0, -1], words[3][0, 0] = 2049, -3001, 70001
+    return {**first, **{f"word_{i}": w for i, w in enumerate(words, start=1)}}
+
+
+def one_feature_words(first: dict) -> dict:
+    """An edge replay from the first one with words of one feature each, (1, 1): a squeeze without an axis takes that
+    axis away as well."""
+    return {**first, **{f"word_{i}": np.array(first[f"word_{i}"])[:, :1].copy() for i in range(1, 5)}}
+
+
+big_word_entries.of_first_trial = True
+one_feature_words.of_first_trial = True
+
+
+def small_weights_1(inputs: dict) -> dict:
+    """An edge replay of word 1's output: weights 2⁻¹¹, 2⁻¹¹, ½ − 2⁻¹⁰ and ½ (exact, summing to 1), the two small
+    ones on values of ±1 000: weights below 1e-3 dropped ("sparse attention") move the output by about 0.5."""
+    w = np.array(inputs["attn_weights_1"], dtype=np.float64).reshape(-1)
+    if w.size != 4:
+        return inputs
+    out = {**inputs, "attn_weights_1": np.array([2.0**-11, 2.0**-11, 0.5 - 2.0**-10, 0.5]).reshape(
+        np.shape(inputs["attn_weights_1"]))}
+    for j, sign in ((1, 1), (2, -1)):
+        v = np.array(inputs[f"value_{j}"], dtype=np.int64)
+        v[0, 0] = sign * 1000
+        out[f"value_{j}"] = v
+    return out
+
+
 def near_limit_weights(inputs: dict) -> dict:
     """An edge replay whose largest scaled score is between 80 and 86, with a second of its row 60 or more and at
     least 2 below it: the words of a fresh draw times a whole number. A clamp of the scores "against overflow" at 60
@@ -1418,7 +1451,9 @@ def _exercises() -> list[Exercise]:
         value("04.stack", "The stacked words", ("word_emb_stack",), ref_stack, reads=WORDS_NAMES,
               # words of other widths than 4: a reshape to a typed (1, 4, 4) shows
               # a word repeated: deduplicated words show; a word of zeros: one dropped as padding shows
-              mistakes=STACK_MISTAKES, edge=(repeated_word, zero_word), widths=True,
+              # entries float16 cannot hold, and words of one feature: a float16 round trip and a squeeze show
+              mistakes=STACK_MISTAKES, edge=(repeated_word, zero_word, big_word_entries, one_feature_words),
+              widths=True,
               hints={
                   "stack_wrong_axis": "Your stack has shape (4, 1, 4): tf.stack put the new axis first (axis 0, "
                   "its default), so each word became a sentence of its own. The words must run along axis 1, "
@@ -1466,7 +1501,7 @@ def _exercises() -> list[Exercise]:
               computed_with=("attn_weights_1",),  # the weights of the step before, not made again in this cell
               # atol: this notebook's weights of 3e-7 times a value of 4 is 1.2e-6 — an answer that leaves
               # them out (word 4's value alone) is told apart by the replays, not by the last digits
-              dtype="float32", rtol=1e-5, atol=1e-5),
+              dtype="float32", rtol=1e-5, atol=1e-5, edge=small_weights_1),  # weights below 1e-3 dropped show
         value("04.qkv", "Queries, keys and values of all four words", ("x", "queries", "keys", "values"),
               ref_qkv, reads=("word_emb_stack", "w_query", "w_key", "w_value"),
               mistakes={"swapped_projections": _qkv_swapped, "elementwise_product": _qkv_elementwise,
@@ -1483,14 +1518,16 @@ def _exercises() -> list[Exercise]:
         # step 2's per-word queries and keys from another draw: scores stacked from them (not computed) show
         value("04.scores", "The score matrix", ("attn_scores",), ref_scores, reads=("queries", "keys"),
               independent=tuple(f"{kind}_{j}" for kind in ("query", "key") for j in range(1, 5)),
-              mistakes=SCORES_MISTAKES, hints=SCORES_HINTS, dtype="int32", edge=large_int_scores),
+              # and 6 words: rows made for the example's 4 words (`range(4)`) show
+              mistakes=SCORES_MISTAKES, hints=SCORES_HINTS, dtype="int32", edge=(large_int_scores, six_words)),
         # word 1's weights of step 4 from another draw: a row copied from them (not computed) shows
         value("04.weights", "The weight matrix", ("attn_weights",), ref_weights, reads=("attn_scores", "keys"),
               independent=("attn_weights_1",),
               mistakes=WEIGHTS_MISTAKES, hints=WEIGHTS_HINTS, dtype="float32", widths=True,
               # scaled scores up to 86: a clamp shows; up to 200: a softmax without each row's maximum fails
               # (no row far below 0: these integer words rarely give one, and drawing one costs a check 60 ms)
-              edge=(narrow_keys, near_limit_weights, past_limit_weights, far_past_weights, zero_key_entry),
+              # and 6 words: rows of the example's 4 (a reshape to `[-1, 4]`) show
+              edge=(narrow_keys, near_limit_weights, past_limit_weights, far_past_weights, zero_key_entry, six_words),
               # (relative 1e-4: a softmax as exp(s − logsumexp(s)) in float32 rounds the log-sum-exp of scores near
               # 1 000 to its last bit, 6e-5, which moves every weight by that much relative)
               rtol=1e-4, atol=TIGHT["atol"],
@@ -1501,7 +1538,7 @@ def _exercises() -> list[Exercise]:
         value("04.attention", "The outputs of all four words", ("outputs",), ref_outputs,
               reads=("attn_weights", "values"), mistakes=OUTPUTS_MISTAKES, independent=("output_1",),
               hints={**OUTPUTS_HINTS, "not_as_asked": ONE_PRODUCT}, how={"matmul": True, "loop": False},
-              dtype="float32", rtol=1e-5, edge=(tiny_output, large_values)),
+              dtype="float32", rtol=1e-5, edge=(tiny_output, large_values, six_words)),
         # values of other widths than the 4 words (widths): a mean over the words times d_v shows
         value("04.attention_sum", "The outputs as explicit weighted sums", ("outputs_sum",), ref_outputs_sum,
               reads=("attn_weights", "values"), independent=("outputs", "output_1"),

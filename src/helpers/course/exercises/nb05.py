@@ -343,6 +343,21 @@ def far_above_last(inputs: dict) -> dict:
     return {**inputs, "scores": s}
 
 
+def far_above_last_wide(inputs: dict) -> dict:
+    """:func:`far_above_last`'s first two rows only, so that each row has more scores than there are rows: a row
+    maximum taken over as many columns as there are rows (`scores[:, :len(scores)]`) leaves the loud last one out."""
+    s = far_above_last(inputs)["scores"]
+    return {**inputs, "scores": s[:2].copy()} if s.ndim == 2 and s.shape[-1] > 2 else inputs
+
+
+def past_half_rows(inputs: dict) -> dict:
+    """An edge trial of rows whose largest score lies past float16's largest number (65 504) and other scores 10 and
+    more below it: a row maximum kept in float16 is inf there (NaN after the shift), as are float16 scores."""
+    return {"scores": np.array([[70000.0, 69990.0, 0.0, -10.0],
+                                [-5.0, 1.0, 66000.0, 65980.0],
+                                [3.0, 0.0, -2.0, 1.0]])}
+
+
 def far_below(inputs: dict) -> dict:
     """An edge trial: in every row, the smallest score dropped 1 000 below the others (which lie within ±30).
     Subtracting more than the maximum (the median plus the range, say) pushes every exponent below -745:
@@ -778,7 +793,8 @@ register(
         # (flat rows last: a cache keyed by the array's identity shows on the last trial doubled, which a one-hot
         # row of far_above's would not tell)
         # and scores past float32's and int64's ranges: a maximum cast to either shows
-        edge=(one_row("scores"), far_above, far_below, all_very_negative, far_above_last, huge_rows, level_rows,
+        edge=(one_row("scores"), far_above, far_below, all_very_negative, far_above_last, far_above_last_wide,
+              past_half_rows, huge_rows, level_rows,
               # and one trial's rows in reverse: a result kept by the scores' shape and sum shows
               quarter_scores, rows_reversed_scores),
         points=2,
