@@ -585,6 +585,30 @@ def _long_source(first: dict) -> dict:
 _long_source.of_first_trial = True
 
 
+def _late_loud_key(first: dict) -> dict:
+    """An edge trial from the first random one: one query per sentence over a source of 600 tokens whose last key
+    scores 8 above every other with that query (made along the query itself, so every score stays moderate): a
+    softmax over blocks or tiles of keys (32, 64, 512) that does not rescale what it summed before, or drops the
+    last partial block, is wrong there, whatever the draw. From a generator seeded by the first trial's shapes."""
+    q_in = np.asarray(first["x_dec"], dtype=np.float64)[..., :1, :]
+    x = np.asarray(first["x_enc"], dtype=np.float64)
+    wq, wk = np.asarray(first["w_query"], dtype=np.float64), np.asarray(first["w_key"], dtype=np.float64)
+    rng = np.random.default_rng(x.shape)
+    src = rng.normal(size=(*x.shape[:-2], 600, x.shape[-1]))
+    q = q_in @ wq  # (…, 1, d_k)
+    along = q @ np.linalg.pinv(wk)  # a token whose key is (as near as the widths allow) the query itself
+    scores = (q @ (src @ wk).swapaxes(-1, -2))[..., 0, :]  # (…, 600)
+    own = (q @ (along @ wk).swapaxes(-1, -2))[..., 0, :]  # (…, 1): its score, ≥ 0
+    if np.any(own <= 1e-6):
+        return first
+    src[..., -1:, :] = along * ((scores[..., :-1].max(axis=-1, keepdims=True) + 8.0 * np.sqrt(q.shape[-1])) / own
+                                )[..., None]
+    return {**first, "x_dec": q_in, "x_enc": src}
+
+
+_late_loud_key.of_first_trial = True
+
+
 def _real_zero_key(first: dict) -> dict:
     """An edge trial from the first random one: every source's first key (always a real token) all zeros, so that it
     scores exactly 0 with every query: a mask made from the scores' values (`scores == 0` hidden, as padding that
@@ -1118,7 +1142,8 @@ def _exercises() -> list[Exercise]:
                  edge=(batch_of_one("x_dec", "x_enc"), _louder("w_query", _cross_scores),
                        _without_batch("x_dec", "x_enc"), scaled_by("w_value", 64.0),
                        _past_limit("x_dec", _cross_scores), _zero_source_token, _far_below_cross, _long_source,
-                       _square_cross),  # and a source as long as the prefix: a causal mask there shows
+                       _square_cross,  # and a source as long as the prefix: a causal mask there shows
+                       _late_loud_key),  # and 600 keys, the last the loudest: blocks of keys not rescaled show
                  signs={"unstable_softmax": overflow_sign(ref_cross, _scores_of(_cross_scores), 88.0),
                         "global_max_subtraction": global_shift_sign(ref_cross, _scores_of(_cross_scores), 87.0)},
                  explains=scale_explains(CROSS_OTHER_SCALE), **own, **torch_),
