@@ -3357,6 +3357,13 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
                                           "then requires a gradient too, so its `.numpy()` fails and every "
                                           "backward pass fills its `.grad`. Leave the inputs as they are: whoever "
                                           "calls the function decides which tensors need a gradient.")
+    if fail is None and (cleared := record.get("grad_flag_cleared")):  # right, but it freezes what it is given
+        names = ", ".join(f"`{n}`" for n in cleared)
+        return _fail(ex, "mutates_input", f"`{ex.answers[0]}` switches off `requires_grad` of the tensor it is given "
+                                          f"as {names} (`.requires_grad_(False)` on an argument): the caller's tensor "
+                                          "then gets no gradient, so whatever trains it stops changing it. Leave the "
+                                          "inputs as they are: a computation that should not reach a tensor's "
+                                          "gradient uses a `.detach()`ed copy.")
     if fail is None and (written := record.get("globals_written")):  # right, but it changes the notebook's data
         names = ", ".join(f"`{n}`" for n in written)
         return _fail(ex, "overwrites_variable",

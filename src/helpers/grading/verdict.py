@@ -245,6 +245,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         record["double_dtype"] = _text(raw["double_dtype"], 20)
     if ex.keeps_grad and isinstance(raw.get("grad_flag_set"), list):  # inputs whose requires_grad it switched on
         record["grad_flag_set"] = _names(raw["grad_flag_set"], inputs0 or {""}, "the inputs flagged")
+    if ex.framework == "torch" and isinstance(raw.get("grad_flag_cleared"), list):  # inputs it froze
+        record["grad_flag_cleared"] = _names(raw["grad_flag_cleared"], inputs0 or {""}, "the inputs frozen")
     if ex.module and isinstance(raw.get("module_alike"), list):  # parameters that start as one draw
         record["module_alike"] = _names(raw["module_alike"], set(), "the parameters alike")
     if ex.module and isinstance(fp := raw.get("forward_params"), dict):  # parameters made or run outside __init__

@@ -2636,6 +2636,9 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
         if framework == "torch" and not plan.get("module") and plan.get("trials"):
             # the same numbers whatever torch's grad mode: a branch on `torch.is_grad_enabled()` shows
             later["grad_mode_differs"] = lambda: _grad_mode_differs(fn, plan["trials"][0])
+            # and the inputs that require a gradient still require one after the call (`w_key.requires_grad_(False)`
+            # inside freezes the caller's weight)
+            later["grad_flag_cleared"] = lambda: _grad_flag_cleared(fn, plan["trials"][0])
         if plan.get("follows_dtype") and plan.get("trials") and not record.get("forbidden"):
             # float64 in, float64 out: a result cast to float32, or built in the default dtype, loses the precision
             later["double_dtype"] = lambda: _double_dtype(fn, plan["trials"][0], framework)
@@ -2829,6 +2832,29 @@ def _grad_mode_differs(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> boo
     if on.shape != again.shape or not np.array_equal(on, again, equal_nan=True):
         return None
     return any(other.shape != on.shape or not np.array_equal(on, other, equal_nan=True) for other in (off, trained))
+
+
+def _grad_flag_cleared(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> list[str]:
+    """Called on ``inputs`` whose float tensors require a gradient: the names of those that no longer do after the
+    call (the function switched their `requires_grad` off: the caller's tensor then gets no gradient). Empty when the
+    call raises."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return []
+    args = {}
+    for k, v in inputs.items():
+        t = to_framework(v, "torch")
+        if getattr(t, "is_floating_point", lambda: False)() and not (
+                isinstance(v, np.ndarray) and v.size > 0 and bool(np.isin(v, (0.0, 1.0)).all())):
+            t = t.clone().requires_grad_(True)
+        args[k] = t
+    flagged = [k for k, t in args.items() if getattr(t, "requires_grad", False)]
+    try:
+        with _quiet(), torch.enable_grad():
+            fn(*args.values())
+    except Exception:  # noqa: BLE001 — the student's function: anything can happen
+        return []
+    return [k for k in flagged if not args[k].requires_grad]
 
 
 def _double_dtype(fn: Callable[..., Any], inputs: Mapping[str, Any], framework: str | None) -> str | None:
