@@ -1893,6 +1893,12 @@ def _module_drops_problem(ex: Exercise, drops: Mapping[str, Any], code: str) -> 
                      "evaluation mode's): a rate of its own somewhere, a number typed in, the notebook's `p_drop`, "
                      "or a rate set on its layer in forward (`self.attn.dropout = …`). Use the dropout the model "
                      "is made with, and only that.")
+    if drops.get("differ") is True and drops.get("differ_after_eval") is False:
+        return _fail(ex, "stateful_forward",
+                     f"`{ex.module}` drops in training mode until it has run once in evaluation mode, and never "
+                     "again after that: its forward changes the model for good when it is not training (a rate set "
+                     "on its layer, `self.attn.dropout = 0.0`, say). Leave the layers as they are in forward: "
+                     "`model.train()` and `model.eval()` switch every layer's dropout on and off.")
     if drops.get("eval_differ") is True:
         return _fail(ex, "dropout_in_eval",
                      f"`{ex.module}`, made with a dropout above 0, gives another output each time it runs in "

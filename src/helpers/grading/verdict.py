@@ -473,7 +473,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                 continue
             if probe.kind == "module_drops":
                 record["probes"][probe.kind] = {k: entry[k] for k in ("differ", "layer_differs", "eval_differ",
-                                                                      "keep_handed", "drops_at_zero")
+                                                                      "keep_handed", "drops_at_zero",
+                                                                      "differ_after_eval")
                                                 if type(entry.get(k)) is bool}
                 if type(entry.get("layer_calls")) is int:
                     record["probes"][probe.kind]["layer_calls"] = entry["layer_calls"]

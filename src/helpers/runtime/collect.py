@@ -1473,6 +1473,9 @@ def _module_drops(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
             out["layer_calls"] = len(handed)  # in two forward passes: 2 (a layer run twice and averaged: more)
             fresh.eval()  # and in evaluation mode it must not draw (a forward that sets its layer's mode itself)
             out["eval_differ"] = not bool(torch.equal(fresh(tokens), fresh(tokens)))
+            fresh.train()  # and back in training mode after that, it draws again (a forward that changes the model in
+            # evaluation mode, `self.attn.dropout = 0.0`, never drops again)
+            out["differ_after_eval"] = not bool(torch.equal(fresh(tokens), fresh(tokens)))
             if "dropout" in make:  # made with a dropout of 0, training mode is evaluation mode: nothing drops
                 still = type(module)(**{**make, "dropout": 0.0})
                 trained, evaluated = still.train()(tokens), still.eval()(tokens)
