@@ -2028,6 +2028,11 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
             return _stateful_forward(ex, "same")
         if entry.get("keep_ignored"):
             return _fail(ex, "given_draw_ignored", ex.hints.get("given_draw_ignored"))
+        if entry.get("keep_reused"):
+            return _fail(ex, "stale_value", f"Once it has been handed a draw (keep), {where} uses that draw again on "
+                                            "later calls that hand none: it keeps it on itself. In training, every "
+                                            "call without a draw of the caller's (keep=None) makes a new one of its "
+                                            "own; a draw that is handed in is used for that call only.")
         if np.allclose(tr, tr[:1], rtol=ex.rtol, atol=ex.atol) and not entry.get("rng_reset"):
             # every copy dropped the same way (one coin for the whole tensor looks the same from call to call too,
             # when it comes up "keep" both times)

@@ -1587,6 +1587,26 @@ def _draw_facts(module: Any, args: list[Any]) -> dict[str, Any]:
                 out["keep_ignored"] = not _same_tensor(first, second)  # NaN (a row with no key left) equals NaN
         except Exception:  # noqa: BLE001
             pass
+        # a draw handed in once, then calls that hand none, from two states of the generator: the same outputs
+        # (the layer kept the draw it was given and uses it again) where, before any was given, they differed
+        if out.get("same_draw") is False:
+            kept, attributes = _tensor_state(module), dict(vars(module))
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    given = (torch.rand(keep.shape, generator=torch.Generator().manual_seed(7)) >= 0.5).to(keep.dtype)
+                    module(*few, keep=given)
+                    after = []
+                    for seed in (20233, 20234):
+                        torch.manual_seed(seed)
+                        after.append(module(*few))
+                out["keep_reused"] = _same_tensor(after[0], after[1])
+            except Exception:  # noqa: BLE001
+                pass
+            finally:
+                _restore_tensor_state(module, kept)
+                for name in set(vars(module)) - set(attributes):  # what the calls left on it (the draw it kept)
+                    delattr(module, name)
+                vars(module).update(attributes)
     return out
 
 
