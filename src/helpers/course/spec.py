@@ -2237,6 +2237,12 @@ def _step_probe_problem(ex: Exercise, record: Mapping[str, Any], right: bool) ->
                      f"Your `{name}` leaves the weights as they were on a batch the model already gets right (a loss "
                      "of about 0.003, on a stand-in): a step skipped when the loss is small. One step of training "
                      "always updates: a small loss gives a small step, which the optimizer takes.")
+    if entry.get("wrong_changed") is False and entry.get("changed"):
+        return _fail(ex, "not_as_asked",
+                     f"Your `{name}` leaves the weights as they were on a batch the model gets badly wrong (a loss "
+                     "of about 30, on a stand-in): a step skipped when the loss is large. One step of training "
+                     "always updates: a large loss is what training is there to bring down (and what a learning "
+                     "rate that is too large shows).")
     if entry.get("one_late") is True:
         return _fail(ex, "step_before_backward",
                      f"Your `{name}` updates the weights one call late. Run three times on a stand-in, it leaves "

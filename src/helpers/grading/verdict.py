@@ -430,7 +430,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                        if isinstance(entry.get("rows"), list) and type(entry.get("batch")) is int else {}),
                     "training_after": entry.get("training_after") is not False,
                     "rng_reset": entry.get("rng_reset") is True,
-                    **({k: entry[k] for k in ("one_late", "confident_changed") if type(entry.get(k)) is bool}),
+                    **({k: entry[k] for k in ("one_late", "confident_changed", "wrong_changed")
+                        if type(entry.get(k)) is bool}),
                     **({"settings_changed": {_text(k, 40): [_text(v[0], 40), _text(v[1], 40)]
                                              for k, v in list(entry["settings_changed"].items())[:10]
                                              if isinstance(v, list) and len(v) == 2}}
