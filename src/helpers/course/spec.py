@@ -974,6 +974,10 @@ def shape_message(label: str, g: np.ndarray, w: np.ndarray, product: bool = True
                               "reshape where a transpose was meant, or an axis mixed up?")
             return msg + (" It looks transposed: check the order of your matrix product, or a `.T`." if product
                           else " It looks transposed: a `.T` (or a transpose) too many, or too few?")
+        if len(gs) == len(ws) - 1 and gs[1:] == ws[2:] and gs[0] == ws[0] * ws[1] and ws[0] > 1:
+            return msg + f" Its first axis holds the first two axes' {ws[0]} × {ws[1]} rows one after the other: " \
+                         "the batch axis merged into the next one (a reshape, view or flatten to fewer axes, or a " \
+                         "concatenation of the batch's results). Keep the batch axis: `reshape(-1, …)` loses it."
         if len(gs) != len(ws):
             return msg + " Same number of entries, but another number of axes: stacking (which adds an axis) " \
                          "where concatenating was meant, or the other way round?"
