@@ -345,6 +345,21 @@ def one_token(inputs: dict) -> dict:
     return {name: full[name] for name in inputs}
 
 
+def one_column_arrays(inputs: dict) -> tuple[np.ndarray, ...]:
+    """Fresh numbers for 3 tokens whose weight matrices are one column wide, (4, 1): queries, keys and values of one
+    number each. A matrix or a result squeezed (`.squeeze()` drops every axis of length 1) loses its column axis.
+    Drawn from a generator seeded by the replay's own inputs."""
+    rng = _edge_rng(inputs)
+    x, wq, wk, wv = (fresh_numbers(rng, shape) for shape in ((3, 4), (4, 1), (4, 1), (4, 1)))
+    return x, wq, wk, wv, _rounded_rows(rng, 3)
+
+
+def one_column(inputs: dict) -> dict:
+    """An edge replay of weights one column wide (see :func:`one_column_arrays`)."""
+    full = _world_of(*one_column_arrays(inputs))
+    return {name: full[name] for name in inputs}
+
+
 def repeated_arrays(inputs: dict) -> tuple[np.ndarray, ...]:
     """Fresh numbers for 3 to 5 tokens whose first two tokens are the same (a word said twice), with weights whose
     first two columns are the same too: a step that merges or drops equal rows or columns (`unique`,
@@ -731,10 +746,11 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
         rounded_step = dict(mistakes=ROUNDED_MISTAKES)
     return [
         value("x", "The inputs", ("x",), ref_x, reads=("x_list",), dtype="float32", hints=hints["x"],
-              edge=(large_numbers, wide_inputs, precise_numbers, repeated_numbers, long_loud),
+              # and one token: a squeeze of the inputs shows
+              edge=(large_numbers, wide_inputs, precise_numbers, repeated_numbers, long_loud, one_token),
               **(dict(own, computed_with=("x_list",)) if tf else {})),
         value("weights", "The three weight matrices", ("w_query", "w_key", "w_value"), ref_weights,
-              edge=(large_numbers, precise_numbers, repeated_numbers),
+              edge=(large_numbers, precise_numbers, repeated_numbers, one_column),  # one column: a squeeze shows
               reads=("w_query_list", "w_key_list", "w_value_list"), dtype="float32",
               mistakes=WEIGHTS_MISTAKES, hints=hints["weights"],
               **(dict(own, computed_with=("w_query_list", "w_key_list", "w_value_list")) if tf else {})),
@@ -742,7 +758,7 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
         # PyTorch half projects the tensors of step 0 (the TensorFlow half makes them in the same cell).
         # numbers with three decimals too: weights sent through bfloat16 or float16 show
         value("qkv", "Queries, keys and values", ("queries", "keys", "values"), ref_qkv,
-              edge=(large_numbers, precise_numbers, long_loud),
+              edge=(large_numbers, precise_numbers, long_loud, one_token, one_column),  # a squeeze shows
               # the TensorFlow half's lines start from the tensors its own cell makes above them
               **(dict(cell_reads=("x", "w_query", "w_key", "w_value"), cell_reference=ref_qkv) if tf else {}),
               reads=("x", "w_query", "w_key", "w_value"), mistakes=QKV_MISTAKES, hints=hints["qkv"], dtype="float32",

@@ -543,6 +543,18 @@ def zero_word(first: dict) -> dict:
 zero_word.of_first_trial = True
 
 
+def one_column_weights(*names: str):
+    """An edge trial from the first random one with the weights ``names`` cut to their first column (keys or values
+    of one number each; the world made again from them): a result squeezed (`.squeeze()` drops every axis of length
+    1) loses its column axis."""
+    def edge(first: dict) -> dict:
+        return _rebuilt(first, **{n: np.asarray(first[n], dtype=np.float64)[:, :1] for n in names})
+
+    edge.of_first_trial = True
+    edge.__name__ = f"one_column_{'_'.join(names)}"
+    return edge
+
+
 def longer_last_word(first: dict) -> dict:
     """:func:`longer_word` with the last word long instead: the largest score of the journey's row, and of the last
     word's own row, is in the last column. A row maximum that leaves the last column out (a loop or a slice that
@@ -1043,6 +1055,7 @@ PART_2 = [
            lambda x, w_key, w_value, **_: {"keys": x @ w_key, "values": x @ w_value},
            reads=("x", "w_key", "w_value"), dtype="float32",  # the next products mix them with float32 tensors
            how={"loop": False},  # "for all six inputs at once"
+           edge=one_column_weights("w_query", "w_key", "w_value"),  # keys and values of one number: a squeeze
            mistakes={
                "swapped_projections": lambda x, w_key, w_value, **_: {"keys": x @ w_value, "values": x @ w_key},
                "all_rows_or_one": lambda x_2, w_key, w_value, **_: {"keys": x_2 @ w_key, "values": x_2 @ w_value},
@@ -1146,7 +1159,9 @@ PART_2 = [
     _value("02.context_2", "The journey's context vector, with trainable weights", ("context_vec_2",),
            _one("context_vec_2", lambda attn_weights_2_qk, values, **_: attn_weights_2_qk @ values),
            reads=("attn_weights_2_qk", "values"),
-           edge=past_limit_query,  # scores of 190: weights written out again without the row's maximum overflow
+           # scores of 190: weights written out again without the row's maximum overflow; values of one number: a
+           # squeeze shows
+           edge=(past_limit_query, one_column_weights("w_value")),
            dtype="float32",  # step 12 compares the module's float32 row 2 with it: torch.allclose refuses float64
            mistakes={
                "missing_scale": _one("context_vec_2", lambda attn_scores_2_qk, values, **_:

@@ -223,6 +223,11 @@ def one_token_3(inputs: dict) -> dict:
     return one_token(inputs, 3)
 
 
+def one_column(inputs: dict) -> dict:
+    """An edge replay of weights one column wide (see :func:`nb01.one_column_arrays`): a squeeze loses that axis."""
+    return _lists_world(inputs, nb01.one_column_arrays(inputs))
+
+
 def repeated_numbers(inputs: dict) -> dict:
     """An edge replay for the tensors' step: a token repeated, and a column of each weight matrix (see
     :func:`nb01.repeated_arrays`): merging or dropping equal rows or columns shows."""
@@ -826,7 +831,8 @@ def _predict_axis(name, title, answer, mistakes, ndim):
 register(
     _value("tensors", "The inputs and the weight matrices", ("x", "w_query", "w_key", "w_value"), ref_tensors,
            # and a token of zeros (dropping it shows); a token said twice (merging equal rows shows)
-           edge=(large_numbers, precise_numbers, small_numbers, repeated_numbers, long_loud),
+           # and one token, and weights one column wide: a squeeze shows
+           edge=(large_numbers, precise_numbers, small_numbers, repeated_numbers, long_loud, one_token, one_column),
            reads=("x_list", "w_query_list", "w_key_list", "w_value_list"), dtype="float32", framework="torch",
            mistakes={"swapped_projections": swapped_tensors, "key_value_swapped": key_value_swapped_tensors}),
     # from the float32 tensors of part 1 (a float64 result makes the next product raise)
