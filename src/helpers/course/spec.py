@@ -3713,8 +3713,7 @@ def _sizes_problem(ex: Exercise, plan: Plan, got0: Arrays, trials: Sequence[tupl
     seen = [got0]
     for got, inputs in trials:
         earlier, seen = seen, [*seen, got]
-        if not _other_sizes(ex, notebook, inputs):
-            continue
+        other = _other_sizes(ex, notebook, inputs)
         want = ex.expected(inputs)
         for name in ex.answers:
             g, w, w0 = (np.shape(a.get(name)) if isinstance(a.get(name), np.ndarray) else None
@@ -3725,21 +3724,23 @@ def _sizes_problem(ex: Exercise, plan: Plan, got0: Arrays, trials: Sequence[tupl
                    for e in earlier):
                 return None
             label = f"`{name}`" if ex.kind == "value" else f"`{ex.answers[0]}(...)`"
-            where = ", ".join(_other_sizes(ex, notebook, inputs))
+            where = f" ({', '.join(other)})" if other else ""
             if 1 in w and 1 not in w0 and g == tuple(d for d in w if d != 1):
                 return _fail(ex, "squeezed_axes",
-                             f"Right on this notebook's numbers, but on inputs with an axis of length 1 ({where}) "
+                             f"Right on this notebook's numbers, but on inputs with an axis of length 1{where}, "
                              f"{label} has shape {g}, where {w} is right: it lacks the axes of length 1. That is what "
                              "a `.squeeze()` without an axis does: it drops every axis of length 1, also those that "
                              "belong to the answer. Squeeze only the axis you mean (`.squeeze(0)`), or index it "
                              "(`[0]`).", note)
+            if not other:  # (the sizes of the inputs are the example's: what follows has nothing to go on)
+                continue
             if len(g) == len(w) == len(w0):
                 kept = [k for k in range(len(w)) if w[k] != w0[k] and g[k] == w0[k]
                         and _keeps_length(ex, name, k, w0[k], trials)]
                 if kept and all(g[k] == w[k] for k in range(len(w)) if k not in kept):
                     k = kept[0]
                     return _fail(ex, "example_sizes_only",
-                                 f"Right on this notebook's numbers, but not on inputs of other sizes ({where}): "
+                                 f"Right on this notebook's numbers, but not on inputs of other sizes{where}: "
                                  f"{label} has shape {g} where {w} is right. Axis {k} has {g[k]}, its length in the "
                                  "notebook's example, where these inputs give it "
                                  f"{w[k]}: your code takes that size from the example (a number typed in, a slice or "
