@@ -2241,7 +2241,8 @@ def _step_probe_problem(ex: Exercise, record: Mapping[str, Any], right: bool) ->
                      f"Your `{name}` leaves the weights as they were on a batch the model already gets right (a loss "
                      "of about 0.003, on a stand-in): a step skipped when the loss is small. One step of training "
                      "always updates: a small loss gives a small step, which the optimizer takes.")
-    if entry.get("wrong_changed") is False and entry.get("changed"):
+    if entry.get("wrong_changed") is False and entry.get("changed") and not record.get("functions_kept"):
+        # (a step that keeps the best loss so far on itself skips this one for that reason: told so below)
         return _fail(ex, "not_as_asked",
                      f"Your `{name}` leaves the weights as they were on a batch the model gets badly wrong (a loss "
                      "of about 30, on a stand-in): a step skipped when the loss is large. One step of training "
