@@ -4060,27 +4060,58 @@ def square_x(name: str = "x") -> Callable[[dict[str, Any]], dict[str, Any]]:
 
 
 def loud_token(x: str = "x", w_query: str = "w_query", w_key: str = "w_key", n: int = 24, top: float = 200.0,
-               scaled: bool = True) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """An edge trial made from the first random trial: ``n`` tokens of small numbers (a quarter of the spread), the
-    last one long, so that its own score (``scaled`` by √d_k, or not) is ``top`` and every other score of its row
-    about 190 below. A softmax shifted by something other than the row's maximum that lies far below it (a
-    percentile, a median) overflows there: inf / inf. The right row is one-hot."""
+               scaled: bool = True, gap: float = 150.0, twin: bool = False,
+               quiet: float = 4.0) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """An edge trial made from the first random trial: ``n`` tokens of small numbers (the spread divided by ``quiet``),
+    the last one long, so that its own score (``scaled`` by √d_k, or not) is ``top`` and every other score of its
+    row ``gap`` or more below (about 190 by default). A softmax shifted by something other than the row's maximum
+    that lies far below it (a percentile, a median) overflows there: inf / inf. The right row is one-hot. With
+    ``n`` past 64 the loudest key of that row lies in a later block of keys than the first (a blockwise softmax
+    that does not rescale what it summed shows); ``twin``: the first token a copy of the last (that row's two
+    loudest keys in the first and the last block: a block's own maximum taken as the reference overflows); a small
+    ``top`` and ``gap`` (12 and 9): weights of e⁻⁹ that matter (a softmax made one-hot where the top score leads by
+    8 shows)."""
     def edge(first: dict[str, Any]) -> dict[str, Any]:
         a = np.asarray(first[x], dtype=float)
         wq, wk = np.asarray(first[w_query], dtype=float), np.asarray(first[w_key], dtype=float)
         rng = np.random.default_rng([*a.shape, n, 24])
-        small = rng.normal(scale=(float(a.std()) or 1.0) / 4, size=(n, a.shape[-1]))
+        small = rng.normal(scale=(float(a.std()) or 1.0) / quiet, size=(n, a.shape[-1]))
         root = np.sqrt(wk.shape[-1]) if scaled else 1.0
-        for _ in range(100):
-            u = rng.normal(size=a.shape[-1])
-            u /= np.linalg.norm(u)
+        m = wq @ wk.T
+        best = np.linalg.eigh((m + m.T) / 2)[1][:, -1]  # the direction that scores itself highest
+        for i in range(100):
+            u = best if i == 0 else rng.normal(size=a.shape[-1])
+            u = u / np.linalg.norm(u)
             own = float((u @ wq) @ (u @ wk)) / root
             if own > 0.05 * (np.linalg.norm(wq) * np.linalg.norm(wk) / root + 1e-12):
                 small[-1] = u * np.sqrt(top / own)
+                if twin:
+                    small[0] = small[-1]
                 s = (small @ wq) @ (small @ wk).T / root
-                if np.sort(s[-1])[-2] <= top - 150.0 and np.abs(s[:-1]).max() < 60.0:
+                rest = s[-1, 1:-1] if twin else s[-1, :-1]
+                if rest.max() <= top - gap and np.abs(s[1:-1] if twin else s[:-1]).max() < 60.0:
                     return {**first, x: small}
         return first
+
+    edge.of_first_trial = True
+    edge.__name__ = f"loud_token_{n}_{int(top)}{'_twin' if twin else ''}"
+    return edge
+
+
+def wide_projections(*names: str, width: int = 130) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """An edge trial made from the first random trial: the weights ``names`` drawn again ``width`` columns wide (from
+    a generator seeded by their shapes), queries and keys as wide as a real model's heads
+    (128 and more): code that splits them into heads of 64 there, or is right only for narrow keys, shows."""
+    def edge(first: dict[str, Any]) -> dict[str, Any]:
+        out = dict(first)
+        for name in names:
+            w = np.asarray(first[name], dtype=float)
+            rng = np.random.default_rng([*w.shape, width])
+            # (the spread shrunk by √(width / the old width): the scores, sums over the width, stay as large as the
+            # first trial's, and the weights soft: one-hot rows would hide what the heads do)
+            spread = (float(w.std()) or 1.0) * np.sqrt(w.shape[-1] / width)
+            out[name] = rng.normal(scale=spread, size=(*w.shape[:-1], width))
+        return out
 
     edge.of_first_trial = True
     return edge

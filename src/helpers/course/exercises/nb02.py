@@ -42,6 +42,7 @@ from ..spec import (
     rows_reversed,
     square_x,
     upstream_of,
+    wide_projections,
     zero_row,
 )
 from . import nb01
@@ -1202,7 +1203,12 @@ PART_2 = [
         # and a token of zeros (its scores are exactly 0: a softmax that drops them shows), as many tokens as
         # features (a transpose of a square x shows), and 24 tokens with one loud (a shift by a percentile shows)
         edge=(one_row("x", "w_value"), swapped_n_d_k, near_limit_inputs, past_limit_inputs, rows_reversed("x"),
-              repeated_row("x"), far_below_inputs, more_rows("x"), zero_row("x"), square_x(), loud_token()),
+              repeated_row("x"), far_below_inputs, more_rows("x"), zero_row("x"), square_x(), loud_token(),
+              # 130 tokens, one loud (alone, and its twin first), and one that leads its row by about 10: a softmax
+              # over blocks of keys without rescaling, a block's own maximum as reference, a one-hot shortcut show;
+              # and keys 130 wide: heads of 64 split there show
+              loud_token(n=130), loud_token(n=130, twin=True), loud_token(n=130, top=12.0, gap=9.0, quiet=16.0),
+              wide_projections("w_query", "w_key", "w_value")),
         signs={"unstable_softmax": overflow_sign(attention, _projected, 88.0),
                "global_max_subtraction": global_shift_sign(attention, _projected, 87.0)},
         widths=("w_key", "w_value"),  # "any size": values wider than the keys in some trial, narrower in another
@@ -1340,7 +1346,8 @@ PART_2 = [
         # as for self_attention: a softmax in forward that does not subtract each row's own maximum fails
         # and, as for self_attention, a token of zeros, a square x and 24 tokens with one loud
         edge=(one_row("x"), *map(_one_width, (near_limit_inputs, past_limit_inputs, far_below_inputs)),
-              zero_row("x"), square_x(), loud_token()),
+              zero_row("x"), square_x(), loud_token(), loud_token(n=130), loud_token(n=130, twin=True),
+              loud_token(n=130, top=12.0, gap=9.0, quiet=16.0), wide_projections("w_query", "w_key", "w_value")),
         signs={"unstable_softmax": overflow_sign(attention, _projected, 88.0),
                "global_max_subtraction": global_shift_sign(attention, _projected, 87.0)},
         dtype="float32",  # layers made float64 give other numbers than the float32 module of the notebook

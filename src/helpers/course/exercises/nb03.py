@@ -44,6 +44,7 @@ from ..spec import (
     rows_reversed,
     scaled_by,
     upstream_of,
+    wide_projections,
     zero_row,
 )
 from . import nb01
@@ -924,7 +925,10 @@ register(
         edge=(one_row("x", "w_value"), large_fn_inputs, past_limit_fn_inputs, rows_reversed("x"), zero_row("x"),
               scaled_by("w_value", 2.0 ** -10), repeated_row("x"), far_below_fn_inputs, more_rows("x"),
               last_key_loud_fn_inputs,  # and the largest score in the last column; 24 tokens, one loud
-              loud_token(scaled=False)),
+              loud_token(scaled=False), loud_token(n=130, scaled=False), loud_token(n=130, scaled=False, twin=True),
+              # (see 02.self_attention's: blocks of keys, a one-hot shortcut, heads of 64)
+              loud_token(n=130, scaled=False, top=12.0, gap=9.0, quiet=16.0),
+              wide_projections("w_query", "w_key", "w_value")),
         # scores up to 200: a softmax that does not subtract each row's own maximum fails on some rows only
         signs={"unstable_softmax": overflow_sign(ref_fn, _scores_fn, 88.0),
                "global_max_subtraction": global_shift_sign(ref_fn, _scores_fn, 87.0)},
