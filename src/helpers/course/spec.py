@@ -3271,6 +3271,10 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                                        "from them. Compute the answer from the variables the step starts from "
                                        "(the numbers are there to check against, not to type in).", note)
     if replay_error:
+        if fail0 is None and (changed := _mutation_problem(ex, record)):
+            # it changed what it was given (a list the next cells read again): what a replay then raised on may be
+            # that change itself
+            return changed
         if fail0 is None and (typed := _typed_in_problem(ex, plan, record, note)):
             return typed  # numbers typed in from the printout: the replays' other sizes raised on them
         if fail0 is None and (undone := _reassigned_problem(ex, record)):
@@ -3703,6 +3707,19 @@ def _other_sizes(ex: Exercise, notebook: Mapping[str, Any], inputs: Mapping[str,
     return out
 
 
+def _only_squeezed(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> bool:
+    """Every trial whose answer has another shape than the right one has it without the right one's axes of length 1
+    (a result merged another way, `reshape(-1, d)`, shows on a trial without such an axis)."""
+    for got, inputs in trials:
+        want = ex.expected(inputs)
+        for name in ex.answers:
+            g, w = got.get(name), want.get(name)
+            if isinstance(g, np.ndarray) and isinstance(w, np.ndarray) and g.shape != w.shape \
+                    and g.shape != tuple(d for d in w.shape if d != 1):
+                return False
+    return True
+
+
 def _sizes_problem(ex: Exercise, plan: Plan, got0: Arrays, trials: Sequence[tuple[Arrays, Mapping[str, Any]]],
                    note: str = "") -> Outcome | None:
     """Right on the notebook's example, a result of the wrong shape on inputs of other sizes: the axes of length 1
@@ -3726,7 +3743,7 @@ def _sizes_problem(ex: Exercise, plan: Plan, got0: Arrays, trials: Sequence[tupl
                 return None
             label = f"`{name}`" if ex.kind == "value" else f"`{ex.answers[0]}(...)`"
             where = f" ({', '.join(other)})" if other else ""
-            if 1 in w and 1 not in w0 and g == tuple(d for d in w if d != 1):
+            if 1 in w and 1 not in w0 and g == tuple(d for d in w if d != 1) and _only_squeezed(ex, trials):
                 return _fail(ex, "squeezed_axes",
                              f"Right on this notebook's numbers, but on inputs with an axis of length 1{where}, "
                              f"{label} has shape {g}, where {w} is right: it lacks the axes of length 1. That is what "

@@ -139,16 +139,18 @@ def large_numbers(inputs: dict) -> dict:
 
 
 def large_positive_outputs(inputs: dict) -> dict:
-    """Numbers like :func:`large_numbers`', with the values doubled (exactly) until an output passes 16 either way,
-    and their signs flipped where that makes the largest output positive: a clamp of the outputs from above only
-    (`.clamp(max=8)`) shows, whatever the signs of the large outputs drawn."""
+    """Numbers like :func:`large_numbers`', with the values scaled by a power of 2 and their signs flipped until two
+    outputs lie above 16 and two below 8: a clamp of the outputs from above only (`.clamp(max=8)`) shows as a
+    clamp, whatever the signs of the large outputs drawn."""
     x, wq, wk, wv, rounded = large_numbers_arrays(inputs)
-    for _ in range(8):  # (and values doubled, exactly, until some output passes 16 either way)
-        out = softmax((x @ wq) @ (x @ wk).T) @ (x @ wv)
-        if np.abs(out).max() > 16:
+    weights = softmax((x @ wq) @ (x @ wk).T)
+    for scaled in (wv * 2.0**k * sign for k in (0, 1, -1, 2, -2, 3, -3, 4) for sign in (1.0, -1.0)):  # (exact)
+        out = weights @ (x @ scaled)
+        if int((out > 16).sum()) >= 2 and int(((out < 7) & (out > out.min() + 1)).sum()) >= 2:
+            # (numbers well between the smallest and the clamp show that it is one)
+            wv = scaled
             break
-        wv = 2 * wv
-    full = _world_of(x, wq, wk, wv if out.max() >= -out.min() else -wv, rounded)
+    full = _world_of(x, wq, wk, wv, rounded)
     return {name: full[name] for name in inputs}
 
 
