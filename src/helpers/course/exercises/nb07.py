@@ -518,9 +518,10 @@ def flash_inputs(rng=None):
 
 
 def key_probe_inputs(rng):
-    """n = 200 in blocks of 16 (the last one shorter). The runtime hands the queries and keys over as arrays
-    that count how many keys each product takes at once (:mod:`helpers.runtime.watch`, ``key_blocks``)."""
-    n, block = 200, 16
+    """n = 200 in blocks of 12 (the last one shorter; not a power of 2: blocks rounded up to one, 16, show). The
+    runtime hands the queries and keys over as arrays that count how many keys each product takes at once
+    (:mod:`helpers.runtime.watch`, ``key_blocks``)."""
+    n, block = 200, 12
     return {"q": rng.normal(size=(n, 6)), "k": rng.normal(size=(n, 6)), "v": rng.normal(size=(n, 4)),
             "block_size": block}
 
@@ -596,9 +597,10 @@ def flash_memory_limit(inputs):
 
 
 def causal_probe_inputs(rng):
-    """n = 120 in blocks of 16 (the last one shorter). The runtime hands the queries and keys over as arrays
-    that watch the products (:mod:`helpers.runtime.watch`, ``causal_blocks``)."""
-    n, block = 120, 16
+    """n = 120 in blocks of 14 (the last one shorter; not a power of 2: tiles or blocks rounded up to one show). The
+    runtime hands the queries and keys over as arrays that watch the products (:mod:`helpers.runtime.watch`,
+    ``causal_blocks``)."""
+    n, block = 120, 14
     return {"q": rng.normal(size=(n, 6)), "k": rng.normal(size=(n, 6)), "v": rng.normal(size=(n, 4)),
             "block_size": block}
 
