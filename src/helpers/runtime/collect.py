@@ -2358,7 +2358,7 @@ def _grad_mismatch(fn: Callable[..., Any], inputs: Mapping[str, Any],
         return None
 
     def total(shift: float = 0.0, which: int | None = None, grad: bool = False) -> Any:
-        call = [a.clone() for a in args]
+        call = [a.clone() if hasattr(a, "clone") else a for a in args]  # (a plain number, such as p, as it is)
         for _, i, v in picked:
             if grad:
                 call[i].requires_grad_(True)
