@@ -560,6 +560,19 @@ def huge_future(inputs: dict) -> dict:
     return {**inputs, "q": q, "k": k, "block_size": max(int(inputs["block_size"]), 2)}
 
 
+def long_vectorised(first: dict) -> dict:
+    """An edge trial from the first random one: one sentence and one head of 1 100 tokens (the other trials have a
+    few): code that changes how it computes past some length (bfloat16 scores from 1 024 tokens on) shows."""
+    q, v = np.asarray(first["q"]), np.asarray(first["v"])
+    rng = np.random.default_rng([*q.shape, v.shape[-1], 1100])
+    n, d = 1100, q.shape[-1]
+    return {**first, "q": rng.normal(size=(1, 1, n, d)), "k": rng.normal(size=(1, 1, n, d)),
+            "v": rng.normal(size=(1, 1, n, v.shape[-1]))}
+
+
+long_vectorised.of_first_trial = True
+
+
 def zero_query(inputs: dict) -> dict:
     """An edge trial of causal blockwise attention: the first query all zeros, so it scores exactly 0 with every key,
     the ones it sees and the ones after it in its block. A mask made from the scores' values (a score of 0 taken
@@ -648,7 +661,8 @@ register(
         inputs=vectorised_inputs,
         # a batch of one: a result squeezed loses its batch axis; and a score of 800: a softmax without the row's
         # maximum in float64 overflows
-        edge=(wide_values, batch_of_one("q", "k", "v"), past_float64_limit),
+        # and 1 100 tokens: a softmax in another precision past 1 024 tokens ("the scores are the memory problem")
+        edge=(wide_values, batch_of_one("q", "k", "v"), past_float64_limit, long_vectorised),
         reference=lambda q, k, v: attention(q, k, v),
         mistakes=VECTORISED_MISTAKES,
         explains=scale_explains(VECTORISED_OTHER_SCALE),

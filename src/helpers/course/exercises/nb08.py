@@ -299,19 +299,20 @@ def _exponent_sign(answer, inputs) -> bool:
     got = np.asarray(next(iter(answer.values())), dtype=np.float64)
     if "n" in inputs:
         n, d = int(inputs["n"]), int(inputs["d_model"])
-        wrong, right, top = sinusoid(n, d, exponent="pair_negated"), sinusoid(n, d), max(n - 1, 1)
+        wrong, right, positions = sinusoid(n, d, exponent="pair_negated"), sinusoid(n, d), np.arange(n)
     else:
         x, positions = inputs["x"], inputs["positions"]
         n, d = np.shape(x)[-2], np.shape(x)[-1]
         wrong, right = rope(x, positions, exponent="pair_negated"), rope(x, positions)
-        top = max(float(np.max(np.abs(positions))), 1.0)
-    cols = top * BASE ** _exponents(d) <= 4000
-    if got.shape != right.shape or not cols.any():
+    # the entries (row, column) whose angle stays below 4000: each row at its own position
+    cells = np.abs(np.asarray(positions, dtype=np.float64)).reshape(-1, 1) * BASE ** _exponents(d) <= 4000
+    if got.shape != right.shape or not cells.any() or cells.shape != right.shape[-2:]:
         return False
-    if np.allclose(wrong[..., cols], right[..., cols], atol=3e-3):  # far positions, few columns: only the first
-        return bool(np.allclose(got[..., cols], wrong[..., cols], atol=3e-3))  # pair (frequency 1) is left, the same
-    return bool(np.allclose(got[..., cols], wrong[..., cols], atol=3e-3)  # for both: the trial cannot tell
-                and not np.allclose(got[..., cols], right[..., cols], atol=3e-3))
+    cells = np.broadcast_to(cells, right.shape)
+    if np.allclose(wrong[cells], right[cells], atol=3e-3):  # far positions, few columns: only the first pair
+        return bool(np.allclose(got[cells], wrong[cells], atol=3e-3))  # (frequency 1) is left, the same for both:
+    return bool(np.allclose(got[cells], wrong[cells], atol=3e-3)  # the trial cannot tell
+                and not np.allclose(got[cells], right[cells], atol=3e-3))
 
 
 SINUSOID_HINTS = {
@@ -478,6 +479,19 @@ def wide_rope(inputs: dict) -> dict:
 wide_rope.of_first_trial = True
 
 
+def long_rope(inputs: dict) -> dict:
+    """An edge trial from the first random one: 600 vectors at positions 0 to 99, six times over (the other trials
+    have at most 7 rows): a rotation that changes with the number of rows past some count (a base enlarged for
+    inputs longer than 64 rows: "dynamic NTK") shows. (Positions stay below 100: float32's angles of a thousand
+    radians are too coarse for the tolerance.)"""
+    x = np.asarray(inputs["x"], dtype=np.float64)
+    rng = np.random.default_rng([*x.shape, 600])
+    return {**inputs, "x": rng.normal(size=(1, 600, x.shape[-1])), "positions": np.arange(600) % 100}
+
+
+long_rope.of_first_trial = True
+
+
 def ref_rope(x, positions):
     return rope(x, positions)
 
@@ -616,7 +630,7 @@ def _exercises() -> list[Exercise]:
         Exercise(
             "08.rope", title="The rotation of RoPE", answers=("apply_rope",), inputs=rope_inputs,
             reference=ref_rope, mistakes=ROPE_MISTAKES, hints=ROPE_HINTS, dtype="float32", atol=5e-5, points=2,
-            signs={"pe_exponent_sign": _exponent_sign}, edge=(far_positions, wide_rope),
+            signs={"pe_exponent_sign": _exponent_sign}, edge=(far_positions, wide_rope, long_rope),
             keeps_grad=True,  # the queries and keys it turns are trained through it
             **fn,
         ),
