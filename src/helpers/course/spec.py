@@ -1689,10 +1689,11 @@ def _overwritten_problem(ex: Exercise, record: Mapping[str, Any], plan: Plan | N
                      "every call.")
     if record.get("keeps_by_identity") is True and not record.get("mutated"):
         return _fail(ex, "stale_value",
-                     f"`{ex.answers[0]}` gives back an answer it kept for the very array it was handed before: called "
-                     "again on that array after its numbers changed (in place), it returned the old answer, while a "
-                     "new array with the same numbers gets the right one (a cache keyed by `id(...)`, or by the "
-                     "array's memory address). Compute the answer from the numbers on every call.")
+                     f"`{ex.answers[0]}` keeps what it computed (or part of it) for the very arrays it was handed "
+                     "before: called again on those arrays after their numbers changed (in place), it gave another "
+                     "answer than new arrays with the same numbers get, the old one or part of it (a cache keyed by "
+                     "`id(...)`, or by an array's memory address). Compute the answer from the numbers on every "
+                     "call.")
     return _fail(ex, "result_overwritten") if record.get("result_overwritten") is True else None
 
 

@@ -777,7 +777,10 @@ def code_features(source: str) -> dict[str, Any] | None:
             implicit = implicit or _implicit_axis(node, imported)
     return {"loop": loop, "nested_loop": _loop_depth(tree) >= 2, "matmul": matmul, "implicit_softmax_dim": implicit,
             "indexed_result": _indexes_a_result(tree), "typed_numbers": _types_numbers(tree),
-            "library_attention": library_attention(_call_names(tree)), "no_grad": _without_grad(tree),
+            # (a function the cell defines is its own, whatever its name: `multi_head_attention` calling itself)
+            "library_attention": library_attention(_call_names(tree) - {
+                node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}),
+            "no_grad": _without_grad(tree),
             "no_grad_alone": _no_grad_alone(tree),
             "seeds_in_class": _seeds_in_class(tree), "low_precision": _low_precision(tree),
             "max_of_lengths": _max_of_lengths(tree), "shape_of_result": _shape_of_result(tree),
