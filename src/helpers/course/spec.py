@@ -1027,6 +1027,9 @@ def _framework_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None
         container = (facts.get("container") or {}).get(name)
         rows = container and str(container[0]) == "list" and (facts.get("items") or {}).get(name) in (
             "numpy", "torch", "tensorflow")
+        if fw == "numpy" and ex.plain_number and ex.framework != "python":
+            continue  # "a single number": a NumPy number (`.numpy()` of a 0-d tensor) is one, as a float is (its
+            # shape and value are judged as any answer's)
         if fw == "python" and (ex.framework == "numpy" or ex.plain_number) and not (
                 ex.framework == "numpy" and not ex.plain_number and rows):
             continue  # floats, lists of numbers and tuples are NumPy-friendly; a list of arrays (rows) is not
