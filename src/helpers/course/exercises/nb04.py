@@ -1181,20 +1181,27 @@ def last_key_loudest(first: dict) -> dict:
 last_key_loudest.of_first_trial = True
 
 
-def second_key_loudest(first: dict) -> dict:
-    """An edge trial from the first random one: the first query scores 200 000 with the second key (an odd index) and
-    exactly 0 with every other one: a shift by nearly the maximum (0.999 of it leaves 200 in the exponent) or by a
-    maximum over every other key (`s[:, ::2]`) overflows float32's exp. The right weights are one-hot."""
+def second_key_loudest(first: dict, top: float = 2e5) -> dict:
+    """An edge trial from the first random one: the first query scores 200 000 (``top``) with the second key (an odd
+    index) and exactly 0 with every other one: a shift by nearly the maximum (0.999 of it leaves 200 in the exponent)
+    or by a maximum over every other key (`s[:, ::2]`) overflows float32's exp. The right weights are one-hot."""
     q, k = np.array(first["q"], dtype=np.float64), np.array(first["k"], dtype=np.float64)
     if k.shape[-2] < 2 or not np.linalg.norm(q[0]):
         return first
     u = q[0] / np.linalg.norm(q[0])
     k -= np.outer(k @ u, u)
-    k[1] = u * (2e5 * np.sqrt(k.shape[-1]) / np.linalg.norm(q[0]))
+    k[1] = u * (top * np.sqrt(k.shape[-1]) / np.linalg.norm(q[0]))
     return {**first, "k": k}
 
 
+def second_key_past_int32(first: dict) -> dict:
+    """:func:`second_key_loudest` with a score of 3·10⁹, past int32's largest number (2 147 483 647): a row maximum
+    cast to int32 ("a whole-number shift is enough") saturates there, and exp() overflows."""
+    return second_key_loudest(first, 3e9)
+
+
 second_key_loudest.of_first_trial = True
+second_key_past_int32.of_first_trial = True
 
 
 def tiny_output(inputs: dict) -> dict:
@@ -1574,7 +1581,8 @@ def _exercises() -> list[Exercise]:
             edge=(one_row("q", "v"), large_scores(), zero_row("k"), many_words,  # and 13 words: a top-8 shows
                   last_key_loudest, large_scores(top=3e4),  # a score of 30 000: a clip at ±1e4 shows
                   first_query_far_below, zero_in_first_key, long_words,  # and 100 words: tiles of 64 show
-                  second_key_loudest),  # and 200 000 on key 1: 0.999 of the maximum, or `s[:, ::2]`'s, shows
+                  second_key_loudest, second_key_past_int32),  # and 200 000 on key 1: 0.999 of the maximum, or
+                  # `s[:, ::2]`'s, shows; and 3·10⁹: a maximum cast to int32 shows
             signs={"unstable_softmax": overflow_sign(ref_scaled_attention, _qk_scores, 88.0)},  # float32
             widths=("k", "v"),  # "any n, d_k and d_v": values wider than the keys in some trial, narrower in another
             points=2,
