@@ -519,11 +519,14 @@ def louder_logits(inputs: dict) -> dict:
 
 
 def past_half_range(inputs: dict) -> dict:
-    """An edge trial: the logits scaled so that the largest lies near 70 000, past float16's largest number
-    (65 504), with many decimals: logits sent through float16 (or bfloat16) come back inf or rounded, where float32's
-    cross-entropy stays finite and exact."""
+    """An edge trial: the logits scaled so that the largest of the guesses (positions L to 2L − 1) lies near 70 000,
+    past float16's largest number (65 504), with many decimals: logits sent through float16 (or bfloat16) come back
+    inf or rounded, where float32's cross-entropy stays finite and exact."""
     logits = np.asarray(inputs["logits"], dtype=np.float64)
-    return {**inputs, "logits": logits * (70_000.0 / (float(np.abs(logits).max()) or 1.0))}
+    length = (logits.shape[1] - 1) // 2
+    guesses = logits[:, length:2 * length]
+    top = float(guesses.max()) if guesses.size and guesses.max() > 0 else float(np.abs(logits).max())
+    return {**inputs, "logits": logits * (70_000.0 / (top or 1.0))}
 
 
 def answers_off_rule(inputs: dict) -> dict:
