@@ -49,6 +49,7 @@ from ..spec import (
     Exercise,
     global_shift_sign,
     large_scores,
+    loud_token,
     more_rows,
     one_row,
     overflow_sign,
@@ -1607,8 +1608,9 @@ def _exercises() -> list[Exercise]:
             # one token; the same shapes, other numbers; scores of 800
             # and a token of zeros (a real token: masked as padding, it shows)
             # and 100 tokens: a local window, or tiles of 64 keys not rescaled, show
+            # and 600 tokens, the last one loud: tiles of 64 or 512 keys not rescaled show whatever the draw
             edge=(one_row("x", "w_value"), rows_reversed("x"), large_scores(x="x"), zero_row("x"),
-                  more_rows("x", 100)),
+                  more_rows("x", 100), loud_token(n=600)),
             signs={"unstable_softmax": overflow_sign(ref_self_attention, _xw_scores, 88.0)},
             widths=("w_key", "w_value"),
             depends_on=("04.scaled_attention",),

@@ -32,6 +32,7 @@ from ..spec import (
     Exercise,
     far_below_x,
     large_scores,
+    loud_token,
     more_rows,
     one_row,
     overflow_sign,
@@ -855,8 +856,9 @@ register(
         # and scores up to 30: weights from 1 down to about 1e-13, which a threshold on the small ones cuts
         # and every row far below 0: a maximum clamped at 0 (0 / 0) shows
         edge=(one_row("x", "w_value"), rows_reversed("x"), large_scores(x="x"), large_scores(x="x", top=30.0),
-              zero_row("x"), far_below_x(), more_rows("x", 100)),  # and a token of zeros (masked as padding, it
-        # shows); and 100 tokens: a local window, or tiles of 64 keys not rescaled, show
+              zero_row("x"), far_below_x(), more_rows("x", 100), loud_token(n=600)),
+        # and a token of zeros (masked as padding, it shows); and 100 tokens: a local window, or tiles of 64 keys not
+        # rescaled, show; and 600 tokens, the last one loud: tiles of 512 keys not rescaled show whatever the draw
         signs={"unstable_softmax": overflow_sign(ref_self_attention, _xw_scores, 709.0)},  # float64
         # float64 all the way: the outputs are right to far more than 1e-6, so weights below 1e-6 set to 0 inside,
         # or a constant added to every exponential, show on every draw
