@@ -1316,3 +1316,40 @@ def test_where_a_nan_was_made_is_named_in_the_kernel_and_in_the_grader():
         here, there = spec.evaluate(ex, plan, record), _round_trip(ex, plan, record)
         assert (there.status, there.diagnosis, there.message) == (here.status, here.diagnosis, here.message)
         assert here.status == "fail" and here.diagnosis in (code, "unstable_softmax"), here.message
+
+
+def test_a_function_that_takes_a_plain_number_has_its_gradient_checked_and_its_inputs_flags_kept():
+    """The gradient check of a torch function step runs where the function also takes a plain number (06's `p`):
+    an autograd.Function whose backward forgets 1 / (1 − p) is gradient_wrong, the right one passes; and a function
+    that switches off `requires_grad` of a tensor it is given is mutates_input. The same verdicts in the grader."""
+    torch = pytest.importorskip("torch")
+    import math
+
+    from helpers.runtime.collect import collect
+
+    drop = ("def inverted_dropout(weights, keep, p):\n"
+            "    class Drop(torch.autograd.Function):\n"
+            "        @staticmethod\n"
+            "        def forward(ctx, w):\n"
+            "            return w * keep / (1 - p)\n"
+            "        @staticmethod\n"
+            "        def backward(ctx, grad):\n"
+            "            return grad * keep{}\n"
+            "    return Drop.apply(weights)\n")
+    cross = ("def cross_attention(x_dec, x_enc, w_query, w_key, w_value):\n"
+             "    {}\n"
+             "    q, k, v = x_dec @ w_query, x_enc @ w_key, x_enc @ w_value\n"
+             "    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) @ v\n")
+    cases = ((spec.get("06.inverted_dropout"), drop.format(""), "gradient_wrong"),
+             (spec.get("06.inverted_dropout"), drop.format(" / (1 - p)"), None),
+             (spec.get("09.cross_attention"), cross.format("w_key.requires_grad_(False)"), "mutates_input"),
+             (spec.get("09.cross_attention"), cross.format("pass"), None))
+    for ex, code, diagnosis in cases:
+        ns = {"torch": torch, "math": math}
+        exec(code, ns)
+        plan = spec.make_plan(ex, np.random.default_rng(0))
+        record = collect(plan.data, ns)
+        here, there = spec.evaluate(ex, plan, record), _round_trip(ex, plan, record)
+        assert (here.status, here.diagnosis) == (("pass", None) if diagnosis is None else ("fail", diagnosis)), (
+            ex.id, here.message)
+        assert (there.status, there.diagnosis, there.message) == (here.status, here.diagnosis, here.message)
