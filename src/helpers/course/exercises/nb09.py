@@ -943,6 +943,13 @@ def _float32_rounded(answer, inputs) -> bool:
     return want > 2**24 and 2e-10 * want < abs(got - want) <= 2.0**-23 * want
 
 
+def _whole_bytes(answer, inputs) -> bool:
+    """A count of bytes that is not a whole number (fewer than 8 bits per number) made one: rounded, up or down."""
+    got = float(np.asarray(answer["kv_cache_bytes"], dtype=np.float64).ravel()[0])
+    want = float(ref_cache_bytes(**inputs))
+    return want != round(want) and got in (np.floor(want), np.ceil(want))
+
+
 def empty_cache(inputs: dict) -> dict:
     """An edge trial: no token cached yet (n = 0), which takes no bytes at all: a count that never goes below one
     token (`max(n, 1)`, or one token's bytes added to those of n − 1) shows."""
@@ -1191,10 +1198,13 @@ def _exercises() -> list[Exercise]:
                  framework="python",  # "a number out": not a tensor, nor a float32 (inexact above 2**24)
                  edge=(large_cache, empty_cache, four_bit_cache, one_token, quarter_bytes, fractional_bits,
                        many_digits, odd_sizes, byte_and_a_quarter),
-                 signs={"integer_overflow": _wrapped, "wrong_dtype": _float32_rounded},
+                 signs={"integer_overflow": _wrapped, "wrong_dtype": _float32_rounded, "rounded_answer": _whole_bytes},
                  hints={"wrong_dtype": "Your count is a few parts in a hundred million off: somewhere it is held in "
                         "float32 (a tensor of the sizes, its `.prod()`), whose 24 bits hold whole numbers exactly "
-                        "only up to 2**24 (about 16.7 million). Multiply Python numbers (or int64): they stay exact."},
+                        "only up to 2**24 (about 16.7 million). Multiply Python numbers (or int64): they stay exact.",
+                        "rounded_answer": "Your count is the right one made a whole number of bytes (rounded, up or "
+                        "down, or cut by `int(...)` or `//`). With fewer than 8 bits per number (bytes_per_number "
+                        "below 1, or 1.25), the total need not be whole: return it as it comes out."},
                  explains={"cache_in_kibibytes": _in_kibibytes}, **common),
         Exercise("09.tf_padded_cross_attention", title="Cross-attention over a padded batch in TensorFlow",
                  answers=("tf_padded_cross_attention",), hints=TF_PADDED_HINTS, **padded, **common,
