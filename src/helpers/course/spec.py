@@ -3321,8 +3321,10 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
         # wrong guesses from a model still in training mode: its dropout draws change them at random (only some of
         # them: guesses that mostly differ from the model's own are wrong for another reason)
         return _fail(ex, "dropout_in_eval", note=note)
-    if made := _nonfinite_origin(ex, record, answers, plan.inputs, " on other inputs"):
-        said = ("Right on this notebook's numbers, but not in general: " if fail0 is None else "") + made[1]
+    if fail0 is None and (made := _nonfinite_origin(ex, record, answers, plan.inputs, " on other inputs")):
+        # (an answer already wrong on the notebook's own numbers is told that first: what made a NaN elsewhere may
+        # not be its mistake)
+        said = "Right on this notebook's numbers, but not in general: " + made[1]
         return _fail(ex, made[0], said, note) if made[0] else Outcome(ex.id, "fail", 0, ex.points, said + note)
     if fail0 is not None:
         return Outcome(ex.id, "fail", 0, ex.points, fail0 + note)

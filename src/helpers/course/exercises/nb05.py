@@ -37,6 +37,7 @@ from ..spec import (
     one_row,
     overflow_sign,
     register,
+    repeated_row,
     rows_reversed,
     upstream_of,
     zero_row,
@@ -685,6 +686,25 @@ def repeated_token(first: dict) -> dict:
 repeated_token.of_first_trial = True
 
 
+def tied_keys(first: dict) -> dict:
+    """An edge replay from the first one with its second key the same as its first (two tokens alike as keys), the
+    scores and the weights made again from them: every row then holds two equal scores, and two equal weights. A
+    sum or a softmax over each row's distinct values (`np.unique`) counts the tie once."""
+    queries, keys = np.asarray(first["queries"], dtype=np.float64), np.array(first["keys"], dtype=np.float64)
+    if len(keys) < 2:
+        return first
+    keys[1] = keys[0]
+    scores = queries @ keys.T
+    original, values = global_softmax(scores), np.asarray(first["values"], dtype=np.float64)
+    made = {"keys": keys, "attn_scores": scores, "attention_weights": original, "attention_value": original @ values,
+            "row_sums": original.sum(axis=1), "fixed_weights": softmax(scores), "fixed_value": softmax(scores) @ values,
+            "scaled_weights": softmax(scores / np.sqrt(keys.shape[-1]))}
+    return {n: made.get(n, v) for n, v in first.items()}
+
+
+tied_keys.of_first_trial = True
+
+
 def _value(ex_id, title, answers, reference, world_fn=world, **kw):
     return Exercise(ex_id, notebook=NOTEBOOK, title=title, answers=answers, reference=reference,
                     inputs=upstream_of(world_fn, answers[0]), **NUMPY_ONLY, **kw)
@@ -694,7 +714,8 @@ register(
     _value("05.row_sums", "Row sums of the original's weights", ("row_sums",),
            lambda attention_weights, **_: {"row_sums": attention_weights.sum(axis=1)}, reads=("attention_weights",),
            world_fn=world_any_n,  # other numbers of tokens: a slice typed in for the 4 (`[:, :4]`) shows
-           edge=one_token,  # and one token: a `.squeeze()` of (1, 1) sums shows
+           # and one token: a `.squeeze()` of (1, 1) sums shows; tied weights: a sum of the distinct ones shows
+           edge=(one_token, tied_keys),
            mistakes={"sum_wrong_axis": lambda attention_weights, **_: {"row_sums": attention_weights.sum(axis=0)},
                      "sum_without_axis": lambda attention_weights, **_: {"row_sums": attention_weights.sum()}},
            hints={"sum_wrong_axis": "You summed each column (axis=0). One token's weights are one row: "
@@ -706,7 +727,7 @@ register(
            lambda attn_scores, **_: {"fixed_weights": softmax(attn_scores)}, reads=("attn_scores",),
            # a row of scores all far below 0: small exponentials skipped show; a row with exponentials of exactly 0:
            # a division that skips them without out= shows
-           edge=(low_row, far_row, deep_row),
+           edge=(low_row, far_row, deep_row, tied_keys),  # and tied scores (`np.unique` shows)
            mistakes=FIXED_WEIGHTS_MISTAKES,
            hints={
                "global_softmax": "That is the original's bug again (your weights equal attention_weights): "
@@ -856,7 +877,7 @@ register(
         # and scores up to 30: weights from 1 down to about 1e-13, which a threshold on the small ones cuts
         # and every row far below 0: a maximum clamped at 0 (0 / 0) shows
         edge=(one_row("x", "w_value"), rows_reversed("x"), large_scores(x="x"), large_scores(x="x", top=30.0),
-              zero_row("x"), far_below_x(), more_rows("x", 100), loud_token(n=600)),
+              zero_row("x"), far_below_x(), more_rows("x", 100), loud_token(n=600), repeated_row("x")),
         # and a token of zeros (masked as padding, it shows); and 100 tokens: a local window, or tiles of 64 keys not
         # rescaled, show; and 600 tokens, the last one loud: tiles of 512 keys not rescaled show whatever the draw
         signs={"unstable_softmax": overflow_sign(ref_self_attention, _xw_scores, 709.0)},  # float64
