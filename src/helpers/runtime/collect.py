@@ -2117,7 +2117,9 @@ def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dic
         # that clears that state at every call (`optimizer.state.clear()`) leaves a count of 1
         torch.manual_seed(20233)
         model = Table().train()
-        adam = torch.optim.Adam(model.parameters(), lr=float(inputs["lr"]))
+        # (with settings of its own, betas and eps, which a step leaves as they are)
+        adam = torch.optim.Adam(model.parameters(), lr=float(inputs["lr"]), betas=(0.8, 0.95), eps=1e-6)
+        adam_before = {k: v for k, v in adam.param_groups[0].items() if k != "params"}
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for _ in range(3):
@@ -2125,16 +2127,23 @@ def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dic
         counts = [int(s["step"]) for s in adam.state.values() if isinstance(s, dict) and "step" in s]
         if counts:
             out["state_steps"] = max(counts)
-        # an optimizer with settings of its own (weight decay, momentum): a step leaves them as the caller set them
+        # an optimizer with settings of its own (weight decay, momentum): a step leaves them as the caller set them,
+        # also when the loss rises from one call to the next (a learning rate halved then, "on plateau", shows)
         model = Table().train()
         tuned = torch.optim.SGD(model.parameters(), lr=float(inputs["lr"]), momentum=0.5, weight_decay=0.01)
         before = {k: v for k, v in tuned.param_groups[0].items() if k != "params"}
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             step(model, tuned, tokens.clone())
-        after = tuned.param_groups[0]
-        out["settings_changed"] = {k: [repr(v), repr(after.get(k))] for k, v in before.items()
-                                   if isinstance(v, (int, float, bool)) and after.get(k) != v}
+            with torch.no_grad():  # the table made badly wrong: the next call's loss is far higher
+                model.table.copy_(-20.0 * torch.nn.functional.one_hot(
+                    torch.arange(table.shape[-1]) % table.shape[-1], table.shape[-1]).float() + model.table)
+            step(model, tuned, tokens.clone())
+        changed = {}
+        for group, was in ((adam.param_groups[0], adam_before), (tuned.param_groups[0], before)):
+            changed.update({k: [repr(v), repr(group.get(k))] for k, v in was.items()
+                            if isinstance(v, (int, float, bool, tuple)) and group.get(k) != v and k not in changed})
+        out["settings_changed"] = changed
         # a batch the table already gets right (each answer's score 8 above the others: a loss of about 0.003): a
         # step still updates (a step skipped below some loss leaves the weights as they were)
         n_vocab, length = int(table.shape[-1]), (int(tokens.shape[1]) - 1) // 2
