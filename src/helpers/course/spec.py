@@ -1897,10 +1897,10 @@ def _module_drops_problem(ex: Exercise, drops: Mapping[str, Any], code: str) -> 
                      "training mode.")
     if drops.get("drops_at_zero") is True:
         return _fail(ex, "not_as_asked",
-                     f"`{ex.module}`, made with dropout=0.0, still drops in training mode (its output differs from "
-                     "evaluation mode's): a rate of its own somewhere, a number typed in, the notebook's `p_drop`, "
-                     "or a rate set on its layer in forward (`self.attn.dropout = …`). Use the dropout the model "
-                     "is made with, and only that.")
+                     f"`{ex.module}`, made with dropout=0.0, still changes its output in training mode (it differs "
+                     "from evaluation mode's): something in it is random there, a dropout of its own (a rate typed "
+                     "in, the notebook's `p_drop`, a rate set on its layer in forward: `self.attn.dropout = …`) or "
+                     "noise added in training. Use the dropout the model is made with, and only that.")
     if drops.get("differ") is True and drops.get("differ_after_eval") is False:
         return _fail(ex, "stateful_forward",
                      f"`{ex.module}` drops in training mode until it has run once in evaluation mode, and never "

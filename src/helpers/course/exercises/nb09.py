@@ -41,6 +41,7 @@ from ..spec import (
     global_shift_sign,
     long_batch,
     loud_future,
+    one_row,
     overflow_sign,
     register,
     scaled_by,
@@ -1150,7 +1151,8 @@ def _exercises() -> list[Exercise]:
                        _without_batch("x_dec", "x_enc"), scaled_by("w_value", 64.0),
                        _past_limit("x_dec", _cross_scores), _zero_source_token, _far_below_cross, _long_source,
                        _square_cross,  # and a source as long as the prefix: a causal mask there shows
-                       _late_loud_key),  # and 600 keys, the last the loudest: blocks of keys not rescaled show
+                       _late_loud_key,  # and 600 keys, the last the loudest: blocks of keys not rescaled show
+                       one_row("x_enc")),  # and a source of one token: a shortcut that returns its value once shows
                  signs={"unstable_softmax": overflow_sign(ref_cross, _scores_of(_cross_scores), 88.0),
                         "global_max_subtraction": global_shift_sign(ref_cross, _scores_of(_cross_scores), 87.0)},
                  explains=scale_explains(CROSS_OTHER_SCALE), **own, **torch_),
