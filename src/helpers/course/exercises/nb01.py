@@ -291,6 +291,27 @@ def far_past_scores(inputs: dict) -> dict:
     return {name: full[name] for name in inputs}
 
 
+PAST_HALF = 70_000.0  # past float16's largest number (65 504), and far from a multiple of bfloat16's 256 there
+
+
+def past_half_factor(s: np.ndarray) -> float | None:
+    """The whole number that takes the largest score of ``s`` (made positive) to between 65 600 and 70 000, or
+    None."""
+    top = float(s.max())
+    if top <= 0:
+        return None
+    factor = float(np.floor(PAST_HALF / top))
+    return factor if factor >= 1 and top * factor >= 65_600.0 else None
+
+
+def past_half_scores(inputs: dict) -> dict:
+    """An edge replay whose largest score lies between 65 600 and 70 000: a row maximum kept in float16 (inf there)
+    or in bfloat16 (rounded by up to 128) leaves exp() an exponent that overflows or underflows the whole row,
+    where a shift by the maximum itself stays exact (the scores are whole multiples of halves, exact in float32)."""
+    full = _world_of(*_drawn_scaled(inputs, int(PAST_HALF), past_half_factor, flip=True))
+    return {name: full[name] for name in inputs}
+
+
 def far_below_scores(inputs: dict) -> dict:
     """An edge replay with a row whose scores all lie at or below -110 while no score is above 60: exp() of each
     of that row's scores is 0 in float32, so a softmax that subtracts a row's maximum only when it is large (or
@@ -779,7 +800,7 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
               # and three-decimal numbers: a softmax sent through float16 shows
               # and a token said twice (equal columns of scores merged, `unique`, show)
               edge=(large_numbers, near_limit_scores, past_limit_scores, small_numbers, one_token, far_past_scores,
-                    far_below_scores, precise_numbers, repeated_numbers),
+                    far_below_scores, precise_numbers, repeated_numbers, past_half_scores),  # and past float16
               signs={"unstable_softmax": overflow_sign(ref_softmax, scores_of, 88.0),
                      "global_max_subtraction": global_shift_sign(ref_softmax, scores_of, 87.0)}, **own),
         # numbers with three decimals too: values sent through float16 show (the other replays' halves are exact in it)

@@ -436,6 +436,12 @@ def far_past_embeddings(first: dict) -> dict:
     return _past_limit(first, "x", nb01.FAR_PAST - 20.0)
 
 
+def past_half_embeddings(first: dict) -> dict:
+    """:func:`_past_limit` with the largest score near 70 000, past float16's largest number: a row maximum kept in
+    float16 (inf) or bfloat16 (rounded by up to 128) breaks the shift."""
+    return _past_limit(first, "x", nb01.PAST_HALF)
+
+
 def far_past_query(first: dict) -> dict:
     """:func:`far_past_embeddings` for query 2's scaled scores against the keys."""
     return _past_limit(first, "qk", nb01.FAR_PAST - 20.0)
@@ -462,6 +468,7 @@ past_limit_embeddings.of_first_trial = True
 past_limit_query.of_first_trial = True
 far_past_embeddings.of_first_trial = True
 far_past_query.of_first_trial = True
+past_half_embeddings.of_first_trial = True
 far_below_query.of_first_trial = True
 
 
@@ -859,7 +866,8 @@ PART_1 = [
            # scores up to 85: a clamp shows; up to 190: a softmax that does not subtract the maximum fails
            edge=(journey_not_largest, near_limit_embeddings, past_limit_embeddings, far_past_embeddings,
                  opposite_word, longer_word,  # a shift by the largest |score|, or by the journey's own score
-                 longer_last_word, zero_word),  # and a row maximum that leaves the last key out; a score of 0
+                 longer_last_word, zero_word,  # and a row maximum that leaves the last key out; a score of 0
+                 past_half_embeddings),  # and scores past float16's range
            signs={"unstable_softmax": overflow_sign(lambda attn_scores_2, **_: softmax(attn_scores_2),
                                                     lambda attn_scores_2, **_: attn_scores_2, 88.0)},
            mistakes={

@@ -190,6 +190,12 @@ def far_past_scores(inputs: dict) -> dict:
     return _lists_world(inputs, nb01._drawn_scaled(lists, int(nb01.FAR_PAST), nb01.far_factor, flip=True))
 
 
+def past_half_scores(inputs: dict) -> dict:
+    """An edge replay whose largest score lies between 65 600 and 70 000 (see :func:`nb01.past_half_scores`)."""
+    lists = {name: inputs[name] for name in ("x_list", "w_query_list", "w_key_list", "w_value_list")}
+    return _lists_world(inputs, nb01._drawn_scaled(lists, int(nb01.PAST_HALF), nb01.past_half_factor, flip=True))
+
+
 def far_below_scores(inputs: dict) -> dict:
     """An edge replay with a row of scores all at or below -110 (see :func:`nb01.far_below_scores`)."""
     lists = {name: inputs[name] for name in ("x_list", "w_query_list", "w_key_list", "w_value_list")}
@@ -866,7 +872,7 @@ register(
            # and scores up to 200: a softmax that does not subtract each row's own maximum fails
            # and a token of zeros; scores up to 800 and a row far below 0 (see nb01's softmax)
            # and the largest score in the last column; and a token said twice (equal columns merged show)
-           edge=(large_numbers, near_limit_scores, past_limit_scores, small_numbers, far_past_scores,
+           edge=(large_numbers, near_limit_scores, past_limit_scores, small_numbers, far_past_scores, past_half_scores,
                  far_below_scores, precise_numbers, last_key_loud_scores, repeated_numbers),
            signs={"unstable_softmax": overflow_sign(ref_softmax_along, nb01.scores_of, 88.0),
                   "global_max_subtraction": global_shift_sign(ref_softmax_along, nb01.scores_of, 87.0)}),
@@ -928,6 +934,7 @@ register(
               loud_token(scaled=False), loud_token(n=130, scaled=False), loud_token(n=130, scaled=False, twin=True),
               # (see 02.self_attention's: blocks of keys, a one-hot shortcut, heads of 64)
               loud_token(n=130, scaled=False, top=12.0, gap=9.0, quiet=16.0),
+              loud_token(scaled=False, top=70_000.0, gap=60_000.0, quiet=256.0),  # a row maximum kept in float16
               wide_projections("w_query", "w_key", "w_value")),
         # scores up to 200: a softmax that does not subtract each row's own maximum fails on some rows only
         signs={"unstable_softmax": overflow_sign(ref_fn, _scores_fn, 88.0),
