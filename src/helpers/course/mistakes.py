@@ -889,9 +889,10 @@ _PROCESS_ROWS = [
      "Your function gives other numbers on the same inputs from one call to the next: it draws at random somewhere "
      "(a dropout left on, such as `F.dropout(w, p)`, whose `training` is True unless you say otherwise, or a "
      "`torch.rand…` / `np.random…` of its own). This step has no randomness: leave the draw out."),
-    ("reseeds_generator", "torch's generator seeded anew at every call",
-     "Your function calls `torch.manual_seed(...)` each time it runs, so torch's generator is back in the same state "
-     "after every call and every later random draw repeats. Seed once, at the top of the notebook."),
+    ("reseeds_generator", "a random generator seeded anew at every call",
+     "Your function seeds a random generator each time it runs (`torch.manual_seed`, `np.random.seed`, "
+     "`random.seed`), so that generator is back in the same state after every call and every later random draw "
+     "repeats. Seed once, at the top of the notebook."),
     ("generator_put_back", "the random generator set back after each draw",
      "Your code draws from torch's generator but leaves it where it was (a `torch.random.fork_rng()` around the "
      "draw, or the generator's state set back after it), so the next call draws the same random numbers. Draw, and "

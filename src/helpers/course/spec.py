@@ -1729,10 +1729,11 @@ def _mode_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
         return _fail(ex, "draws_at_random")
     if record.get("reseeds") is True:
         return _fail(ex, "reseeds_generator",
-                     f"`{ex.answers[0]}` gives the right numbers, but it seeds torch's random generator anew at every "
-                     "call (a `torch.manual_seed(...)` inside it): after each call the generator is back in the same "
-                     "state, so every random draw after it (a weight's initialisation, a dropout mask) repeats the "
-                     "same numbers. Seed once, at the top of the notebook, never inside a function.")
+                     f"`{ex.answers[0]}` gives the right numbers, but it seeds a random generator anew at every call "
+                     "(a `torch.manual_seed(...)`, `np.random.seed(...)` or `random.seed(...)` inside it): after each "
+                     "call the generator is back in the same state, so every random draw after it (a weight's "
+                     "initialisation, a dropout mask, a shuffle) repeats the same numbers. Seed once, at the top of "
+                     "the notebook, never inside a function.")
     return None
 
 

@@ -2643,6 +2643,8 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
     # (`torch.manual_seed(0)` inside) leaves it in the same state after each
     torch_ = sys.modules.get("torch") if framework == "torch" and not plan.get("module") else None
     states = [torch_.random.get_rng_state()] if torch_ is not None else []
+    # NumPy's and Python's generators too (`np.random.seed(0)`, `random.seed(0)` inside a function)
+    others: dict[str, list[Any]] = {k: [g[0]()] for k, g in _GENERATORS.items()} if not plan.get("module") else {}
     try:
         for i, inputs in enumerate(plan.get("trials") or []):
             args = {k: to_framework(v, framework) for k, v in inputs.items()}
@@ -2662,7 +2664,10 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             results.append(result)
             if torch_ is not None:
                 states.append(torch_.random.get_rng_state())
-        record["reseeds"] = _reseeds(fn, plan, states, framework)
+            for k, kept in others.items():
+                kept.append(_GENERATORS[k][0]())
+        record["reseeds"] = _reseeds(fn, plan, states, framework) or any(
+            _reseeds_other(fn, plan, kept, framework, *_GENERATORS[k]) for k, kept in others.items())
         if not plan.get("module"):
             _nonfinite_trial(record, fn, name, plan, states, framework)
         if watch is not None:
@@ -2976,6 +2981,44 @@ def _reseeds(fn: Callable[..., Any], plan: Mapping[str, Any], states: Sequence[A
     finally:
         torch.random.set_rng_state(saved)
     return not torch.equal(after, moved) and torch.equal(after, states[1])
+
+
+def _same_numpy_state(a: Any, b: Any) -> bool:
+    return a[0] == b[0] and bool(np.array_equal(a[1], b[1])) and tuple(a[2:]) == tuple(b[2:])
+
+
+# the global generators a function might seed anew: how to read a state, set it, move it on, and compare two
+_GENERATORS: dict[str, tuple[Callable[[], Any], Callable[[Any], Any], Callable[[], Any],
+                              Callable[[Any, Any], bool]]] = {
+    "numpy": (np.random.get_state, np.random.set_state, np.random.random, _same_numpy_state),
+    "python": (random.getstate, random.setstate, random.random, lambda a, b: a == b),
+}
+
+
+def _reseeds_other(fn: Callable[..., Any], plan: Mapping[str, Any], states: Sequence[Any], framework: str | None,
+                   get: Callable[[], Any], put: Callable[[Any], Any], advance: Callable[[], Any],
+                   same: Callable[[Any, Any], bool]) -> bool:
+    """:func:`_reseeds` for NumPy's or Python's global generator (``get``, ``put``, ``advance`` and ``same`` read,
+    set, move on and compare its state); the generator is put back where it was."""
+    if len(states) < 3 or not all(same(states[1], state) for state in states[2:]):
+        return False
+    if not same(states[0], states[1]):
+        return True
+    saved = get()
+    try:
+        advance()
+        moved = get()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                fn(*(to_framework(v, framework) for v in plan["trials"][0].values()))
+            except Exception:  # noqa: BLE001 — the student's function: anything can happen
+                pass
+        after = get()
+    finally:
+        put(saved)
+    return not same(after, moved) and same(after, states[1])
 
 
 def _nonfinite(a: Any) -> bool:
