@@ -68,14 +68,6 @@ _ROWS = [
      "score above about 88 is inf (and inf / inf is NaN), and exp() of scores all far below 0 is 0 (0 / 0). "
      "Subtract each row's own maximum before exponentiating (not its mean or its minimum): that changes no weight, "
      "and the largest exponential is then exp(0) = 1."),
-    ("exp_overflow", "an exponential overflowed",
-     "An exponential in your code overflowed to inf (in float32, exp() of anything above about 88.7 is inf; in "
-     "float64, above 709.8), and the infinity then turned into NaN or inf in the result. Hand exp only numbers of at "
-     "most 0: subtract from each score the largest score of its row first."),
-    ("exp_underflow", "every exponential of a row underflowed to 0",
-     "Every exponential of a row came out 0 (in float32, exp() of anything below about −103.9 is 0; in float64, below "
-     "−745.1), so the row sums to 0 and 0 / 0 is NaN. Subtract from each score the largest score of its row, "
-     "whatever its sign: the largest exponent is then exactly 0, and no sum is 0."),
     ("missing_rescale", "running sums not rescaled when the maximum grows",
      "When a new score (or block) raises the running maximum m, what you summed so far was measured "
      "against the old maximum: multiply the running sum (and the running output) by exp(m_old − m_new) "
@@ -885,6 +877,14 @@ _PROCESS_ROWS = [
      "Your numbers are right, but the gradient through them is NaN on some inputs: a value that overflows (inf) on "
      "the way and is removed afterwards (a `where` or a mask after an exponential) still sends 0 · inf = NaN back. "
      "Remove what should not count before the operation that overflows."),
+    ("exp_overflow", "an exponential overflowed",
+     "An exponential in your code overflowed to inf (in float32, exp() of anything above about 88.7 is inf; in "
+     "float64, above 709.8), and the infinity then turned into NaN or inf in the result. Hand exp only numbers of at "
+     "most 0: subtract from each score the largest score of its row first."),
+    ("exp_underflow", "every exponential of a row underflowed to 0",
+     "Every exponential of a row came out 0 (in float32, exp() of anything below about −103.9 is 0; in float64, below "
+     "−745.1), so the row sums to 0 and 0 / 0 is NaN. Subtract from each score the largest score of its row, "
+     "whatever its sign: the largest exponent is then exactly 0, and no sum is 0."),
     ("draws_at_random", "a random draw in a step that computes a fixed result",
      "Your function gives other numbers on the same inputs from one call to the next: it draws at random somewhere "
      "(a dropout left on, such as `F.dropout(w, p)`, whose `training` is True unless you say otherwise, or a "
