@@ -444,6 +444,13 @@ def tiny_stream(inputs: dict) -> dict:
     return {"scores": (s - s.max()) / (s.max() - s.min()) * 4e-7 + 6.3e-7}
 
 
+def faint_stream(inputs: dict) -> dict:
+    """An edge trial: one score of 0 and 600 more from 10 to 20 below it (evenly spread): each adds e⁻¹⁰ to e⁻²⁰ to
+    the total, a thousandth of it together. A stream that skips the scores some margin below its running maximum
+    ("they cannot matter") leaves that part out."""
+    return {"scores": np.concatenate([[0.0], -np.linspace(10.0, 20.0, 600)])}
+
+
 def lowest_stream(inputs: dict) -> dict:
     """The edge trial: the fresh stream (near FAR_BELOW) scaled to near −10³⁰⁰, below any finite stand-in for −∞ a
     student types as the maximum's start (−1e30, −1e300) but still far above float64's lowest number, −1.8e308.
@@ -538,6 +545,18 @@ def key_by_key(inputs: dict) -> dict:
     only: one key at a time costs a loop turn per key (per pair of blocks, causal), in every variant the diagnosis
     tries."""
     return {**inputs, **{name: np.asarray(inputs[name])[:5] for name in ("q", "k", "v")}, "block_size": 1}
+
+
+def faint_keys(inputs: dict) -> dict:
+    """An edge trial of the blockwise steps: 300 tokens in one dimension, every query 1, key 0 scoring 20 with each
+    and the other keys from 10 to 20 below it, ever fainter, their values 1 000 where key 0's is 0: the faint keys
+    carry about a thousandth of each query's weight, an output of about 1, which a version that skips keys, or
+    whole blocks, some margin below the running maximum leaves out."""
+    n = 300
+    q = np.ones((n, 1))
+    k = np.concatenate([[20.0], 20.0 - np.linspace(10.0, 20.0, n - 1)])[:, None]
+    v = np.concatenate([[0.0], np.full(n - 1, 1000.0)])[:, None]
+    return {**inputs, "q": q, "k": k, "v": v, "block_size": int(inputs["block_size"])}
 
 
 def wide_values(first: dict) -> dict:
@@ -704,7 +723,7 @@ register(
         reference=lambda scores: _running(scores),
         mistakes=ONLINE_MISTAKES,
         not_with=NOT_NUMPY,
-        edge=(lowest_stream, zero_maximum, plain_stream, late_jump, tiny_stream),
+        edge=(lowest_stream, zero_maximum, plain_stream, late_jump, tiny_stream, faint_stream),
         # total ≥ 1 is computed in float64: right code agrees to 2e-6 (a running log-sum-exp near 4·10⁹, the worst),
         # a total rounded to 4 decimals like the notebook's table does not (1.2122 is 4e-5 off); and the maximum is
         # one of the scores, exactly: no absolute slack (a maximum rounded to 6 decimals is off by less than 1e-6)
@@ -743,7 +762,7 @@ register(
         explains=scale_explains(FLASH_OTHER_SCALE),
         probes=(Probe("peak_memory", long_flash, flash_memory_limit, "full_score_matrix"),
                 Probe("key_blocks", key_probe_inputs, lambda inputs: 0, "keys_not_in_blocks")),
-        edge=(one_block, key_by_key),
+        edge=(one_block, key_by_key, faint_keys),  # and faint keys: skipping those far below the maximum shows
         raises=BLOCKS_RAISED,
         how={"library_attention": False},
         not_with=NOT_NUMPY,
@@ -805,7 +824,7 @@ register(
             # "one tile of block_size queries at a time": not one query at a time
             Probe("tile_blocks", causal_probe_inputs, lambda inputs: 0, "keys_not_in_blocks"),
         ),
-        edge=(one_block, huge_future, key_by_key, zero_query),
+        edge=(one_block, huge_future, key_by_key, zero_query, faint_keys),
         raises={r"\bScoresAboveTheDiagonal\b": "future_blocks_computed", **BLOCKS_RAISED,
                 r"\bQueriesNotInTiles\b": "queries_not_in_tiles"},
         how={"library_attention": False},
