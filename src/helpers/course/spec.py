@@ -1027,6 +1027,11 @@ def _framework_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None
         container = (facts.get("container") or {}).get(name)
         rows = container and str(container[0]) == "list" and (facts.get("items") or {}).get(name) in (
             "numpy", "torch", "tensorflow")
+        if ex.kind == "value" and not ex.predicts and not ex.numbers and container and str(container[0]) == "tuple" \
+                and container[1] == 1:  # (a shape predicted as `(n,)` is a tuple of one, and right)
+            return _fail(ex, "wrong_framework", f"`{name}` is a tuple holding one value: a comma at the end of the "
+                                                f"line that makes it (`{name} = … ,`) wraps the result in a tuple. "
+                                                "Take the comma away.")
         if fw == "numpy" and ex.plain_number and ex.framework != "python":
             continue  # "a single number": a NumPy number (`.numpy()` of a 0-d tensor) is one, as a float is (its
             # shape and value are judged as any answer's)
