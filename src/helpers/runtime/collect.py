@@ -2666,10 +2666,6 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
                 states.append(torch_.random.get_rng_state())
             for k, kept in others.items():
                 kept.append(_GENERATORS[k][0]())
-        record["reseeds"] = _reseeds(fn, plan, states, framework) or any(
-            _reseeds_other(fn, plan, kept, framework, *_GENERATORS[k]) for k, kept in others.items())
-        if not plan.get("module"):
-            _nonfinite_trial(record, fn, name, plan, states, framework)
         if watch is not None:
             watch.stop()
             if watch.grown or watch.unregistered:
@@ -2681,6 +2677,11 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             _call_quietly(fn, {k: _doubled(v, framework) for k, v in (plan.get("trials") or [])[-1].items()})
             results, copies = [results[-1], None], [copies[-1], None]
         record["result_overwritten"] = _overwritten(results, copies)
+        # (after that: the calls below may change what a function keeps between calls)
+        record["reseeds"] = _reseeds(fn, plan, states, framework) or (_names_a_seed(fn) and any(
+            _reseeds_other(fn, plan, kept, framework, *_GENERATORS[k]) for k, kept in others.items()))
+        if not plan.get("module"):
+            _nonfinite_trial(record, fn, name, plan, states, framework)
         if not plan.get("module") and plan.get("trials"):  # (after the calls above: a result it keeps is judged)
             # (on the largest trial: a dropout on a few weights may well drop none of them twice in a row)
             big = max(range(len(record["answers"])), key=lambda i: sum(
@@ -2981,6 +2982,19 @@ def _reseeds(fn: Callable[..., Any], plan: Mapping[str, Any], states: Sequence[A
     finally:
         torch.random.set_rng_state(saved)
     return not torch.equal(after, moved) and torch.equal(after, states[1])
+
+
+def _names_a_seed(fn: Callable[..., Any]) -> bool:
+    """Does ``fn``'s code (or code it defines) name something that sets a generator (`seed`, `set_state`)? Only
+    then is NumPy's or Python's generator called once more for :func:`_reseeds_other` (a function that draws
+    nothing leaves it where it was anyway)."""
+    todo, names = [getattr(fn, "__code__", None)], set()
+    while todo:
+        code = todo.pop()
+        if isinstance(code, types.CodeType):
+            names.update(code.co_names)
+            todo.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return any("seed" in n or n in ("set_state", "setstate") for n in names)
 
 
 def _same_numpy_state(a: Any, b: Any) -> bool:
