@@ -974,7 +974,8 @@ def shape_message(label: str, g: np.ndarray, w: np.ndarray, product: bool = True
                               "reshape where a transpose was meant, or an axis mixed up?")
             return msg + (" It looks transposed: check the order of your matrix product, or a `.T`." if product
                           else " It looks transposed: a `.T` (or a transpose) too many, or too few?")
-        if len(gs) == len(ws) - 1 and gs[1:] == ws[2:] and gs[0] == ws[0] * ws[1] and ws[0] > 1:
+        if len(gs) == len(ws) - 1 and gs[1:] == ws[2:] and gs[0] == ws[0] * ws[1] and ws[0] > 1 \
+                and np.allclose(g, w.reshape(gs), rtol=1e-4, atol=1e-5, equal_nan=True):  # (the right rows, merged)
             return msg + f" Its first axis holds the first two axes' {ws[0]} × {ws[1]} rows one after the other: " \
                          "the batch axis merged into the next one (a reshape, view or flatten to fewer axes, or a " \
                          "concatenation of the batch's results). Keep the batch axis: `reshape(-1, …)` loses it."
