@@ -368,6 +368,18 @@ def one_token(inputs: dict) -> dict:
     return {name: full[name] for name in inputs}
 
 
+def twenty_tokens(inputs: dict) -> dict:
+    """An edge replay of 20 tokens of small halves (the other replays have at most 5; the long, loud one is kept
+    from the outputs step, whose tolerance its products in the hundreds exceed): code that keeps only each query's
+    few largest weights (a top-16, "sparse attention") shows. Drawn from a generator seeded by the replay's own
+    inputs."""
+    rng = _edge_rng(inputs)
+    x = fresh_numbers(rng, (20, 4))
+    wq, wk = (fresh_numbers(rng, (4, 3)) / 2 for _ in range(2))
+    full = _world_of(x, wq, wk, fresh_numbers(rng, (4, 4), top=2.0), _rounded_rows(rng, 20))
+    return {name: full[name] for name in inputs}
+
+
 def one_column_arrays(inputs: dict) -> tuple[np.ndarray, ...]:
     """Fresh numbers for 3 tokens whose weight matrices are one column wide, (4, 1): queries, keys and values of one
     number each. A matrix or a result squeezed (`.squeeze()` drops every axis of length 1) loses its column axis.
@@ -807,7 +819,7 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
         # and small numbers: outputs set to 0 below a threshold show
         # (the TensorFlow half's cell makes the weights too: from a softmax that overflows, its outputs are 🟡)
         value("outputs", "Outputs", ("outputs",), hints=hints["outputs"], dtype="float32",
-              edge=(large_numbers, large_positive_outputs, precise_numbers, small_numbers, one_token,
+              edge=(large_numbers, large_positive_outputs, precise_numbers, small_numbers, one_token, twenty_tokens,
                     # (no long, loud trial: 40 products of float32 weights with values in the hundreds leave errors
                     # of 1e-3 against outputs that cancel to near 0, which made the carried-forward verdict depend on
                     # the draw; nor in TensorFlow, whose own softmax of such scores can leave a weight of 1e-8)
