@@ -1063,6 +1063,9 @@ TF_PADDED_HINTS = {
 CACHED_HINTS = {
     "not_as_asked:library_attention": LIBRARY_HINT.format(what="it", mask=", the mask of the new queries") + " "
     "Finding that mask is the step (the library's own mask for it comes right after).",
+    "not_as_asked:not_with": "Your function takes the mask from the library ({names}): finding which cached keys each "
+    "new query may see is the step. Build it yourself from the positions: query i of the m new ones sits at position "
+    "t + i and sees the keys at positions up to that.",
     "missing_scale": SCALE_HINT,
     "causal_mask_inverted": "Your mask is the wrong way round: it hides what each new query may see (the keys "
     "j ≤ t + i, itself included) and shows the keys after it. In masked_fill, True means 'hide': pass the keys "
@@ -1173,6 +1176,7 @@ def _exercises() -> list[Exercise]:
                  edge=(_one_query, _louder("q", _qk), _heads_and_zero_key, _without_batch("q", "k", "v"),
                        loud_future, _past_limit("q", _qk, last_row=True), _far_below_first_query, _long_cache,
                        _prefill),  # and nothing cached yet: a mask skipped when t = 0 shows
+                 not_with=("causal_lower_right", "causal_upper_left", "CausalBias"),  # the mask is the step
                  raised_hints=((r"must match the size of tensor|must be broadcastable|size mismatch|cannot be "
                                 r"multiplied", heads_axis_hint),),
                  explains=scale_explains(CACHED_OTHER_SCALE), **own, **torch_),
