@@ -671,11 +671,14 @@ class _ModuleWatch:
 
 
 def _grad_mode_hook(module: Any, seen: list[bool]) -> Any:
-    """A forward pre-hook on ``module`` that notes whether gradients were on at each call (None: not a module)."""
+    """A forward pre-hook on ``module`` that notes at each call whether a graph is built: gradients on, and a
+    parameter of the module called that requires one (a copy of the model with every parameter frozen builds none,
+    whatever the grad mode; the copy keeps the hook). None: not a module."""
     try:
         import torch
 
-        return module.register_forward_pre_hook(lambda *_: seen.append(torch.is_grad_enabled()))
+        return module.register_forward_pre_hook(lambda m, *_: seen.append(
+            torch.is_grad_enabled() and any(p.requires_grad for p in m.parameters())))
     except Exception:  # noqa: BLE001 — not a torch module, or one that refuses hooks
         return None
 
