@@ -2026,6 +2026,11 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
             return _fail(ex, probe.code, f"In training mode without a draw of the caller's (keep=None), {where} "
                                          f"raised {entry['error']}. When no draw is given, the module makes one "
                                          "of its own.")
+        if entry.get("mode_after_train") is False:
+            return _fail(ex, "stateful_forward", f"In training mode, {where} switches itself to evaluation mode as it "
+                                                 "runs (a `self.eval()` in forward): every call after the first then "
+                                                 "drops nothing, whatever `model.train()` said. Leave the mode to the "
+                                                 "caller: forward reads `self.training`, it never sets it.")
         ev, tr = np.asarray(entry["eval"], float), np.asarray(entry["train"], float)
         if ev.shape != tr.shape or not np.isfinite(ev).all():
             return None

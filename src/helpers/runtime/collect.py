@@ -1518,6 +1518,9 @@ def _module_dropout(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
             mode = "train"
             module.train()
             out["train"] = to_array(module(*args), "the module's output", finite=False)
+            # a forward that switches the module's mode itself (`self.eval()` after a training call)
+            out["mode_after_train"] = bool(getattr(module, "training", True))
+            module.train()
             out.update(_draw_facts(module, args))
             mode = "eval"
             name = probe.get("buffer")
