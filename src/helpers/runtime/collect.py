@@ -2156,28 +2156,26 @@ def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dic
         if 0 < length < n_vocab:
             prompt = torch.arange(length)
             sure = torch.cat([prompt, torch.tensor([n_vocab - 1]), prompt.flip(0)]).repeat(4, 1)
+
+            def updates(start: Any) -> bool:
+                """One step from a table that starts as ``start``, with a plain SGD: did the table change?"""
+                model = Table().train()
+                with torch.no_grad():
+                    model.table.copy_(start)
+                sgd = torch.optim.SGD(model.parameters(), lr=float(inputs["lr"]))
+                with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    step(model, sgd, sure.clone())
+                return not bool(torch.equal(model.table.detach(), start))
+
             confident = torch.zeros(n_vocab, n_vocab)
             confident[sure[0, length:-1], sure[0, length + 1:]] = 8.0
-            model = Table().train()
-            with torch.no_grad():
-                model.table.copy_(confident)
-            sgd = torch.optim.SGD(model.parameters(), lr=float(inputs["lr"]))
-            with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                step(model, sgd, sure.clone())
-            out["confident_changed"] = not bool(torch.equal(model.table.detach(), confident))
+            out["confident_changed"] = updates(confident)
             # and a batch it gets badly wrong (another token 30 above each answer: a loss of about 30): a step
             # skipped above some loss ("exploding" steps) leaves the weights as they were too
             wrong = torch.zeros(n_vocab, n_vocab)
             wrong[sure[0, length:-1], (sure[0, length + 1:] + 1) % n_vocab] = 30.0
-            model = Table().train()
-            with torch.no_grad():
-                model.table.copy_(wrong)
-            sgd = torch.optim.SGD(model.parameters(), lr=float(inputs["lr"]))
-            with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                step(model, sgd, sure.clone())
-            out["wrong_changed"] = not bool(torch.equal(model.table.detach(), wrong))
+            out["wrong_changed"] = updates(wrong)
     except Exception as exc:  # noqa: BLE001 — the student's function: anything can happen
         if out:  # what the first runs measured stands
             return out
