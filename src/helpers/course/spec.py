@@ -1668,29 +1668,6 @@ def _budget_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
     return None
 
 
-def _wrong_in_place(ex: Exercise, plan: Plan | None, record: Mapping[str, Any]) -> bool:
-    """Right on the last trial, but wrong when that trial's very arrays, doubled in place, are handed in again (a
-    cache keyed by `id(...)` or by an address)? Judged against the reference for the doubled numbers, so no new
-    array is needed (a new one may take the id of a freed one the cache remembers). Not for a function that gives
-    other numbers from another state of the random generators, or that changes its inputs."""
-    again = record.get("again_doubled")
-    if plan is None or not isinstance(again, np.ndarray) or record.get("draws") is True \
-            or record.get("mutated") or not plan.inputs or record.get("globals_read") \
-            or record.get("containers_read") or record.get("scalars_read"):
-        return False
-    answers = record.get("answers") or []
-    if len(answers) != len(plan.inputs) or not isinstance(answers[-1], Mapping) or len(answers[-1]) != 1:
-        return False
-    last = plan.inputs[-1]
-    doubled = {k: np.asarray(v) * 2.0 if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v
-               for k, v in last.items()}
-    try:
-        return _compare(ex, answers[-1], ex.expected(last), "") is None \
-            and _compare(ex, {next(iter(answers[-1])): again}, ex.expected(doubled), "") is not None
-    except Exception:  # noqa: BLE001 — a reference that cannot take those numbers: no claim
-        return False
-
-
 def _kept_for_shapes(ex: Exercise, plan: Plan | None, record: Mapping[str, Any]) -> bool:
     """Did the function give exactly its last trial's answer back for new arrays of the same shapes holding other
     numbers (that trial's float inputs doubled), where the right answer changes with them?"""
@@ -1719,12 +1696,13 @@ def _overwritten_problem(ex: Exercise, record: Mapping[str, Any], plan: Plan | N
                      "the same shapes holding other numbers, it returned exactly its last answer again (a cache "
                      "keyed by the shapes, or by anything but the numbers). Compute the answer from the numbers on "
                      "every call.")
-    if (record.get("keeps_by_identity") is True or _wrong_in_place(ex, plan, record)) and not record.get("mutated"):
+    if record.get("keeps_by_identity") is True and not record.get("mutated"):
         return _fail(ex, "stale_value",
                      f"`{ex.answers[0]}` keeps what it computed (or part of it) for the very arrays it was handed "
-                     "before: called again on those arrays after their numbers changed (in place), it did not give "
-                     "the answer for their new numbers but the old one, or part of it (a cache keyed by `id(...)`, "
-                     "or by an array's memory address). Compute the answer from the numbers on every call.")
+                     "before: called again on those arrays after their numbers changed (in place), it gave another "
+                     "answer than new arrays with the same numbers get, the old one or part of it (a cache keyed by "
+                     "`id(...)`, or by an array's memory address). Compute the answer from the numbers on every "
+                     "call.")
     return _fail(ex, "result_overwritten") if record.get("result_overwritten") is True else None
 
 

@@ -277,17 +277,12 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     record["mutated"] = _names(raw.get("mutated") or [], set(), "the changed inputs")
     record["result_overwritten"] = raw.get("result_overwritten") is True
     record["reseeds"] = raw.get("reseeds") is True
-    record["draws"] = raw.get("draws") if type(raw.get("draws")) is bool else None
+    record["draws"] = raw.get("draws") is True
     if (seen := _nonfinite(raw.get("nonfinite"), len(plan.inputs))) is not None:
         record["nonfinite"] = seen  # where the first NaN or infinity of a trial's answer was made
     record["grad_mode_differs"] = raw.get("grad_mode_differs") is True
     record["keeps_by_identity"] = raw.get("keeps_by_identity") is True
     record["same_for_doubled"] = raw.get("same_for_doubled") is True
-    if raw.get("again_doubled") is not None:  # the last trial's arrays doubled in place and handed in again
-        try:
-            record["again_doubled"] = decode_array(raw["again_doubled"])
-        except ProtocolError:
-            pass
     again = raw.get("module_again")  # the module called once more on another batch: its output, or that it raised
     if ex.again is not None and isinstance(again, list) and len(again) < len(plan.inputs):
         record["module_again"] = [{"error": True} if isinstance(a, dict) and "error" in a and len(a) == 1

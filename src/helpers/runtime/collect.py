@@ -2712,8 +2712,6 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             record["keeps_by_identity"] = _keeps_by_identity(fn, args, record["answers"][-1][name],
                                                              plan["trials"][-1], framework, kept)
             record["same_for_doubled"] = kept.get("same_for_doubled") is True
-            if isinstance(kept.get("again"), np.ndarray):
-                record["again_doubled"] = kept["again"]
         # a function that uses what the step rules out (another library) is not measured: that comes first
         record["probes"] = {} if record.get("forbidden") else _probes(plan, fn, name, framework)
         if framework == "torch" and plan.get("module"):
@@ -2810,19 +2808,14 @@ def _keeps_by_identity(fn: Callable[..., Any], args: Mapping[str, Any], before: 
     before (``before``), while new arrays holding the same doubled numbers get another answer. Whether those new
     arrays got exactly ``before`` back too goes into ``notes`` (``same_for_doubled``: a cache keyed by the shapes
     gives that, which the verdict weighs against what the doubled numbers should give)."""
-    fresh_args = {k: _doubled(v, framework) for k, v in trial.items()}  # (alive until the end, as the rest)
     try:
+        fresh_args = {k: _doubled(v, framework) for k, v in trial.items()}  # (alive until the end, as the rest)
         with _quiet():
             fresh = to_array(fn(*fresh_args.values()), "r", finite=False)
-    except BaseException as exc:  # noqa: BLE001 — (a new array that took the id of a freed one it remembers, say)
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        fresh = None
-    if fresh is not None and notes is not None:
-        notes["same_for_doubled"] = fresh.shape == before.shape and bool(np.array_equal(fresh, before,
-                                                                                         equal_nan=True))
-    try:
-        doubled, kept_as_it_was = False, False
+        if notes is not None:
+            notes["same_for_doubled"] = fresh.shape == before.shape and bool(np.array_equal(fresh, before,
+                                                                                             equal_nan=True))
+        doubled = False
         for value in args.values():
             if isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.flags.writeable:
                 value *= 2.0
@@ -2833,17 +2826,10 @@ def _keeps_by_identity(fn: Callable[..., Any], args: Mapping[str, Any], before: 
                 with torch.no_grad():
                     value.mul_(2.0)
                 doubled = True
-            elif isinstance(value, np.ndarray) and value.dtype.kind == "f" or getattr(value, "is_floating_point",
-                                                                                     lambda: False)():
-                kept_as_it_was = True  # (read-only, or made to require a gradient by the function)
         if not doubled:
             return False
         with _quiet():
             again = to_array(fn(*args.values()), "r", finite=False)
-        if notes is not None and not kept_as_it_was:  # (the verdict weighs it against the doubled numbers' answer)
-            notes["again"] = again
-        if fresh is None:
-            return False
         if again.shape == before.shape and bool(np.array_equal(again, before, equal_nan=True)) and not (
                 fresh.shape == again.shape and np.array_equal(fresh, again, equal_nan=True)):
             return True
