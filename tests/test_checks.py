@@ -1353,3 +1353,74 @@ def test_a_function_that_takes_a_plain_number_has_its_gradient_checked_and_its_i
         assert (here.status, here.diagnosis) == (("pass", None) if diagnosis is None else ("fail", diagnosis)), (
             ex.id, here.message)
         assert (there.status, there.diagnosis, there.message) == (here.status, here.diagnosis, here.message)
+
+
+def test_no_argument_a_check_hands_a_function_takes_the_id_of_a_freed_one():
+    """A function that keeps results by `id(x)` is judged on what it computes, not on the allocator: within one
+    check (its deferred measurements too), no object handed to the function has the id of an earlier one that was
+    freed meanwhile. Seen by a right function that notes the id of every `x` it is handed, with a weak reference."""
+    torch = pytest.importorskip("torch")
+    import math
+    import weakref
+
+    from helpers.runtime.collect import collect
+
+    ex = spec.get("06.multi_head_attention")
+    seen, clashes = {}, []
+
+    def multi_head_attention(x, w_query, w_key, w_value, w_out, num_heads):
+        for arg in (x, w_query, w_key, w_value, w_out):
+            ref = seen.get(id(arg))
+            if ref is not None and ref() is not arg:
+                clashes.append(tuple(arg.shape))
+            seen[id(arg)] = weakref.ref(arg)
+        b, n, d = x.shape
+        q, k, v = ((x @ w).reshape(b, n, num_heads, d // num_heads).transpose(1, 2)
+                   for w in (w_query, w_key, w_value))
+        s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        return (torch.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(b, n, d) @ w_out
+
+    for seed in range(3):
+        seen.clear()
+        plan = spec.make_plan(ex, np.random.default_rng(seed))
+        record = collect(plan.data, {"multi_head_attention": multi_head_attention}, defer=True)
+        assert spec.evaluate(ex, plan, record).status == "pass"
+        record.resolved()
+        assert len(seen) > 20, "the function is called on many objects"
+    assert clashes == []
+
+
+def test_a_cache_keyed_by_id_is_named_whatever_ids_the_allocator_hands_out():
+    """A function that keeps its projections by `id(x)` is right on every new array and wrong on an array whose
+    numbers changed in place. Every object a check hands the function stays alive until the next check, so no new
+    array takes the id of a freed one the cache remembers: the verdict is the same on every run (it was not, and
+    the function passed about one run in three), in the kernel and in the grader."""
+    torch = pytest.importorskip("torch")
+    import math
+
+    from helpers.runtime.collect import collect
+
+    ex = spec.get("06.multi_head_attention")
+    ns = {"torch": torch, "math": math, "np": np}
+    source = ("def split_heads(x, h):\n"
+              "    b, s, d = x.shape\n"
+              "    return x.reshape(b, s, h, d // h).transpose(1, 2)\n"
+              "def merge_heads(x):\n"
+              "    b, h, s, d = x.shape\n"
+              "    return x.transpose(1, 2).reshape(b, s, h * d)\n"
+              "def multi_head_attention(x, w_query, w_key, w_value, w_out, num_heads):\n"
+              "    cache = multi_head_attention.__dict__.setdefault('projections', {})\n"
+              "    if id(x) not in cache:\n"
+              "        cache[id(x)] = [split_heads(x @ w, num_heads) for w in (w_query, w_key, w_value)]\n"
+              "    q, k, v = cache[id(x)]\n"
+              "    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
+              "    return merge_heads(torch.softmax(s, dim=-1) @ v) @ w_out\n")
+    verdicts = []
+    for seed in range(6):
+        exec(source, ns)  # (a new function, its cache empty, as a student's cell run again makes)
+        plan = spec.make_plan(ex, np.random.default_rng(seed))
+        record = collect(plan.data, ns, defer=True)
+        here = spec.evaluate(ex, plan, record)
+        there = _round_trip(ex, plan, record)
+        verdicts.append((here.diagnosis, there.diagnosis))
+    assert verdicts == [("stale_value", "stale_value")] * 6

@@ -90,13 +90,29 @@ def dtype_name(value: Any) -> str | None:
     return str(dtype).removeprefix("torch.")
 
 
+# every object a check makes to hand to the student's code, kept alive until the next check starts: a function that
+# keeps results by `id(x)` then never meets a new array that took the id of a freed one it remembers (its verdict
+# would depend on the allocator). (A record whose measurements are deferred keeps its own list.)
+_held: list[Any] | None = None
+
+
+def _hold(value: Any) -> Any:
+    if _held is not None:
+        _held.append(value)
+    return value
+
+
 def to_framework(value: Any, framework: str | None, dtype: str | None = None) -> Any:
     """Hand a NumPy input to the student's code as the exercise's framework expects it.
 
     Floats become float32 tensors in torch / TensorFlow (float64 arrays in NumPy) unless ``dtype``
     says otherwise; integers and booleans keep their kind. Lists are deep-copied; other values
-    pass through.
+    pass through. While a check runs, every array made here is kept alive until the next check.
     """
+    return _hold(_to_framework(value, framework, dtype)) if isinstance(value, (list, np.ndarray)) else value
+
+
+def _to_framework(value: Any, framework: str | None, dtype: str | None = None) -> Any:
     if isinstance(value, list):
         return copy.deepcopy(value)
     if not isinstance(value, np.ndarray):
@@ -1845,8 +1861,8 @@ def _input_cut(module: Any, args: list[Any]) -> bool:
     import torch
 
     try:
-        wide = [a.detach().clone().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point()
-                else a for a in args]
+        wide = [_hold(a.detach().clone().requires_grad_(True))
+                if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
         floats = [a for a in wide if isinstance(a, torch.Tensor) and a.requires_grad]
         if not floats:
             return False
@@ -2275,7 +2291,7 @@ def _keeps_grad(fn: Callable[..., Any], name: str, inputs: Mapping[str, Any],
         mask = isinstance(v, np.ndarray) and v.size > 0 and bool(np.isin(v, (0.0, 1.0)).all())
         if hasattr(t, "is_floating_point") and t.is_floating_point() and not mask \
                 and (names is None or key in names):
-            t = t.clone().requires_grad_(True)
+            t = _hold(t.clone().requires_grad_(True))
         args.append(t)
     try:
         with warnings.catch_warnings():
@@ -2324,7 +2340,7 @@ def _nan_grad(fn: Callable[..., Any], trials: Sequence[Mapping[str, Any]], frame
 
                     args = {k: to_framework(v, "torch") for k, v in inputs.items()}
                     for k in picked:
-                        args[k] = args[k].clone().requires_grad_(True)
+                        args[k] = _hold(args[k].clone().requires_grad_(True))
                     out = fn(*args.values())
                     if not isinstance(out, torch.Tensor) or not out.requires_grad \
                             or not bool(torch.isfinite(out).all()):
@@ -2376,12 +2392,12 @@ def _grad_mismatch(fn: Callable[..., Any], inputs: Mapping[str, Any],
         return None
 
     def total(shift: float = 0.0, which: int | None = None, grad: bool = False) -> Any:
-        call = [a.clone() if hasattr(a, "clone") else a for a in args]  # (a plain number, such as p, as it is)
+        call = [_hold(a.clone()) if hasattr(a, "clone") else a for a in args]  # (a plain number, such as p, as it is)
         for _, i, v in picked:
             if grad:
                 call[i].requires_grad_(True)
             elif i == which:
-                call[i] = call[i] + shift * v
+                call[i] = _hold(call[i] + shift * v)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             out = fn(*call)
@@ -2895,7 +2911,7 @@ def _grad_mode_differs(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> boo
                 t = to_framework(v, "torch")
                 mask = isinstance(v, np.ndarray) and v.size > 0 and bool(np.isin(v, (0.0, 1.0)).all())
                 if grad and getattr(t, "is_floating_point", lambda: False)() and not mask:
-                    t = t.clone().requires_grad_(True)  # as a model's tensors are while it trains
+                    t = _hold(t.clone().requires_grad_(True))  # as a model's tensors are while it trains
                 args.append(t)
             with _quiet(), torch.no_grad() if off else torch.enable_grad():
                 out = fn(*args)
@@ -2920,7 +2936,7 @@ def _grad_flag_cleared(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> lis
         t = to_framework(v, "torch")
         if getattr(t, "is_floating_point", lambda: False)() and not (
                 isinstance(v, np.ndarray) and v.size > 0 and bool(np.isin(v, (0.0, 1.0)).all())):
-            t = t.clone().requires_grad_(True)
+            t = _hold(t.clone().requires_grad_(True))
         args[k] = t
     flagged = [k for k, t in args.items() if getattr(t, "requires_grad", False)]
     try:
@@ -3179,14 +3195,21 @@ class DeferredRecord(dict):  # type: ignore[type-arg]
     are right, so a wrong answer is judged without them. Reads go through ``get``, ``[]`` or ``in``;
     :meth:`resolved` takes every one (anything that copies, iterates or stores a record needs that first)."""
 
-    def __init__(self, record: Mapping[str, Any], later: Mapping[str, Callable[[], Any]]) -> None:
+    def __init__(self, record: Mapping[str, Any], later: Mapping[str, Callable[[], Any]],
+                 held: list[Any] | None = None) -> None:
         super().__init__(record)
         self._later = dict(later)
+        self._held = held  # what its check handed the student's code: alive while a later measurement may run
 
     def _take(self, key: Any) -> None:
         take = self._later.pop(key, None)
         if take is not None:
-            dict.__setitem__(self, key, _taken(take))
+            global _held
+            outer, _held = _held, self._held  # (its calls' objects join its check's)
+            try:
+                dict.__setitem__(self, key, _taken(take))
+            finally:
+                _held = outer
 
     def __getitem__(self, key: Any) -> Any:
         self._take(key)
@@ -3222,6 +3245,9 @@ def collect(plan: Mapping[str, Any], namespace: Mapping[str, Any], history: Hist
     :class:`DeferredRecord`: the measurements only a right answer needs are taken when first read."""
     if _replaying:
         return _error("replaying", "checked while replaying a cell")
+    global _held
+    _held = []  # (the last check's objects go; this one's stay until the next)
+    held = _held
     run = history.defining(plan["answers"]) if history is not None else None
     if plan["kind"] == "value" and history is not None and cell is None:
         run = _own_cell(history, run, plan)
@@ -3256,4 +3282,4 @@ def collect(plan: Mapping[str, Any], namespace: Mapping[str, Any], history: Hist
         record["default_dtype_own"] = bool(run is not None and re.search(r"set_default_dtype|set_default_tensor_type",
                                                                          run.source))
     later = record.pop(_LATER, None)
-    return DeferredRecord(record, later) if later else record
+    return DeferredRecord(record, later, held) if later else record
