@@ -66,7 +66,10 @@ def max_without_keepdim(scores: np.ndarray) -> np.ndarray:
     shifted scores gives them: `torch.softmax(s - s.max(-1).values, -1)`)."""
     s = np.asarray(scores, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
-        e = np.exp(s - s.max(axis=-1))
+        shifted = s - s.max(axis=-1)
+        # (as the library's softmax computes it, its own row maximum subtracted once more: a row whose wrongly
+        # shifted scores are all far below 0 gives its weights, not 0 / 0)
+        e = np.exp(shifted - shifted.max(axis=-1, keepdims=True))
         return e / e.sum(axis=-1, keepdims=True)
 
 

@@ -464,6 +464,27 @@ def far_below_query(first: dict) -> dict:
     return _rebuilt(first, x=x, w_query=_grid(wq * (120.0 / -float(row.max())), 1 / 16), w_key=wk)
 
 
+def lead_query(first: dict) -> dict:
+    """An edge trial from the first random one with query 2's weights scaled so that its largest scaled score leads
+    the next by 12: the next weight is then about 6e-6, which a shortcut that keeps only the top weight once the lead
+    is large (a one-hot above a lead of 8, say) sets to 0."""
+    x = np.asarray(first["x"], dtype=np.float64)
+    wq = np.asarray(first.get("w_query", np.zeros((x.shape[1], D_K))), dtype=np.float64)
+    wk = np.asarray(first.get("w_key", np.zeros((x.shape[1], D_K))), dtype=np.float64)
+    row = (x[JOURNEY] @ wq) @ (x @ wk).T / np.sqrt(wk.shape[-1])
+    order = np.argsort(row)
+    if len(row) < 2 or not row[order[-1]] - row[order[-2]] > 1e-3:
+        return first  # one word, or two top scores alike: no such row
+    top, second = order[-1], order[-2]
+    stretch = 12.0 / float(row[top] - row[second])
+    if top == JOURNEY:  # (its own embedding makes the query too: the query weights are scaled instead)
+        return _rebuilt(first, w_query=wq * stretch)
+    # the top word's embedding moved away from the second's: its score becomes the second's + 12, the rest stay
+    x[top] = x[second] + (x[top] - x[second]) * stretch
+    return _rebuilt(first, x=x)
+
+
+lead_query.of_first_trial = True
 past_limit_embeddings.of_first_trial = True
 past_limit_query.of_first_trial = True
 far_past_embeddings.of_first_trial = True
@@ -542,9 +563,15 @@ def longer_word(first: dict) -> dict:
 def zero_word(first: dict) -> dict:
     """An edge trial from the first random one: the first word's embedding all zeros (a padding-like token), so its
     score with every word is exactly 0: a softmax that drops the zero scores (`to_sparse()`, a mask of `s == 0`)
-    gives that word no weight, where exp(0) is as real as any other."""
+    gives that word no weight, where exp(0) is as real as any other. The embeddings are shrunk so that every score
+    lies within ±1 (with the projections and without): that weight is then not a small one either."""
     x = np.array(first["x"], dtype=np.float64)
     x[0 if JOURNEY != 0 else -1] = 0.0
+    wq = np.asarray(first.get("w_query", np.eye(x.shape[1])), dtype=np.float64)
+    wk = np.asarray(first.get("w_key", np.eye(x.shape[1])), dtype=np.float64)
+    largest = max(float(np.abs(x @ x.T).max()), float(np.abs((x @ wq) @ (x @ wk).T).max()))
+    if largest > 1.0:  # (every score scales with the square of the embeddings)
+        x = x / np.sqrt(largest)
     return _rebuilt(first, x=x)
 
 
@@ -1124,7 +1151,8 @@ PART_2 = [
            _one("attn_weights_2_qk", _weights_2_qk), reads=("attn_scores_2_qk", "keys"),
            dtype="float32",  # the next step multiplies it with the float32 values
            # scaled scores up to 85: a clamp shows; up to 190: a softmax that does not subtract the maximum fails
-           edge=(near_limit_query, past_limit_query, far_past_query, far_below_query, zero_word),  # a key of 0
+           edge=(near_limit_query, past_limit_query, far_past_query, far_below_query, zero_word,  # a key of 0
+                 lead_query),
            signs={"unstable_softmax": overflow_sign(_weights_2_qk, _scaled_2_qk, 88.0)},
            mistakes={
                "scale_by_d_v": _one("attn_weights_2_qk", lambda attn_scores_2_qk, values, **_:
