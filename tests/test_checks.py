@@ -1424,3 +1424,21 @@ def test_a_cache_keyed_by_id_is_named_whatever_ids_the_allocator_hands_out():
         there = _round_trip(ex, plan, record)
         verdicts.append((here.diagnosis, there.diagnosis))
     assert verdicts == [("stale_value", "stale_value")] * 6
+
+
+def test_a_one_hot_shortcut_for_a_clear_winner_fails_on_every_draw():
+    """02.weights_2_qk written as the softmax, replaced by a one-hot of the top score once it leads the next by more
+    than 8: right to the step's tolerance wherever the lead is below 8 or far above 14, so a replay whose top score
+    leads by 12 is in every plan (it passed on some draws without one)."""
+    torch = pytest.importorskip("torch")
+    ex = spec.get("02.weights_2_qk")
+    cell = ("scaled = attn_scores_2_qk / keys.shape[-1] ** 0.5\n"
+            "attn_weights_2_qk = torch.softmax(scaled, dim=0)\n"
+            "top = scaled.topk(min(2, scaled.numel())).values\n"
+            "if top[0] - top[-1] > 8:\n"
+            "    attn_weights_2_qk = torch.nn.functional.one_hot(scaled.argmax(), scaled.numel()).to(scaled.dtype)\n")
+    ns = answer_namespace(ex, None, "torch") | {"torch": torch}
+    exec(cell, ns)
+    for seed in range(8):
+        outcome = judge(ex, ns, np.random.default_rng(seed), cell=cell)
+        assert outcome.status == "fail", (seed, outcome.message)
