@@ -241,3 +241,18 @@ def test_a_default_taken_before_its_function_was_defined_anew_is_found():
     assert _stale_defaults(namespace["train_step"]) == []
     exec("def answer_loss(a, b):\n    return 1\n", namespace)  # noqa: S102 — fixed, and its cell run again
     assert _stale_defaults(namespace["train_step"]) == ["answer_loss"]
+
+
+@pytest.mark.parametrize("eid", ["02.self_attention", "02.sa_v2", "03.attention_outputs", "04.self_attention",
+                                 "05.self_attention"])
+def test_every_loud_token_replay_is_made_on_every_draw(eid):
+    """A loud-token replay falls back to the trial it is made from when no token can score itself that high; a
+    blockwise softmax that never rescales its sums then passed on such a draw (03.attention_outputs, 1 draw in 40).
+    On 40 draws, each of the step's loud-token replays is made."""
+    ex = spec.get(eid)
+    edges = [e for e in ex.edge if e.__name__.startswith("loud_token")]
+    assert edges
+    for seed in range(40):
+        first = spec.draw(ex, np.random.default_rng(seed))
+        for edge in edges:
+            assert edge(first) is not first, (seed, edge.__name__)  # (what a replay that cannot be made returns)

@@ -4151,20 +4151,23 @@ def loud_token(x: str = "x", w_query: str = "w_query", w_key: str = "w_key", n: 
         rng = np.random.default_rng([*a.shape, n, 24])
         small = rng.normal(scale=(float(a.std()) or 1.0) / quiet, size=(n, a.shape[-1]))
         root = np.sqrt(wk.shape[-1]) if scaled else 1.0
-        m = wq @ wk.T
-        best = np.linalg.eigh((m + m.T) / 2)[1][:, -1]  # the direction that scores itself highest
-        for i in range(100):
-            u = best if i == 0 else rng.normal(size=a.shape[-1])
-            u = u / np.linalg.norm(u)
-            own = float((u @ wq) @ (u @ wk)) / root
-            if own > 0.05 * (np.linalg.norm(wq) * np.linalg.norm(wk) / root + 1e-12):
-                small[-1] = u * np.sqrt(top / own)
-                if twin:
-                    small[0] = small[-1]
-                s = (small @ wq) @ (small @ wk).T / root
-                rest = s[-1, 1:-1] if twin else s[-1, :-1]
-                if rest.max() <= top - gap and np.abs(s[1:-1] if twin else s[:-1]).max() < 60.0:
-                    return {**first, x: small}
+        # (the drawn key weights; if no token can score itself that high with them, the query weights as key
+        # weights too, whose every direction scores itself above 0)
+        for keys in (wk, wq) if wq.shape == wk.shape else (wk,):
+            m = wq @ keys.T
+            best = np.linalg.eigh((m + m.T) / 2)[1][:, -1]  # the direction that scores itself highest
+            for i in range(100):
+                u = best if i == 0 else rng.normal(size=a.shape[-1])
+                u = u / np.linalg.norm(u)
+                own = float((u @ wq) @ (u @ keys)) / root
+                if own > 0.05 * (np.linalg.norm(wq) * np.linalg.norm(keys) / root + 1e-12):
+                    small[-1] = u * np.sqrt(top / own)
+                    if twin:
+                        small[0] = small[-1]
+                    s = (small @ wq) @ (small @ keys).T / root
+                    rest = s[-1, 1:-1] if twin else s[-1, :-1]
+                    if rest.max() <= top - gap and np.abs(s[1:-1] if twin else s[:-1]).max() < 60.0:
+                        return {**first, x: small} if keys is wk else {**first, x: small, w_key: keys.copy()}
         return first
 
     edge.of_first_trial = True
