@@ -222,9 +222,9 @@ ATTENTION_HINTS = {
     "shows the future. In masked_fill, True means 'hide': pass `self.causal_mask[:seq, :seq]` as it is.",
     "fully_masked_row": "Your mask hides the diagonal too, so the first query has no key left and its row is "
     "0/0 = NaN. A token may attend to itself: hide only the keys after it (torch.triu(…, diagonal=1)).",
-    "dropout_before_softmax": "Your layer drops the scores, before the mask and the softmax: the softmax then "
-    "spreads the weight again over what is left. Dropout acts on the attention weights, after the softmax and "
-    "before the product with the values.",
+    "dropout_before_softmax": "Your layer drops the scores, before the softmax: a dropped score becomes 0 (and a "
+    "dropped −∞ of the mask becomes 0 × −∞ = NaN), and the softmax then spreads the weight again over what is left. "
+    "Dropout acts on the attention weights, after the softmax and before the product with the values.",
 }
 
 
