@@ -523,6 +523,11 @@ def batch_of_one(*names: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     return cut
 
 
+def trial_size(inputs: Mapping[str, Any]) -> int:
+    """How many numbers a trial's arrays hold (what a call on it costs, roughly)."""
+    return sum(np.size(v) for v in inputs.values() if isinstance(v, np.ndarray))
+
+
 def draw(ex: Exercise, rng: np.random.Generator) -> dict[str, Any]:
     """Fresh inputs on which the reference and every catalogued variant can be told apart."""
     for _ in range(MAX_DRAWS):
@@ -566,7 +571,7 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
     if ex.kind == "function" and len(fresh) > n >= 1:
         # the last trial is the one a function is called on again (what it keeps between calls: a cache, an output
         # array it fills again): the smallest random trial, not a long edge
-        small = min(range(n), key=lambda i: sum(np.size(v) for v in fresh[i].values() if isinstance(v, np.ndarray)))
+        small = min(range(n), key=lambda i: trial_size(fresh[i]))
         fresh.append(fresh.pop(small))
         drawn = [*range(n - 1), len(fresh) - 1]
     probe_rng = rngs[0] if rngs else np.random.default_rng(0)
@@ -2705,8 +2710,7 @@ def _diagnose(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]], 
 
     # the small trials first: a variant that does not explain the answer is mostly told so before a long input's
     # turn (the outcome does not depend on the order)
-    order = sorted(range(len(trials)), key=lambda t: sum(np.size(v) for v in trials[t][1].values()
-                                                         if isinstance(v, np.ndarray)))
+    order = sorted(range(len(trials)), key=lambda t: trial_size(trials[t][1]))
     for code in ex.mistakes:
         informative: set[int] = set()
         ok = True

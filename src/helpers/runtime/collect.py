@@ -2707,7 +2707,8 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             # (the largest of at most 5 000 numbers: one of 30 000 costs more calls than it tells)
             sizes = [sum(np.size(v) for v in t.values() if isinstance(v, np.ndarray))
                      for t in plan["trials"][:len(record["answers"])]]
-            big = max(range(len(sizes)), key=lambda i: (sizes[i] <= 5000, sizes[i] if sizes[i] <= 5000 else -sizes[i]))
+            fits = [i for i, size in enumerate(sizes) if size <= 5000]
+            big = max(fits, key=sizes.__getitem__) if fits else min(range(len(sizes)), key=sizes.__getitem__)
             record["draws"] = _draws_at_random(fn, plan["trials"][big], framework,
                                                next(iter(record["answers"][big].values()), None))
         if framework == "torch" and not plan.get("module") and plan.get("trials"):
