@@ -18,7 +18,7 @@ import numpy as np
 
 from ..convert import framework_of, to_array
 from ..runtime.collect import _module_of, dtype_name, to_framework
-from .spec import Exercise
+from .spec import Exercise, _as_named
 
 __all__ = ["answer_namespace", "in_framework", "student_cell", "student_function"]
 
@@ -97,13 +97,19 @@ def _trainable_module(n: int, names: tuple[str, ...] = ()) -> Any:
     return module.eval()  # as a module is when its answers are computed
 
 
+def _computed(ex: Exercise, code: str | None, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The right answers (``code`` None) or mistake ``code``'s, computed anew each time, as a student's code does
+    (not the check's kept copies of the reference and the variants)."""
+    with np.errstate(all="ignore"):
+        return _as_named(ex, (ex.reference if code is None else ex.mistakes[code])(**inputs))
+
+
 def student_cell(ex: Exercise, code: str | None = None, framework: str | None = None) -> Callable[..., dict]:
     """A value step's "cell": computes the answer (right, or with mistake ``code``) from its inputs."""
     framework = framework or ex.framework
 
     def cell(**inputs: Any) -> dict[str, Any]:
-        plain = _plain(inputs)
-        out = ex.expected(plain) if code is None else ex.variant(code, plain)
+        out = _computed(ex, code, _plain(inputs))
         return {name: _answer(ex, out[name], framework) for name in ex.answers}
 
     return cell
@@ -125,7 +131,7 @@ def student_function(ex: Exercise, code: str | None, framework: str | None) -> C
                 plain[key] = arr.astype(like.dtype) if like.dtype.kind in "biu" else arr
             else:
                 plain[key] = arg
-        res = ex.expected(plain) if code is None else ex.variant(code, plain)
+        res = _computed(ex, code, plain)
         # in the dtype of its float inputs, as a framework's own operations give (float64 in, float64 out); not where
         # a gradient is asked for (made in NumPy, its gradient is a stand-in, which the float64 comparison of the
         # gradient with central differences would take for a wrong one)

@@ -267,14 +267,15 @@ class Exercise:
 
 
 # the last answers computed by a reference or a wrong variant: (exercise, code, inputs) -> (that exercise, those
-# inputs, their values, the answers); the objects are kept, so an id is never another object's while its entry lives
-_KEPT: dict[tuple[int, str, int], tuple[Any, Mapping[str, Any], tuple[Any, ...], dict[str, np.ndarray]]] = {}
+# inputs, their values, the answers, the bytes they hold); the objects are kept, so an id is never another object's
+# while its entry lives
+_KEPT: dict[tuple[int, str, int], tuple[Any, Mapping[str, Any], tuple[Any, ...], dict[str, np.ndarray], int]] = {}
 _KEPT_BYTES = [0]
 KEPT_LIMIT = 64 * 2**20  # bytes of answers and inputs kept at most (counted per entry)
 
 
-def _nbytes(entry: tuple[Any, Mapping[str, Any], tuple[Any, ...], dict[str, Any]]) -> int:
-    return sum(int(getattr(a, "nbytes", 0)) for a in (*entry[2], *entry[3].values()))
+def _nbytes(values: tuple[Any, ...], answers: dict[str, Any]) -> int:
+    return sum(int(getattr(a, "nbytes", 0)) for a in (*values, *answers.values()))
 
 
 def _kept_answers(ex: Exercise, code: str, inputs: Mapping[str, Any], compute: Callable[..., Any]) -> dict[str, Any]:
@@ -287,11 +288,11 @@ def _kept_answers(ex: Exercise, code: str, inputs: Mapping[str, Any], compute: C
         with np.errstate(all="ignore"):  # a wrong variant may well overflow: that is the point of some
             answers = _as_named(ex, compute(**inputs))
         if kept is not None:
-            _KEPT_BYTES[0] -= _nbytes(_KEPT.pop(key))
-        _KEPT[key] = kept = (ex, inputs, values, answers)
-        _KEPT_BYTES[0] += _nbytes(kept)
+            _KEPT_BYTES[0] -= _KEPT.pop(key)[4]
+        _KEPT[key] = kept = (ex, inputs, values, answers, _nbytes(values, answers))
+        _KEPT_BYTES[0] += kept[4]
         while (_KEPT_BYTES[0] > KEPT_LIMIT or len(_KEPT) > 2048) and len(_KEPT) > 1:
-            _KEPT_BYTES[0] -= _nbytes(_KEPT.pop(next(iter(_KEPT))))
+            _KEPT_BYTES[0] -= _KEPT.pop(next(iter(_KEPT)))[4]
     return {k: v.copy() for k, v in kept[3].items()}
 
 
@@ -451,12 +452,32 @@ def _allclose(a: np.ndarray, b: np.ndarray, rtol: float, atol: Any) -> bool:
         return bool((ok | (a == b) | (np.isnan(a) & np.isnan(b))).all())
 
 
+# per exercise, the two outputs (the reference "" or a variant's key) that last could not be told apart on a draw:
+# the next draw tries that pair first (a draw that fails, fails mostly there; the outcome is the same, sooner)
+_CLASHED: dict[str, tuple[str, str]] = {}
+_SEPARATE_ERRORS = (ArithmeticError, ValueError, IndexError, KeyError, TypeError)
+
+
+def _clashes_again(ex: Exercise, inputs: Mapping[str, Any], rtol: float, atol: float) -> bool:
+    """Are the two outputs that last clashed on a draw of this exercise alike on these inputs too?"""
+    pair = _CLASHED.get(ex.id)
+    if pair is None:
+        return False
+    try:
+        a, b = (_flat(ex.expected(inputs) if key == "" else ex.variant(key, inputs), ex.answers) for key in pair)
+    except _SEPARATE_ERRORS:
+        return False
+    return a[0] is not None and a[0] == b[0] and _close_to_any(b[1], [a[1]], rtol, atol)
+
+
 def separates(ex: Exercise, inputs: Mapping[str, Any]) -> bool:
     """Do the reference and every wrong variant differ from each other on these inputs (well beyond
     the tolerance)? For a value step (not an axis), the reference must also differ from the notebook's own
     answer, so that a hard-coded answer cannot pass a replay."""
     rtol, atol = ex.rtol * SEPARATION, ex.atol * SEPARATION
-    errors = (ArithmeticError, ValueError, IndexError, KeyError, TypeError)
+    errors = _SEPARATE_ERRORS
+    if _clashes_again(ex, inputs, rtol, atol):
+        return False
     try:
         outs = [ex.expected(inputs)]
         if ex.kind == "value" and ex.predicts != "axis":  # an axis is the same for every size: typed in is right
@@ -467,20 +488,24 @@ def separates(ex: Exercise, inputs: Mapping[str, Any]) -> bool:
         return False
     # the outputs so far, flat, by the shapes of their answers, with the catalogue code each one names ("" for
     # the reference and the notebook's answer): two forms of one mistake (`code:float32`) may agree on ordinary inputs
-    seen: dict[tuple, list[tuple[str, np.ndarray]]] = {}
-    for out in outs:
+    # (with the key each came from: "" the reference, None the notebook's answer)
+    seen: dict[tuple, list[tuple[str, np.ndarray, str | None]]] = {}
+    for out, key in zip(outs, ("", None)):
         shapes, flat = _flat(out, ex.answers)
-        seen.setdefault(shapes, []).append(("", flat))
+        seen.setdefault(shapes, []).append(("", flat, key))
     for code in ex.mistakes:
         try:
             wrong = ex.variant(code, inputs)
         except errors:  # undefined for these sizes (a product of non-square matrices): the student's cell raises
             continue    # too, and the check names the mistake from the notebook's own numbers (see diagnose)
         shapes, flat = _flat(wrong, ex.answers)
-        others = [f for c, f in seen.get(shapes, []) if c != code_of(code)] if shapes is not None else []
-        if others and _close_to_any(flat, others, rtol, atol):
+        others = [(f, k) for c, f, k in seen.get(shapes, []) if c != code_of(code)] if shapes is not None else []
+        if others and _close_to_any(flat, [f for f, _ in others], rtol, atol):
+            alike = next((k for f, k in others if _close_to_any(flat, [f], rtol, atol)), None)
+            if alike is not None:
+                _CLASHED[ex.id] = (alike, code)
             return False
-        seen.setdefault(shapes, []).append((code_of(code), flat))
+        seen.setdefault(shapes, []).append((code_of(code), flat, code))
     return True
 
 
@@ -498,7 +523,11 @@ def _close_to_any(new: np.ndarray, outs: Sequence[np.ndarray], rtol: float, atol
     at once (one array operation instead of one call per pair: the variants of an exercise are compared pairwise
     on every draw)."""
     with np.errstate(invalid="ignore", over="ignore"):
-        return bool(np.isclose(new, np.stack(outs), rtol=rtol, atol=atol, equal_nan=True).all(axis=1).any())
+        others = np.stack(outs)
+        ok = (np.abs(others - new) <= atol + rtol * np.abs(others)) & np.isfinite(others)
+        if not np.isfinite(new).all():  # inf matches an inf of the same sign, NaN matches NaN
+            ok |= (others == new) | (np.isnan(others) & np.isnan(new))
+        return bool(ok.all(axis=1).any())
 
 
 def one_row(rows: str, column: str | None = None) -> Callable[[dict[str, Any]], dict[str, Any]]:

@@ -205,9 +205,12 @@ def _blockwise(q, k, v, block_size, *, allowed: Allowed | None = None, zeroed: A
             s = q @ k[start : start + block_size].T / scale
             if zeroed is not None:
                 s = np.where(zeroed(rows, cols), 0.0, s)
-            ok = np.ones(s.shape, dtype=bool) if allowed is None else np.broadcast_to(allowed(rows, cols), s.shape)
-            s = np.where(ok, s, -np.inf)
-            active = ok.any(axis=1)
+            if allowed is None:  # every key of the block (the usual case: nothing to hide, every query active)
+                active = np.full(n_q, s.shape[1] > 0)
+            else:
+                ok = np.broadcast_to(allowed(rows, cols), s.shape)
+                s = np.where(ok, s, -np.inf)
+                active = ok.any(axis=1)
             b_max = s.max(axis=1) if per_row else np.full(n_q, s.max())
             m_new = b_max if local_max else np.maximum(m, b_max)
             alpha = np.exp(m - m_new)
