@@ -1504,6 +1504,9 @@ def _module_drops(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
                 still = type(module)(**{**make, "dropout": 0.0})
                 trained, evaluated = still.train()(tokens), still.eval()(tokens)
                 out["drops_at_zero"] = not bool(torch.equal(trained, evaluated))
+            parts = probe["inputs"].get("parts")
+            if attention is not None and isinstance(parts, Mapping):
+                out["train_mismatch"] = _off_its_parts(fresh, attention, tokens, parts)
             layer = next((m for m in fresh.modules() if m is not fresh and isinstance(getattr(m, "num_heads", None),
                                                                                        int)), None)
             if layer is not None and "d_model" in make:
@@ -1515,6 +1518,30 @@ def _module_drops(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
     finally:
         torch.set_rng_state(state)
     return out
+
+
+def _off_its_parts(model: Any, layer: Any, tokens: Any, parts: Mapping[str, Any]) -> bool | None:
+    """In training mode, is ``model(tokens)`` something else than its parts put together as the step asks: the
+    embeddings ``parts["tokens"][tokens] + parts["positions"][:seq]`` plus what its attention ``layer`` gave
+    (whatever that layer's dropout drew), times ``parts["readout"]``? (A dropout of the model's own on the logits,
+    a scale in training mode only.) None: it could not be told (a parameter missing, the layer not run once)."""
+    import torch
+
+    names = (parts.get("tokens"), parts.get("positions"), parts.get("readout"))
+    if not all(isinstance(n, str) and isinstance(getattr(model, n, None), torch.Tensor) for n in names):
+        return None
+    seen: list[Any] = []
+    hook = layer.register_forward_hook(lambda _m, _args, result: seen.append(result))
+    try:
+        model.train()
+        logits = model(tokens)
+    finally:
+        hook.remove()
+    if len(seen) != 1 or not isinstance(seen[0], torch.Tensor) or not isinstance(logits, torch.Tensor):
+        return None
+    emb, pos, readout = (getattr(model, n) for n in names)
+    want = (emb[tokens] + pos[: tokens.shape[1]] + seen[0]) @ readout
+    return want.shape != logits.shape or not bool(torch.allclose(logits, want, rtol=1e-4, atol=1e-5))
 
 
 def _module_dropout(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:

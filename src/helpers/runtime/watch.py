@@ -207,6 +207,14 @@ _STRUCTURAL = {np.transpose, np.swapaxes, np.moveaxis, np.reshape, np.ravel, np.
                np.expand_dims, np.atleast_2d, np.split, np.array_split, np.concatenate, np.vstack, np.stack}
 
 
+# the array functions that multiply queries with keys (the operators and ufuncs, `@` and `*`, come through
+# __array_ufunc__); np.linalg's are NumPy 2's
+_PRODUCTS = {f for f in (np.dot, np.vdot, np.inner, np.outer, np.tensordot, np.einsum, np.kron, np.cross,
+                         np.correlate, np.convolve, np.linalg.multi_dot, getattr(np.linalg, "matmul", None),
+                         getattr(np.linalg, "tensordot", None), getattr(np.linalg, "outer", None),
+                         getattr(np.linalg, "vecdot", None), getattr(np.linalg, "cross", None)) if f is not None}
+
+
 class _Tokens(np.ndarray):
     """Queries (``role="q"``) or keys (``"k"``) that know, for every entry, which token (row) it belongs
     to, through slicing, indexing, transposing and reshaping. A product (``@``, ``*``, ``np.dot``,
@@ -292,7 +300,9 @@ class _Tokens(np.ndarray):
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         tracked = _tokens_of(list(args)) + _tokens_of(list(kwargs.values()))
-        keys = _record(tracked, paired=func is np.einsum and _einsum_paired(args))
+        # only a function that multiplies what it is given makes scores (np.result_type(q, k, v) or np.stack([q, k])
+        # takes queries and keys together and makes none)
+        keys = _record(tracked, paired=func is np.einsum and _einsum_paired(args)) if func in _PRODUCTS else None
         result = func(*_unwrap(args), **{key: _unwrap(value) for key, value in kwargs.items()})
         if keys is not None:
             return _Scores.of(result, keys, tracked[0]._log)

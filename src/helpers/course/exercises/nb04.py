@@ -55,6 +55,8 @@ from ..spec import (
     overflow_sign,
     register,
     rows_reversed,
+    sum_overflow_hint,
+    sum_overflow_sign,
     upstream_of,
     zero_row,
 )
@@ -1089,6 +1091,32 @@ def wider_spread(inputs: dict) -> dict:
     return _numpy_world_of(inputs, inputs["x_np"], inputs["w_query_np"], wk, inputs["w_value_np"])
 
 
+def twin_near_limit_np(inputs: dict) -> dict:
+    """An edge replay of the NumPy step where word 1 scores two keys alike (word 2 a copy of word 1) at 709.15 to
+    709.75, scaled, just below exp's limit in float64: each exponential fits, their sum does not, and a softmax
+    written out gives 0s there (x / inf), with no NaN to see, where the right weights are halves. Whole numbers
+    throughout (see :func:`_tied_words`), so that projections made in float32 are exact. From a generator seeded
+    by the replay's own words."""
+    x = np.asarray(inputs["x_np"])
+    rng = np.random.default_rng([int(abs(v)) % 1000 + 5 for v in np.ravel(x)][:64] + [709])
+    d_model, d_k = int(x.shape[1]), int(np.shape(inputs["w_key_np"])[1])
+    words = _tied_words(rng, d_model, d_k, 709.15, 709.75)
+    if words is None:
+        return inputs
+    eye = np.eye(d_model, d_k)
+    return _numpy_world_of(inputs, words, eye, eye, inputs["w_value_np"])
+
+
+def _tensorflow_results_of(inputs: dict, n: int, seed_words) -> dict:
+    """TensorFlow's results, which the NumPy step's cell compares with its own, for a sentence of ``n`` words (4 to
+    6), from other words (a draw seeded by ``seed_words``), as always."""
+    plain = world(np.random.default_rng([int(v) % 1000 for v in np.ravel(seed_words)][:64]),
+                  d_v=int(np.shape(inputs["w_value_np"])[-1]), signed=False)
+    other = _world_from(_six_words(plain["x"], low=0).astype(np.int64)[:n], plain["w_query"], plain["w_key"],
+                        plain["w_value"])
+    return {name: other[name] for name in NUMPY_INDEPENDENT if name in inputs}
+
+
 def far_above(inputs: dict) -> dict:
     """An edge replay of the NumPy step with every query's first entry raised by 2 BIG (see :func:`_levels`): every
     row of scores then lies 800 000 or more above 0 (scaled), with its spreads as before. A shift by nearly each
@@ -1123,12 +1151,7 @@ def six_words_np(inputs: dict) -> dict:
     sums over the example's 4 keys (`e[:, :4]`) show."""
     x = _six_words(inputs["x_np"], levels=True)
     out = _numpy_world_of(inputs, x, inputs["w_query_np"], inputs["w_key_np"], inputs["w_value_np"])
-    # TensorFlow's results, which the cell compares with its own, of 6 words as well (from other words, as always)
-    plain = world(np.random.default_rng([int(v) % 1000 for v in np.ravel(x)][:64]),
-                  d_v=int(np.shape(inputs["w_value_np"])[-1]), signed=False)
-    other = _world_from(_six_words(plain["x"], low=0).astype(np.int64), plain["w_query"], plain["w_key"],
-                        plain["w_value"])
-    return out | {name: other[name] for name in NUMPY_INDEPENDENT if name in out}
+    return out | _tensorflow_results_of(inputs, len(x), x)  # (of 6 words as well)
 
 
 def far_below(inputs: dict) -> dict:
@@ -1397,13 +1420,17 @@ def past_limit_weights(inputs: dict) -> dict:
     raise RuntimeError("no words with such scores")
 
 
-def _scaled_words(inputs: dict, tag: int, factor_of) -> dict:
+def _scaled_words(inputs: dict, tag: int, factor_of, twin: bool = False) -> dict:
     """An edge replay: the words of a fresh draw times the whole number ``factor_of(scaled scores)`` gives (None:
-    draw again), from a generator seeded by the replay's own words."""
+    draw again), from a generator seeded by the replay's own words (``twin``: word 2 a copy of word 1, so that every
+    row scores keys 1 and 2 alike)."""
     rng = np.random.default_rng([int(v) + 5 for v in np.ravel(inputs["word_1"])] + [tag])
     for _ in range(4000):
         base = world(rng, widths=True)
         words, wq, wk = (np.asarray(base[n]) for n in ("x", "w_query", "w_key"))
+        if twin:
+            words = words.copy()
+            words[1] = words[0]
         s = (words @ wq) @ (words @ wk).T / np.sqrt(wk.shape[-1])
         if (factor := factor_of(s)) is not None:
             full = _world_from(words * factor, wq, wk, np.asarray(base["w_value"]))
@@ -1424,6 +1451,73 @@ def far_past_weights(inputs: dict) -> dict:
     return _scaled_words(inputs, 800, _far_past_factor)
 
 
+def _as_squares(total: int, n: int) -> np.ndarray | None:
+    """Whole numbers, at most three of them non-zero, whose squares sum to ``total`` (an ``n``-vector), or None."""
+    top = int(np.sqrt(total))
+    for a in range(top, 0, -1):
+        for b in range(min(a, int(np.sqrt(total - a * a))), -1, -1):
+            c2 = total - a * a - b * b
+            c = int(round(np.sqrt(c2)))
+            if c * c == c2 and c <= b and (n >= 3 or c == 0) and (n >= 2 or b == 0):
+                return np.array([a, b, c, *([0] * max(n - 3, 0))][:n], dtype=np.int64)
+    return None
+
+
+def _tied_words(rng: np.random.Generator, d_model: int, d_k: int, low: float, high: float) -> np.ndarray | None:
+    """Four words of whole numbers, d_model wide (3 or more), for query and key weights that are both the identity (a
+    word's score with another is their dot product, over the first d_k entries): words 1 and 2 alike, their square
+    norm between ``low`` and ``high`` times √d_k, the two others small (entries −2 … 2), so that every score of
+    word 1 but those two lies far below. None where no such norm exists (never for the widths drawn)."""
+    n = min(d_model, d_k)
+    word = next((w for t in range(int(np.ceil(low * np.sqrt(d_k))), int(np.floor(high * np.sqrt(d_k))) + 1)
+                 if (w := _as_squares(t, n)) is not None), None)
+    if word is None:
+        return None
+    words = rng.integers(-2, 3, size=(4, d_model))
+    words[0, :] = words[1, :] = 0
+    words[0, :n] = words[1, :n] = word
+    return words
+
+
+def tied_near_limit(inputs: dict) -> dict:
+    """An edge replay where word 1 scores two keys alike (word 2 a copy of word 1) at 88.15 to 88.65, scaled: each
+    exponential is a float32 number, their sum overflows to inf, and each weight written out as exp / sum comes out
+    0, with no NaN nor inf anywhere, where the right weights are 0.5 and 0.5. A softmax that falls back to the
+    shifted one only when a NaN or an inf shows fails there. See :func:`_tied_words`. From a generator seeded by the
+    replay's own words."""
+    rng = np.random.default_rng([int(v) + 5 for v in np.ravel(inputs["word_1"])] + [88])
+    base = world(rng, widths=True)
+    d_k, w_value = int(np.shape(base["w_key"])[1]), np.asarray(base["w_value"])
+    d_model = max(int(w_value.shape[0]), 3)
+    if w_value.shape[0] != d_model:
+        w_value = rng.integers(-2, 3, size=(d_model, w_value.shape[1]))
+    words = _tied_words(rng, d_model, d_k, 88.15, 88.65)
+    if words is None:
+        return inputs
+    eye = np.eye(d_model, d_k, dtype=np.int64)
+    full = _world_from(words, eye, eye, w_value)
+    return {name: full[name] for name in inputs}
+
+
+def word_1_far_below(inputs: dict) -> dict:
+    """An edge replay whose word 1 scores every key 110 or more below 0 (scaled), where float32's exp of each is 0:
+    a softmax that subtracts the maximum only when it is large (or a maximum clamped at 0) gives 0 / 0 there. The
+    query weights are the identity and the key weights its negative (a word's score with another is minus their dot
+    product), the words near one another and long. From a generator seeded by the replay's own words."""
+    rng = np.random.default_rng([int(v) + 5 for v in np.ravel(inputs["word_1"])] + [110])
+    base = world(rng, widths=True)
+    d_k, w_value = int(np.shape(base["w_key"])[1]), np.asarray(base["w_value"])
+    d_model = int(w_value.shape[0])
+    n = min(d_model, d_k)
+    level = int(np.ceil(np.sqrt(110.0 * np.sqrt(d_k) / n))) + 2  # word 1 · each word ≥ n·level·(level − 1)
+    words = np.zeros((4, d_model), dtype=np.int64)
+    words[:, :n] = level + rng.integers(-1, 2, size=(4, n))
+    words[1] = words[0] + rng.integers(-1, 2, size=d_model)
+    eye = np.eye(d_model, d_k, dtype=np.int64)
+    full = _world_from(words, eye, -eye, w_value)
+    return {name: full[name] for name in inputs}
+
+
 def _first_row_past_factor(s: np.ndarray) -> int | None:
     top = float(s[0].max())
     if top <= 0:
@@ -1438,6 +1532,10 @@ def word_1_past_limit(inputs: dict) -> dict:
     """An edge replay whose word 1 scores a key between 120 and 200 (scaled), where tf.exp overflows float32: a
     softmax of word 1's scores written out without their maximum (a log-sum-exp too) fails."""
     return _scaled_words(inputs, 201, _first_row_past_factor)
+
+
+def _scaled_scores_1_of(attn_scores_1, key_1, **_):
+    return np.ravel(_f(attn_scores_1)) / _sqrt_dk(key_1)
 
 
 def _scaled_scores_of(attn_scores, keys, **_):
@@ -1501,9 +1599,14 @@ def _exercises() -> list[Exercise]:
               reads=("query_1", "key_1", "key_2", "key_3", "key_4"),
               mistakes=SCORES_1_MISTAKES, hints=SCORES_1_HINTS, dtype="int32", edge=large_int_scores),
         value("04.weights_1", "The weights of word 1", ("attn_weights_1",), ref_weights_1,
-              reads=("attn_scores_1", "key_1"), mistakes=WEIGHTS_1_MISTAKES, hints=WEIGHTS_1_HINTS,
+              reads=("attn_scores_1", "key_1"), mistakes=WEIGHTS_1_MISTAKES,
+              hints={**WEIGHTS_1_HINTS, "unstable_softmax:sum": sum_overflow_hint("float32")},
+              signs={"unstable_softmax": overflow_sign(ref_weights_1, _scaled_scores_1_of, 88.0),
+                     "unstable_softmax:sum": sum_overflow_sign(ref_weights_1, _scaled_scores_1_of, "float32")},
               # and word 1's scores past float32's exp limit: a softmax written out without the maximum fails
-              dtype="float32", widths=True, edge=(narrow_keys, zero_key_entry, word_1_past_limit), **TIGHT),
+              # and word 1's two largest scores alike, just below the limit (their sum past it), or all far below 0
+              dtype="float32", widths=True,
+              edge=(narrow_keys, zero_key_entry, word_1_past_limit, tied_near_limit, word_1_far_below), **TIGHT),
         value("04.attention_1", "The output of word 1", ("output_1",), ref_output_1,
               reads=("attn_weights_1", *values), mistakes=OUTPUT_1_MISTAKES, hints=OUTPUT_1_HINTS,
               computed_with=("attn_weights_1",),  # the weights of the step before, not made again in this cell
@@ -1531,15 +1634,19 @@ def _exercises() -> list[Exercise]:
         # word 1's weights of step 4 from another draw: a row copied from them (not computed) shows
         value("04.weights", "The weight matrix", ("attn_weights",), ref_weights, reads=("attn_scores", "keys"),
               independent=("attn_weights_1",),
-              mistakes=WEIGHTS_MISTAKES, hints=WEIGHTS_HINTS, dtype="float32", widths=True,
+              mistakes=WEIGHTS_MISTAKES, hints={**WEIGHTS_HINTS, "unstable_softmax:sum": sum_overflow_hint("float32")},
+              dtype="float32", widths=True,
               # scaled scores up to 86: a clamp shows; up to 200: a softmax without each row's maximum fails
               # (no row far below 0: these integer words rarely give one, and drawing one costs a check 60 ms)
               # and 6 words: rows of the example's 4 (a reshape to `[-1, 4]`) show
-              edge=(narrow_keys, near_limit_weights, past_limit_weights, far_past_weights, zero_key_entry, six_words),
+              # and word 1's two largest scores alike just below the limit (their sum past it), or all far below 0
+              edge=(narrow_keys, near_limit_weights, past_limit_weights, far_past_weights, zero_key_entry, six_words,
+                    tied_near_limit, word_1_far_below),
               # (relative 1e-4: a softmax as exp(s − logsumexp(s)) in float32 rounds the log-sum-exp of scores near
               # 1 000 to its last bit, 6e-5, which moves every weight by that much relative)
               rtol=1e-4, atol=TIGHT["atol"],
               signs={"unstable_softmax": overflow_sign(ref_weights, _scaled_scores_of, 88.0),
+                     "unstable_softmax:sum": sum_overflow_sign(ref_weights, _scaled_scores_of, "float32"),
                      "global_max_subtraction": global_shift_sign(ref_weights, _scaled_scores_of, 87.0,
                                                                  atol=TIGHT["atol"])}),
         # word 1's output of step 5 from another draw: a row copied from it (not computed) shows
@@ -1556,11 +1663,13 @@ def _exercises() -> list[Exercise]:
               reads=("x_np", "w_query_np", "w_key_np", "w_value_np"), inputs=_numpy_inputs,
               # float64 is the point of the cross-check: an answer rounded to 5 decimals (off by up to 5e-6 here) does
               # not pass; TensorFlow's float32 results, off by ~1e-7, are still told apart as copies
-              framework="numpy", mistakes=NUMPY_MISTAKES, hints=NUMPY_HINTS, rtol=5e-7, atol=1e-9,
+              framework="numpy", mistakes=NUMPY_MISTAKES, rtol=5e-7, atol=1e-9,
+              hints={**NUMPY_HINTS, "unstable_softmax:sum": sum_overflow_hint("float64")},
               not_with=("tf", "tensorflow", "torch", "keras", "jax"),  # NumPy only: no other library's tensors
               dtype="float64", widths=True, levels=True,
-              edge=(wider_spread, widest_last, far_below, far_above, six_words_np),
-              signs={"unstable_softmax": overflow_sign(ref_outputs_np, _np_scaled_scores, 709.0)}),  # float64
+              edge=(wider_spread, widest_last, far_below, far_above, six_words_np, twin_near_limit_np),
+              signs={"unstable_softmax": overflow_sign(ref_outputs_np, _np_scaled_scores, 709.0),  # float64
+                     "unstable_softmax:sum": sum_overflow_sign(ref_outputs_np, _np_scaled_scores, "float64")}),
         Exercise(
             "04.scaled_attention",
             title="scaled_attention(q, k, v)",
@@ -1570,7 +1679,7 @@ def _exercises() -> list[Exercise]:
             reference=ref_scaled_attention,
             native=native_scaled_attention,
             mistakes=FN_MISTAKES,
-            hints=FN_HINTS,
+            hints={**FN_HINTS, "unstable_softmax:sum": sum_overflow_hint("float32")},
             notebook=NOTEBOOK,
             framework="tensorflow",
             dtype="float32",
@@ -1582,9 +1691,11 @@ def _exercises() -> list[Exercise]:
             edge=(one_row("q", "v"), large_scores(), zero_row("k"), many_words,  # and 13 words: a top-8 shows
                   last_key_loudest, large_scores(top=3e4),  # a score of 30 000: a clip at ±1e4 shows
                   first_query_far_below, zero_in_first_key, long_words,  # and 100 words: tiles of 64 show
-                  second_key_loudest, second_key_past_int32),  # and 200 000 on key 1: 0.999 of the maximum, or
+                  second_key_loudest, second_key_past_int32,  # and 200 000 on key 1: 0.999 of the maximum, or
                   # `s[:, ::2]`'s, shows; and 3·10⁹: a maximum cast to int32 shows
-            signs={"unstable_softmax": overflow_sign(ref_scaled_attention, _qk_scores, 88.0)},  # float32
+                  large_scores(top=88.4, second=1.0)),  # and two scores of 88.4: each exp fits float32, the sum not
+            signs={"unstable_softmax": overflow_sign(ref_scaled_attention, _qk_scores, 88.0),  # float32
+                   "unstable_softmax:sum": sum_overflow_sign(ref_scaled_attention, _qk_scores, "float32")},
             widths=("k", "v"),  # "any n, d_k and d_v": values wider than the keys in some trial, narrower in another
             points=2,
         ),
@@ -1597,7 +1708,7 @@ def _exercises() -> list[Exercise]:
             reference=ref_self_attention,
             native=native_self_attention,
             mistakes=SELF_MISTAKES,
-            hints=SELF_HINTS,
+            hints={**SELF_HINTS, "unstable_softmax:sum": sum_overflow_hint("float32")},
             notebook=NOTEBOOK,
             framework="tensorflow",
             dtype="float32",
@@ -1610,8 +1721,10 @@ def _exercises() -> list[Exercise]:
             # and 100 tokens: a local window, or tiles of 64 keys not rescaled, show
             # and 600 tokens, the last one loud: tiles of 64 or 512 keys not rescaled show whatever the draw
             edge=(one_row("x", "w_value"), rows_reversed("x"), large_scores(x="x"), zero_row("x"),
-                  more_rows("x", 100), loud_token(n=600)),
-            signs={"unstable_softmax": overflow_sign(ref_self_attention, _xw_scores, 88.0)},
+                  more_rows("x", 100), loud_token(n=600),
+                  large_scores(x="x", top=88.4, second=1.0)),  # and two scores of 88.4: their exps' sum past float32
+            signs={"unstable_softmax": overflow_sign(ref_self_attention, _xw_scores, 88.0),
+                   "unstable_softmax:sum": sum_overflow_sign(ref_self_attention, _xw_scores, "float32")},
             widths=("w_key", "w_value"),
             depends_on=("04.scaled_attention",),
             points=2,

@@ -39,6 +39,8 @@ from ..spec import (
     register,
     repeated_row,
     rows_reversed,
+    sum_overflow_hint,
+    sum_overflow_sign,
     upstream_of,
     zero_row,
 )
@@ -382,6 +384,14 @@ def level_rows(inputs: dict) -> dict:
     the case of identical tokens). A shift by anything above each row's maximum (max - 709, say) makes their
     exponentials so large that the row's sum overflows to inf, and the row comes out as zeros."""
     return {"scores": np.array([[0.0, 0.0, 0.0, 0.0, 0.0], [1.5, 1.5, 1.25, 1.5, 1.5], [-2.0, -2.0, -2.0, -2.0, -2.5]])}
+
+
+def twin_near_limit(inputs: dict) -> dict:
+    """An edge trial of rows whose two largest scores are alike and just below exp's limit in float64 (709.4 and
+    709.5, the rest far lower): each exponential is a float64 number, a row's sum of them is past the limit (inf), so
+    a softmax written out divides by inf and gives 0s, with no NaN to see, where the right weights are halves. A
+    softmax that subtracts the maximum only once a NaN (or an inf) shows fails there."""
+    return {"scores": np.array([[709.4, 709.4, 3.0, -2.0], [-1.0, 709.5, 0.5, 709.5], [2.0, 1.0, 0.0, -1.0]])}
 
 
 def huge_rows(inputs: dict) -> dict:
@@ -803,7 +813,8 @@ register(
         inputs=softmax_inputs,
         reference=ref_softmax,
         mistakes=SOFTMAX_MISTAKES,
-        signs={"unstable_softmax:hidden": _overflow_hidden, "shifted_by_mean": _shifted_below_max},
+        signs={"unstable_softmax:hidden": _overflow_hidden, "shifted_by_mean": _shifted_below_max,
+               "unstable_softmax:sum": sum_overflow_sign(ref_softmax, lambda scores, **_: scores, "float64")},
         explains={"wrong_dtype": _max_cast},
         # float64 all the way, and a softmax keeps every weight to about 15 digits, however small: a constant added
         # to every exponential "so that nothing is 0" (1e-10) moves the small weights by far more than that
@@ -818,9 +829,11 @@ register(
         edge=(one_row("scores"), far_above, far_below, all_very_negative, far_above_last, far_above_last_wide,
               past_half_rows, huge_rows, level_rows,
               # and one trial's rows in reverse: a result kept by the scores' shape and sum shows
-              quarter_scores, rows_reversed_scores),
+              quarter_scores, rows_reversed_scores,
+              twin_near_limit),  # and two scores of a row just below exp's limit: their sum past it
         points=2,
         hints={
+            "unstable_softmax:sum": sum_overflow_hint("float64"),
             "softmax_wrong_axis": "Your softmax normalised each column. Each row must sum to 1: take the "
             "maximum and the sum along the last axis, keeping that axis.",
             "unstable_softmax": "Your softmax does not subtract each row's maximum, and it shows: the "
@@ -877,10 +890,14 @@ register(
         # and scores up to 30: weights from 1 down to about 1e-13, which a threshold on the small ones cuts
         # and every row far below 0: a maximum clamped at 0 (0 / 0) shows
         edge=(one_row("x", "w_value"), rows_reversed("x"), large_scores(x="x"), large_scores(x="x", top=30.0),
-              zero_row("x"), far_below_x(), more_rows("x", 100), loud_token(n=600), repeated_row("x")),
+              zero_row("x"), far_below_x(), more_rows("x", 100), loud_token(n=600), repeated_row("x"),
+              # and a row's two largest scores alike just below exp's limit (their sum past it: a softmax written out
+              # gives 0s there, no NaN); and a row from −1 600 to 1 600 (a shift by its middle overflows)
+              large_scores(x="x", top=709.4, second=1.0), large_scores(x="x", top=1600.0, second=-1.0)),
         # and a token of zeros (masked as padding, it shows); and 100 tokens: a local window, or tiles of 64 keys not
         # rescaled, show; and 600 tokens, the last one loud: tiles of 512 keys not rescaled show whatever the draw
-        signs={"unstable_softmax": overflow_sign(ref_self_attention, _xw_scores, 709.0)},  # float64
+        signs={"unstable_softmax": overflow_sign(ref_self_attention, _xw_scores, 709.0),  # float64
+               "unstable_softmax:sum": sum_overflow_sign(ref_self_attention, _xw_scores, "float64")},
         # float64 all the way: the outputs are right to far more than 1e-6, so weights below 1e-6 set to 0 inside,
         # or a constant added to every exponential, show on every draw
         rtol=1e-8, atol=1e-12,
@@ -888,6 +905,7 @@ register(
         points=2,
         depends_on=("05.softmax",),
         hints={
+            "unstable_softmax:sum": sum_overflow_hint("float64"),
             "unstable_softmax": "On some rows your function returns NaN, the very bug Part 4 fixed: np.exp of a "
             "score more than 709 above what you subtracted overflows to inf (inf / inf is NaN), and if what you "
             "subtract lies far above a row's scores (0, or a maximum clamped at 0, on a row far below 0), every "

@@ -162,6 +162,32 @@ def loud_past(inputs: dict) -> dict:
     return out
 
 
+def many_sentences(first: dict) -> dict:
+    """An edge trial from the first random one: a batch of 8 sentences of 3 tokens (more sentences than tokens; the
+    other trials have one or two sentences of 3 to 7): a sequence length taken from the wrong axis (the longest one
+    in front of the features, `max(q.shape[:-1])`) shows. From a generator seeded by the first trial's shapes."""
+    q, v = np.asarray(first["q"]), np.asarray(first["v"])
+    rng = np.random.default_rng([*q.shape, v.shape[-1], 8])
+    d, d_v = q.shape[-1], v.shape[-1]
+    return {**first, "q": rng.normal(size=(8, 3, d)), "k": rng.normal(size=(8, 3, d)),
+            "v": rng.normal(size=(8, 3, d_v))}
+
+
+many_sentences.of_first_trial = True
+
+
+def loud_last_value(first: dict) -> dict:
+    """An edge trial from the first random one: the last token's value 10⁷ times larger (every query but the last
+    must not see it): a weight of 1e-9 left on the future (weights clipped "to avoid zeros", a mask of −1e9 … in
+    float64) moves every earlier output by 0.01 or more."""
+    v = np.array(first["v"], dtype=float)
+    v[..., -1, :] = 1e7 * np.where(v[..., -1, :] < 0, -1.0, 1.0)
+    return {**first, "v": v}
+
+
+loud_last_value.of_first_trial = True
+
+
 def long_sequence(first: dict) -> dict:
     """An edge trial from the first random one: the same batch and widths, 600 tokens (the other trials have at most
     7, the notebook 6): a mask made once for a fixed length and cut to the sequence (`…[:seq, :seq]` of a 16 × 16
@@ -1090,7 +1116,10 @@ def _exercises() -> list[Exercise]:
               # and a hidden key far louder than the first query's own: the future hidden after the softmax shows
               # and a sequence of 33 tokens: a mask of a fixed length cut to the sequence shows
               # and a query whose visible first key scores 200 above its own: a shift by the diagonal shows
-              "edge": (causal_edge, far_below, loud_future, long_sequence, loud_pair, loud_past), "signs": CAUSAL_SIGNS,
+              # and 8 sentences of 3 tokens: a length taken from the batch axis shows; and the last value 10⁷ times
+              # larger: a weight of 1e-9 left on the future shows
+              "edge": (causal_edge, far_below, loud_future, long_sequence, loud_pair, loud_past, many_sentences,
+                       loud_last_value), "signs": CAUSAL_SIGNS,
               "explains": scale_explains(CAUSAL_OTHER_SCALE)}
     mha = {"inputs": mha_inputs, "reference": ref_mha, "mistakes": MHA_MISTAKES, "atol": 1e-5,
            "edge": loud_head,  # one head's scores 150, the others' a few units: a max over the heads shows

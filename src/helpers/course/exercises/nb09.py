@@ -923,6 +923,19 @@ def byte_and_a_quarter(inputs: dict) -> dict:
     return dict(zip(inputs, (1, 1, 1, 1, 1.25)))
 
 
+def past_a_million(inputs: dict) -> dict:
+    """An edge trial: 4.03125 bits per number (0.50390625 bytes: 4-bit numbers with a 16-bit scale for every 512) and
+    a million and one tokens, a total of 1 007 813.5078125 bytes, seven decimals past a million: a total rounded to
+    six decimals ("float noise"), or cut to whole bytes once it is large, shows."""
+    return dict(zip(inputs, (1, 1, 1_000_001, 1, 0.50390625)))
+
+
+def seven_decimals(inputs: dict) -> dict:
+    """An edge trial: one number of 4.03125 bits in the keys and one in the values, 1.0078125 bytes: seven decimals
+    on a small total, so that a total rounded to six is off by a few parts in ten million."""
+    return dict(zip(inputs, (1, 1, 1, 1, 0.50390625)))
+
+
 def many_digits(inputs: dict) -> dict:
     """An edge trial whose total has twelve significant digits, the last of them not 0 (2·61·128·163 839·128·1 =
     327 489 257 472 bytes): a total rounded to ten significant digits on the way (`float(f"{x:.10g}")`) shows."""
@@ -936,12 +949,13 @@ def odd_sizes(inputs: dict) -> dict:
 
 
 def _float32_rounded(answer, inputs) -> bool:
-    """A count a few parts in 10**8 off, as float32's 24 bits leave a product above 2**24."""
+    """A count a few parts in 10**8 or 10**9 off, as float32's 24 bits leave a product above 2**24 (or a total of a
+    million bytes with a fraction of a byte), or a rounding to 8 significant digits does."""
     got = float(np.asarray(answer["kv_cache_bytes"], dtype=np.float64).ravel()[0])
     want = float(ref_cache_bytes(**inputs))
     # (and more than ten significant digits leave, 1.5e-10 of the total at most: a total rounded to 10 digits is
     # another mistake)
-    return want > 2**24 and 2e-10 * want < abs(got - want) <= 2.0**-23 * want
+    return want > 1e6 and 2e-10 * want < abs(got - want) <= 2.0**-23 * want
 
 
 def _whole_bytes(answer, inputs) -> bool:
@@ -1203,11 +1217,13 @@ def _exercises() -> list[Exercise]:
                  rtol=1e-12, atol=0.0,
                  framework="python",  # "a number out": not a tensor, nor a float32 (inexact above 2**24)
                  edge=(large_cache, empty_cache, four_bit_cache, one_token, quarter_bytes, fractional_bits,
-                       many_digits, odd_sizes, byte_and_a_quarter),
+                       many_digits, odd_sizes, byte_and_a_quarter, past_a_million, seven_decimals),
                  signs={"integer_overflow": _wrapped, "wrong_dtype": _float32_rounded, "rounded_answer": _whole_bytes},
-                 hints={"wrong_dtype": "Your count is a few parts in a hundred million off: somewhere it is held in "
-                        "float32 (a tensor of the sizes, its `.prod()`), whose 24 bits hold whole numbers exactly "
-                        "only up to 2**24 (about 16.7 million). Multiply Python numbers (or int64): they stay exact.",
+                 hints={"wrong_dtype": "Your count is a few parts in a hundred million off: somewhere it was rounded "
+                        "to 7 or 8 significant digits, as float32 does (a tensor of the sizes, its `.prod()`: its 24 "
+                        "bits hold whole numbers exactly only up to 2**24, about 16.7 million), or a rounding of "
+                        "your own (a `decimal` context, a format). Multiply Python numbers (or int64): they stay "
+                        "exact.",
                         "rounded_answer": "Your count is the right one made a whole number of bytes (rounded, up or "
                         "down, or cut by `int(...)` or `//`). With fewer than 8 bits per number (bytes_per_number "
                         "below 1, or 1.25), the total need not be whole: return it as it comes out."},

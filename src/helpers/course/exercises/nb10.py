@@ -543,15 +543,36 @@ def answers_off_rule(inputs: dict) -> dict:
 
 
 def tied_logits(first: dict) -> dict:
-    """An edge trial from the first random one: every logit of the first sequence 0, so every guess there is a tie,
-    which the argmax settles on token 0: an answer that counts a guess right whenever the answer's logit equals the
-    largest counts every tie right."""
-    logits = np.array(first["logits"], dtype=float)
-    logits[0] = 0.0
+    """An edge trial from the first random one: every logit of one sequence 0 (the first whose answer digits are not
+    all the same), so every guess there is a tie: an answer that counts a guess right whenever the answer's logit
+    equals the largest counts every tie right. Which tied token is the guess, the step does not say (the argmax takes
+    the first, `topk` or `kthvalue` may take another): any way of breaking the ties is right (see
+    :func:`_ties_broken`)."""
+    logits, tokens = np.array(first["logits"], dtype=float), np.asarray(first["tokens"])
+    _, targets = _guesses(logits, tokens)
+    varied = [b for b in range(len(targets)) if len(set(targets[b].tolist())) > 1]
+    logits[varied[0] if varied else 0] = 0.0
     return {**first, "logits": logits}
 
 
+def _ties_broken(answer: np.ndarray, inputs: dict) -> bool:
+    """Is ``answer`` the accuracy for some way of breaking the exact ties of the guesses (each tied guess right or
+    not, as the token picked among the tied ones is the answer or not)? Not when every tie is counted right, unless
+    the tied answers are all one token (picked everywhere by a rule that goes by the token's position)."""
+    guesses, targets = _guesses(np.asarray(inputs["logits"], dtype=float), inputs["tokens"])
+    top = guesses.max(axis=-1, keepdims=True)
+    tied = (guesses == top).sum(axis=-1) > 1
+    could = tied & (_picked(guesses, targets) == top[..., 0])  # a tie the answer is part of
+    sure = (guesses.argmax(axis=-1) == targets) & ~tied
+    if answer.size != 1 or not could.any():
+        return False
+    k = float(answer.ravel()[0]) * targets.size - int(sure.sum())
+    most = int(could.sum()) - (len(set(targets[could].tolist())) > 1)
+    return abs(k - round(k)) < 1e-3 and 0 <= round(k) <= most
+
+
 tied_logits.of_first_trial = True
+tied_logits.accepts = _ties_broken
 
 
 def near_ties(first: dict) -> dict:
@@ -1082,8 +1103,12 @@ def _exercises() -> list[Exercise]:
             probes=(Probe("module_grad", lambda rng: {"tokens": _model_example(None, 6)["tokens_demo"]},
                           lambda inputs: 0, "gradient_cut"),
                     # in training mode, with a dropout, the layer inside draws (not a keep of ones handed to it)
+                    # and there, its logits are the read-out of the embeddings plus what the layer gave, nothing
+                    # more (no dropout of the model's own on them, no scale in training mode only)
                     Probe("module_drops", lambda rng: {"make": DROPPING_MODEL,
-                                                       "on": _model_example(None, 6)["tokens_demo"]},
+                                                       "on": _model_example(None, 6)["tokens_demo"],
+                                                       "parts": {"tokens": "token_emb", "positions": "pos_emb",
+                                                                 "readout": "w_readout"}},
                           lambda inputs: 0, "dropout_never_drawn")),
             # the example's pos_emb has 8 rows and its tokens go up to 8: a table of positions indexed by tokens
             raised_hints=((r"out of bounds for dimension 0 with size 8\b",
