@@ -1932,6 +1932,8 @@ def _reassigned_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | No
 def _probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome | None:
     measured = record.get("probes") or {}
     for probe, inputs in zip(ex.probes, plan.probe_inputs):
+        if probe.kind.startswith("module_"):  # (the cell's module: see _module_probe_problem)
+            continue
         entry = measured.get(probe.kind)
         if not isinstance(entry, Mapping):
             return _fail(ex, probe.code, note=" (It could not be measured.)")
@@ -3569,6 +3571,7 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
                       _mutation_problem(ex, record),
                       _overwritten_problem(ex, record, plan), _mode_problem(ex, record),
                       _probe_problem(ex, plan, record), _forward_params_problem(ex, record),
+                      _module_probe_problem(ex, plan, record) if ex.module else None,
                       # a gradient cut (a trip through NumPy) is also why a dtype is fixed: that first
                       _grad_problem(ex, record), _double_problem(ex, record)):
             if check is not None:

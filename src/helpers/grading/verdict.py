@@ -476,7 +476,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
             if probe.kind == "module_drops":
                 record["probes"][probe.kind] = {k: entry[k] for k in ("differ", "layer_differs", "eval_differ",
                                                                       "keep_handed", "drops_at_zero",
-                                                                      "differ_after_eval")
+                                                                      "differ_after_eval", "train_mismatch")
                                                 if type(entry.get(k)) is bool}
                 if type(entry.get("layer_calls")) is int:
                     record["probes"][probe.kind]["layer_calls"] = entry["layer_calls"]

@@ -1733,6 +1733,12 @@ def _draw_shared_axes(shapes: list[tuple[int, ...]], module: Any, args: list[Any
     return shared or None
 
 
+def _module_of_class(module: Any) -> bool:
+    """Is ``module`` a torch module (a step's module the cell made)?"""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(module, torch.nn.Module)
+
+
 def _module_grad(module: Any, probe: Mapping[str, Any], make: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The module called in evaluation mode with gradients on: does its output require a gradient, and which of
     its trainable parameters does the gradient of the output's sum not reach (``cut``)? With ``make`` (keyword
@@ -2764,6 +2770,12 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
             record["module_grad"] = _module_keeps_grad(namespace.get(plan["module"]), plan["trials"][0], notes)
             if notes.get("inplace_error"):
                 record["grad_inplace"] = notes["inplace_error"]
+        grad_probe = next((p for p in plan.get("probes") or () if p.get("kind") == "module_grad"), None)
+        if framework == "torch" and plan.get("module") and grad_probe is not None \
+                and _module_of_class(namespace.get(plan["module"])):
+            # the cell's own module, trained as the next steps train it (a forward that keeps its result for an input
+            # it has seen cannot be trained twice)
+            record["probes"]["module_grad"] = _module_grad(namespace[plan["module"]], grad_probe)
         if framework == "torch" and plan.get("trials") and plan.get("module"):
             record["module_stateful"] = _module_stateful(namespace.get(plan["module"]), plan["trials"][0])
             record["module_frozen"] = _frozen(namespace.get(plan["module"]))
@@ -3164,6 +3176,8 @@ def _probes(plan: Mapping[str, Any], fn: Callable[..., Any], name: str, framewor
     out: dict[str, Any] = {}
     for probe in plan.get("probes") or []:
         kind = probe["kind"]
+        if kind == "module_grad":  # (the cell's module trained, not the function called: see _function_record)
+            continue
         inputs = tracking(probe["inputs"], kind)  # queries and keys that watch the products, for those kinds
         stream = None
         if kind == "one_pass":

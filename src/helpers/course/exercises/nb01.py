@@ -416,18 +416,20 @@ def repeated_numbers(inputs: dict) -> dict:
 
 
 def precise_arrays(inputs: dict) -> tuple[np.ndarray, ...]:
-    """Inputs 5 wide and weights with three decimals (0.123 is no float16 or bfloat16 number, as the halves of the
-    other replays are), for as many tokens as the replay has; drawn from a generator seeded by its inputs."""
+    """Inputs 5 wide and weights of seven decimals (0.1234567 is no float16 or bfloat16 number, as the halves of
+    the other replays are, and a number rounded to fewer decimals on the way is another number), for as many
+    tokens as the replay has; drawn from a generator seeded by its inputs."""
     rng = _edge_rng(inputs)
     n = len(inputs["x_list"])
-    x = rng.normal(size=(n, 5)).round(3)
-    wq, wk = (rng.normal(size=(5, 3)).round(3) for _ in range(2))
-    return x, wq, wk, rng.normal(size=(5, 4)).round(3), _rounded_rows(rng, n)
+    x = rng.normal(size=(n, 5)).round(7)
+    wq, wk = (rng.normal(size=(5, 3)).round(7) for _ in range(2))
+    return x, wq, wk, rng.normal(size=(5, 4)).round(7), _rounded_rows(rng, n)
 
 
 def precise_numbers(inputs: dict) -> dict:
-    """An edge replay for the steps that make tensors from the lists: numbers with three decimals, 5 features wide
-    (see :func:`precise_arrays`): a trip through float16 or bfloat16, or a width of 4 typed in, shows."""
+    """An edge replay for the steps that make tensors from the lists: numbers with seven decimals, 5 features wide
+    (see :func:`precise_arrays`): a trip through float16 or bfloat16, numbers rounded on the way, or a width of 4
+    typed in, show."""
     full = _world_of(*precise_arrays(inputs))
     return {name: full[name] for name in inputs}
 
@@ -791,7 +793,7 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
               **(dict(own, computed_with=("w_query_list", "w_key_list", "w_value_list")) if tf else {})),
         # Steps 1–3 work on float32 tensors, and a float64 result makes the next matrix product raise. The
         # PyTorch half projects the tensors of step 0 (the TensorFlow half makes them in the same cell).
-        # numbers with three decimals too: weights sent through bfloat16 or float16 show
+        # numbers with seven decimals too: weights sent through bfloat16 or float16 show
         value("qkv", "Queries, keys and values", ("queries", "keys", "values"), ref_qkv,
               edge=(large_numbers, precise_numbers, long_loud, one_token, one_column),  # a squeeze shows
               # the TensorFlow half's lines start from the tensors its own cell makes above them
@@ -815,7 +817,7 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
                     far_below_scores, precise_numbers, repeated_numbers, past_half_scores),  # and past float16
               signs={"unstable_softmax": overflow_sign(ref_softmax, scores_of, 88.0),
                      "global_max_subtraction": global_shift_sign(ref_softmax, scores_of, 87.0)}, **own),
-        # numbers with three decimals too: values sent through float16 show (the other replays' halves are exact in it)
+        # numbers with seven decimals too: values sent through float16 show (the other replays' halves are exact in it)
         # and small numbers: outputs set to 0 below a threshold show
         # (the TensorFlow half's cell makes the weights too: from a softmax that overflows, its outputs are 🟡)
         value("outputs", "Outputs", ("outputs",), hints=hints["outputs"], dtype="float32",

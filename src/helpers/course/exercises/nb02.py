@@ -938,9 +938,8 @@ PART_1 = [
            }),
     _value("02.scores_loop", "All scores, by a double loop", ("attn_scores_loop",),
            _one("attn_scores_loop", lambda x, **_: x @ x.T), reads=("x",), how={"loop": True, "nested_loop": True},
-           rows=False,
-           # the next cell compares it with a float32 product, which torch refuses across dtypes; no other number of
-           # words: the TO-DO names "the (6, 6) matrix", and a buffer of that size is what it asks for
+           # the next cell compares it with a float32 product, which torch refuses across dtypes; other numbers of
+           # words: one row and one column per word, so a buffer of 6 × 6 (or a `range(6)`) typed in shows
            dtype="float32"),
     _value("02.scores", "All scores, by one matrix product", ("attn_scores",),
            # (and step 1's row of "journey" from another draw: a row copied from it shows)
@@ -1388,6 +1387,9 @@ PART_2 = [
                "global_max_subtraction": global_shift_sign(attention, _projected, 87.0)},
         dtype="float32",  # layers made float64 give other numbers than the float32 module of the notebook
         keeps_grad=True, module="sa_v2",  # the cell's sa_v2: its output must keep the gradient to its layers
+        # and it is trained: a forward that keeps its result (or its projections) for an input it has seen gives the
+        # old numbers after a step of the optimizer, and its second backward raises
+        probes=(Probe("module_grad", lambda rng: {"x": X}, lambda inputs: 0, "gradient_cut"),),
         hints={
             **ATTENTION_HINTS,
             "swapped_projections": "Your keys and values use each other's layers. Keys come from "

@@ -214,7 +214,7 @@ def small_numbers_3(inputs: dict) -> dict:
 
 
 def precise_numbers(inputs: dict) -> dict:
-    """An edge replay for the tensors' step: numbers with three decimals, inputs 5 wide (see
+    """An edge replay for the tensors' step: numbers with seven decimals, inputs 5 wide (see
     :func:`nb01.precise_arrays`): a trip through float16 or bfloat16 shows."""
     return _lists_world(inputs, nb01.precise_arrays(inputs))
 
@@ -844,7 +844,7 @@ register(
            mistakes={"swapped_projections": swapped_tensors, "key_value_swapped": key_value_swapped_tensors}),
     # from the float32 tensors of part 1 (a float64 result makes the next product raise)
     # and values narrower than the keys (the replays have them wider): a cut to d_v columns shows either way; and
-    # numbers with three decimals (a trip through bfloat16 shows)
+    # numbers with seven decimals (a trip through bfloat16 shows)
     _value("qkv", "Queries, keys and values", ("queries", "keys", "values"), ref_qkv,
            edge=(large_numbers, narrow_values, precise_numbers, long_loud),
            reads=("x", "w_query", "w_key", "w_value"), framework="torch", dtype="float32",
@@ -881,7 +881,7 @@ register(
     _value("weighted_values", "The weighted values, by broadcasting", ("weighted_values",), ref_weighted_values,
            reads=("attn_weights", "values"), framework="torch", mistakes=WEIGHTED_MISTAKES,
            how={"loop": False}, dtype="float32",
-           # three decimals too: values sent through float16 show; one token: a squeeze shows; scores up to 200:
+           # seven decimals too: values sent through float16 show; one token: a squeeze shows; scores up to 200:
            # weights written out again in the cell without each row's maximum overflow
            edge=(large_numbers, precise_numbers, one_token, past_limit_scores),
            hints={"not_as_asked": "Your numbers are right, but your cell goes through a loop (over the queries, "
