@@ -1992,12 +1992,12 @@ def _module_drops_problem(ex: Exercise, drops: Mapping[str, Any], code: str) -> 
                      "noise added in training. Use the dropout the model is made with, and only that.")
     if drops.get("train_mismatch") is True:
         return _fail(ex, "not_as_asked",
-                     f"`{ex.module}` in training mode (made with a dropout above 0) gives other logits than its three "
-                     "steps give: the token and position embeddings, plus what its attention layer returned (whatever "
-                     "that layer's dropout drew), times `w_readout`. Something else changes them while training (a "
-                     "dropout of the model's own, on the logits or around the layer, or a scale used only when "
-                     "`self.training`). The layer's own dropout is the only one: keep the forward to the three "
-                     "steps, the same in both modes.")
+                     f"`{ex.module}` in training mode (made with a dropout above 0) gives other logits than its last "
+                     "two steps give: what its attention layer was handed plus what it returned (whatever that "
+                     "layer's dropout drew), times `w_readout`. Something else changes them while training (a "
+                     "dropout of the model's own on the logits or on the layer's output, or a scale used only when "
+                     "`self.training`). Keep the forward to the three steps, the same in both modes: the layer's "
+                     "own dropout is the one that drops.")
     if drops.get("differ") is True and drops.get("differ_after_eval") is False:
         return _fail(ex, "stateful_forward",
                      f"`{ex.module}` drops in training mode until it has run once in evaluation mode, and never "
@@ -2896,7 +2896,7 @@ def _rounded_answer(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, An
     for k in range(1, 11 if ex.dtype == "float64" else 7):
         step = 10.0 ** -k
         rounded: set[str] = set()
-        entries = 0
+        entries, seen = 0, False
         try:
             for got, want in wrong:  # every answer either right or the right numbers rounded, one of them rounded
                 for n in ex.answers:
@@ -2907,7 +2907,10 @@ def _rounded_answer(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, An
                         raise ValueError
                     rounded.add(n)
                     entries += int(np.sum(~np.isclose(g, w, rtol=rtol, atol=atol)))
+                    seen = seen or _grid_seen(g, w, step)
         except (KeyError, TypeError, ValueError):
+            continue
+        if rounded and not seen:  # (numbers so large that this grid cannot be told: no rounding to k decimals seen)
             continue
         if rounded and k <= 2 and entries < 2:  # one wrong number on a grid of 0.1 or 0.01 may be there by chance
             return None
@@ -3019,6 +3022,13 @@ def _rounded_to(got: np.ndarray, want: np.ndarray, step: float, grid: float = 1e
     on_grid = np.abs(scaled - np.round(scaled)) <= 1e-3 + grid * np.abs(scaled)
     near = np.abs(got - want) <= 0.5 * step * (1 + 1e-3) + 1e-6 * np.abs(want)
     return bool(np.all(on_grid) and np.all(near))
+
+
+def _grid_seen(got: np.ndarray, want: np.ndarray, step: float) -> bool:
+    """Does some entry that moved lie where a step of that grid can be seen (:func:`_rounded_to` allows 1e-6 of a
+    number: a number of a million is near every number within 1 of it, so a rounding to 1 decimal cannot be told
+    there)?"""
+    return bool(np.any((got != want) & (1e-6 * np.abs(want) < 0.5 * step)))
 
 
 def _rounded(ex: Exercise, inputs: Mapping[str, Any]) -> dict[str, Any]:

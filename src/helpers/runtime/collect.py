@@ -1521,26 +1521,28 @@ def _module_drops(module: Any, probe: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _off_its_parts(model: Any, layer: Any, tokens: Any, parts: Mapping[str, Any]) -> bool | None:
-    """In training mode, is ``model(tokens)`` something else than its parts put together as the step asks: the
-    embeddings ``parts["tokens"][tokens] + parts["positions"][:seq]`` plus what its attention ``layer`` gave
-    (whatever that layer's dropout drew), times ``parts["readout"]``? (A dropout of the model's own on the logits,
-    a scale in training mode only.) None: it could not be told (a parameter missing, the layer not run once)."""
+    """In training mode, is ``model(tokens)`` something else than its attention ``layer``'s input plus what that
+    layer gave (whatever its dropout drew), times ``parts["readout"]``? (A dropout of the model's own on the logits
+    or around the layer, a scale in training mode only; the layer's input itself is the model's to make, checked in
+    evaluation mode.) None: it could not be told (no such parameter, the layer not run once)."""
     import torch
 
-    names = (parts.get("tokens"), parts.get("positions"), parts.get("readout"))
-    if not all(isinstance(n, str) and isinstance(getattr(model, n, None), torch.Tensor) for n in names):
+    readout = getattr(model, str(parts.get("readout")), None)
+    if not isinstance(readout, torch.Tensor):
         return None
     seen: list[Any] = []
-    hook = layer.register_forward_hook(lambda _m, _args, result: seen.append(result))
+    hook = layer.register_forward_hook(lambda _m, args, result: seen.append((args, result)))
     try:
         model.train()
         logits = model(tokens)
     finally:
         hook.remove()
-    if len(seen) != 1 or not isinstance(seen[0], torch.Tensor) or not isinstance(logits, torch.Tensor):
+    if len(seen) != 1 or not isinstance(logits, torch.Tensor):
         return None
-    emb, pos, readout = (getattr(model, n) for n in names)
-    want = (emb[tokens] + pos[: tokens.shape[1]] + seen[0]) @ readout
+    (args, result), = seen
+    if not args or not isinstance(args[0], torch.Tensor) or not isinstance(result, torch.Tensor):
+        return None
+    want = (args[0] + result) @ readout
     return want.shape != logits.shape or not bool(torch.allclose(logits, want, rtol=1e-4, atol=1e-5))
 
 

@@ -1104,7 +1104,10 @@ def twin_near_limit_np(inputs: dict) -> dict:
     if words is None:
         return inputs
     eye = np.eye(d_model, d_k)
-    return _numpy_world_of(inputs, words, eye, eye, inputs["w_value_np"])
+    # value weights of its own: the replay's give the levels' first entries no value (word 1's value would be 0)
+    d_v = int(np.shape(inputs["w_value_np"])[1])
+    w_value = rng.integers(1, 3, size=(d_model, d_v)) * rng.choice([-1, 1], size=(d_model, 1))
+    return _numpy_world_of(inputs, words, eye, eye, w_value.astype(np.float64))
 
 
 def _tensorflow_results_of(inputs: dict, n: int, seed_words) -> dict:

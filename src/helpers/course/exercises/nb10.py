@@ -1103,12 +1103,11 @@ def _exercises() -> list[Exercise]:
             probes=(Probe("module_grad", lambda rng: {"tokens": _model_example(None, 6)["tokens_demo"]},
                           lambda inputs: 0, "gradient_cut"),
                     # in training mode, with a dropout, the layer inside draws (not a keep of ones handed to it)
-                    # and there, its logits are the read-out of the embeddings plus what the layer gave, nothing
+                    # and there, its logits are the read-out of the layer's input plus what the layer gave, nothing
                     # more (no dropout of the model's own on them, no scale in training mode only)
                     Probe("module_drops", lambda rng: {"make": DROPPING_MODEL,
                                                        "on": _model_example(None, 6)["tokens_demo"],
-                                                       "parts": {"tokens": "token_emb", "positions": "pos_emb",
-                                                                 "readout": "w_readout"}},
+                                                       "parts": {"readout": "w_readout"}},
                           lambda inputs: 0, "dropout_never_drawn")),
             # the example's pos_emb has 8 rows and its tokens go up to 8: a table of positions indexed by tokens
             raised_hints=((r"out of bounds for dimension 0 with size 8\b",

@@ -1,0 +1,144 @@
+"""The draws a check is made of, and the trials at the edges of what a softmax can hold.
+
+- A draw that fails to separate the wrong variants is refused exactly as before when the pair that failed last is
+  tried first (the same plans, drawn faster).
+- A product of the probe's queries with its keys is what multiplies them, not any function handed both
+  (``np.result_type(q, k, v)``).
+- Two scores just below exp's limit: each exponential fits, their sum does not; a softmax written out there gives
+  0s and no NaN, and the check says so.
+- 10.accuracy's exact ties: any way of breaking them is right, counting every tie right is not.
+"""
+
+import numpy as np
+import pytest
+from frameworks import needs
+
+from helpers.checks import judge
+from helpers.course import spec
+from helpers.runtime import watch
+
+spec._load_all()
+
+
+def _signature(plan: spec.Plan) -> list:
+    return [(k, np.asarray(v).tobytes() if hasattr(v, "shape") else repr(v)) for t in plan.inputs for k, v in t.items()]
+
+
+@pytest.mark.parametrize("exercise", ["10.accuracy", "09.cached_attention", "04.numpy", "10.loss"])
+def test_a_draw_is_refused_or_taken_whichever_pair_is_tried_first(exercise, monkeypatch):
+    ex = spec.REGISTRY[exercise]
+    remembered = []
+    for seed in range(4):
+        remembered.append(_signature(spec.make_plan(ex, np.random.default_rng(seed))))
+    assert spec._CLASHED.get(ex.id), "these exercises refuse some draws: a pair that clashed is remembered"
+    monkeypatch.setattr(spec, "_clashes_again", lambda *a, **k: False)
+    for seed in range(4):
+        assert _signature(spec.make_plan(ex, np.random.default_rng(seed))) == remembered[seed]
+
+
+def _watched(n: int = 12, block: int = 4) -> dict:
+    rng = np.random.default_rng(0)
+    inputs = {"q": rng.normal(size=(n, 3)), "k": rng.normal(size=(n, 3)), "v": rng.normal(size=(n, 2)),
+              "block_size": block}
+    return watch.tracking(inputs, "key_blocks")
+
+
+def test_a_dtype_chosen_from_queries_and_keys_is_no_product_of_them():
+    t = _watched()
+    q, k = t["q"], t["k"]
+    q._log.start()
+    np.result_type(q, k, t["v"])
+    np.stack([q, k])
+    for start in range(0, 12, 4):  # block by block: one product per block of keys
+        _ = q @ k[start:start + 4].T
+    q._log.finish()  # raises if any of it was taken for the whole score matrix
+
+
+def test_the_whole_score_matrix_at_once_is_still_seen():
+    t = _watched()
+    q, k = t["q"], t["k"]
+    q._log.start()
+    np.dot(q, k.T)
+    with pytest.raises(watch.WholeScoreMatrix):
+        q._log.finish()
+
+
+def _written_out(scores: np.ndarray, dtype) -> np.ndarray:
+    s = scores.astype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(s)
+        return e / e.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("dtype, top", [("float32", 88.4), ("float64", 709.4)])
+def test_a_sum_that_alone_overflows_is_seen(dtype, top):
+    scores = np.array([[top, top, 0.0], [1.0, 2.0, 3.0]])
+    sign = spec.sum_overflow_sign(lambda s: {"w": spec_softmax(s)}, lambda s: s, dtype)
+    got = _written_out(scores, getattr(np, dtype))
+    assert np.isfinite(got).all() and (got[0] == 0).all()  # no NaN to see: the row is 0s
+    assert sign({"w": got}, {"s": scores})
+    assert not sign({"w": spec_softmax(scores)}, {"s": scores})  # the right weights are no such row
+    nan = got.copy()
+    nan[0] = np.nan
+    assert not sign({"w": nan}, {"s": scores})  # a NaN is the other face (overflow_sign's)
+
+
+def spec_softmax(s):
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("exercise", ["04.scaled_attention", "04.self_attention", "05.softmax", "05.self_attention"])
+def test_every_sum_overflow_edge_is_just_below_the_limit(exercise):
+    """The edge trials made for it: each row's largest score below exp's limit, and some row's sum past it."""
+    ex = spec.REGISTRY[exercise]
+    limit = spec.EXP_LIMIT["float32" if exercise.startswith("04") else "float64"]
+    for seed in range(10):
+        plan = spec.make_plan(ex, np.random.default_rng(seed))
+        found = False
+        for inputs in plan.inputs:
+            s = _scores_of(exercise, inputs)
+            top = s.max(axis=-1)
+            total = top + np.log(np.exp(s - top[..., None]).sum(axis=-1))
+            found |= bool(((top < limit) & (total > limit)).any())
+        assert found, f"{exercise}: no trial of seed {seed} has a row whose sum alone overflows"
+
+
+def _scores_of(exercise: str, inputs: dict) -> np.ndarray:
+    if "scores" in inputs:
+        return np.asarray(inputs["scores"], dtype=float)
+    if "q" in inputs:
+        q, k = np.asarray(inputs["q"], dtype=float), np.asarray(inputs["k"], dtype=float)
+        return q @ np.swapaxes(k, -1, -2) / np.sqrt(k.shape[-1])
+    x = np.asarray(inputs["x"], dtype=float)
+    q, k = x @ np.asarray(inputs["w_query"], dtype=float), x @ np.asarray(inputs["w_key"], dtype=float)
+    return q @ k.T / np.sqrt(k.shape[-1])
+
+
+def _accuracy(pick):
+    def answer_accuracy(logits, tokens):
+        half = (tokens.shape[1] - 1) // 2
+        guesses = pick(logits[:, half:2 * half])
+        return (guesses == tokens[:, half + 1:]).float().mean()
+    return answer_accuracy
+
+
+@pytest.mark.parametrize("framework", [pytest.param("torch", marks=needs("torch"))])
+def test_any_way_of_breaking_exact_ties_is_right_and_counting_every_tie_is_not(framework):
+    import torch
+
+    ex = spec.REGISTRY["10.accuracy"]
+    right = {"argmax": lambda z: z.argmax(-1),
+             "kthvalue": lambda z: torch.kthvalue(-z, 1, dim=-1).indices,
+             "last of the tied": lambda z: z.shape[-1] - 1 - z.flip(-1).argmax(-1)}
+
+    def every_tie(logits, tokens):
+        half = (tokens.shape[1] - 1) // 2
+        z = logits[:, half:2 * half]
+        return (z.gather(-1, tokens[:, half + 1:, None]).squeeze(-1) >= z.amax(-1)).float().mean()
+
+    for seed in range(8):
+        for name, pick in right.items():
+            outcome = judge(ex, {"answer_accuracy": _accuracy(pick)}, np.random.default_rng(seed))
+            assert outcome.status == "pass", (name, seed, outcome.message)
+        assert judge(ex, {"answer_accuracy": every_tie}, np.random.default_rng(seed)).status == "fail", seed
