@@ -2721,9 +2721,12 @@ def _nonfinite_origin(ex: Exercise, record: Mapping[str, Any], answers: Sequence
             how = (f": a division (`{op}`) gave 0 / 0 after exponentials underflowed to 0 (exp of a number far below "
                    "0 is 0: below about −103.9 in float32, −745.1 in float64), as a row whose exponentials are all 0 "
                    "does: its sum is 0")
+        known = isinstance(x, float) and dtype in _EXP_BELOW and exp.isidentifier()
         return "exp_underflow", (f"{head}{how}. Subtract from each score the largest score of its row, whatever "
                                  "its sign, so that the largest exponent is exactly 0: one exponential of each row is "
-                                 "then 1, and no sum is 0.")
+                                 "then 1, and no sum is 0. (If your code does subtract it, look at what else goes "
+                                 "through exp: a row of shifted scores hands it exactly 0 at most"
+                                 + (f", and this one was handed {x:.4g} at most.)" if known else ".)"))
     if shown == "NaN" and (kind == "masked_row" or kind == "zero_by_zero" and after.get("kind") == "masked_row"):
         return "fully_masked_row", (f"{head}: in one row every score is −∞ (every key of that query hidden), so "
                                     f"that row's softmax is 0 / 0 = NaN (`{op}`). Each query must keep at least one "

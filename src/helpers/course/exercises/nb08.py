@@ -309,10 +309,12 @@ def _exponent_sign(answer, inputs) -> bool:
     if got.shape != right.shape or not cells.any() or cells.shape != right.shape[-2:]:
         return False
     cells = np.broadcast_to(cells, right.shape)
-    if np.allclose(wrong[cells], right[cells], atol=3e-3):  # far positions, few columns: only the first pair
-        return bool(np.allclose(got[cells], wrong[cells], atol=3e-3))  # (frequency 1) is left, the same for both:
-    return bool(np.allclose(got[cells], wrong[cells], atol=3e-3)  # the trial cannot tell
-                and not np.allclose(got[cells], right[cells], atol=3e-3))
+    # (of the vectors' size: an angle off by 1e-3 moves an entry by 1e-3 of the vector's length)
+    atol = 3e-3 * max(1.0, float(np.abs(right).max()))
+    if np.allclose(wrong[cells], right[cells], atol=atol):  # far positions, few columns: only the first pair
+        return bool(np.allclose(got[cells], wrong[cells], atol=atol))  # (frequency 1) is left, the same for both:
+    return bool(np.allclose(got[cells], wrong[cells], atol=atol)  # the trial cannot tell
+                and not np.allclose(got[cells], right[cells], atol=atol))
 
 
 SINUSOID_HINTS = {
@@ -479,6 +481,15 @@ def wide_rope(inputs: dict) -> dict:
 wide_rope.of_first_trial = True
 
 
+def huge_vectors(inputs: dict) -> dict:
+    """An edge trial from the first random one: its vectors 10⁵ times longer (the other trials' entries are of order
+    1): a rotation keeps every length, so an output clamped "against exploding queries" (at ±1e4, say) shows."""
+    return {**inputs, "x": np.asarray(inputs["x"], dtype=np.float64) * 1e5}
+
+
+huge_vectors.of_first_trial = True
+
+
 def long_rope(inputs: dict) -> dict:
     """An edge trial from the first random one: 600 vectors at positions 0 to 99, six times over (the other trials
     have at most 7 rows): a rotation that changes with the number of rows past some count (a base enlarged for
@@ -632,7 +643,7 @@ def _exercises() -> list[Exercise]:
         Exercise(
             "08.rope", title="The rotation of RoPE", answers=("apply_rope",), inputs=rope_inputs,
             reference=ref_rope, mistakes=ROPE_MISTAKES, hints=ROPE_HINTS, dtype="float32", atol=5e-5, points=2,
-            signs={"pe_exponent_sign": _exponent_sign}, edge=(far_positions, wide_rope, long_rope),
+            signs={"pe_exponent_sign": _exponent_sign}, edge=(far_positions, wide_rope, long_rope, huge_vectors),
             keeps_grad=True,  # the queries and keys it turns are trained through it
             **fn,
         ),
