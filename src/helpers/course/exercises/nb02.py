@@ -939,8 +939,9 @@ PART_1 = [
     _value("02.scores_loop", "All scores, by a double loop", ("attn_scores_loop",),
            _one("attn_scores_loop", lambda x, **_: x @ x.T), reads=("x",), how={"loop": True, "nested_loop": True},
            # the next cell compares it with a float32 product, which torch refuses across dtypes; other numbers of
-           # words: one row and one column per word, so a buffer of 6 × 6 (or a `range(6)`) typed in shows
-           dtype="float32"),
+           # words: one row and one column per word, so a buffer of 6 × 6 (or a `range(6)`) typed in shows; and 7
+           # words, an odd number: a loop that takes the rows two at a time leaves the last one out
+           dtype="float32", edge=more_rows("x", 7)),
     _value("02.scores", "All scores, by one matrix product", ("attn_scores",),
            # (and step 1's row of "journey" from another draw: a row copied from it shows)
            _one("attn_scores", lambda x, **_: x @ x.T), reads=("x",), independent=("attn_scores_loop", "attn_scores_2"),

@@ -1506,16 +1506,17 @@ def word_1_far_below(inputs: dict) -> dict:
     """An edge replay whose word 1 scores every key 110 or more below 0 (scaled), where float32's exp of each is 0:
     a softmax that subtracts the maximum only when it is large (or a maximum clamped at 0) gives 0 / 0 there. The
     query weights are the identity and the key weights its negative (a word's score with another is minus their dot
-    product), the words near one another and long. From a generator seeded by the replay's own words."""
+    product), the words 1, 2, 3 and 4 times one long word: every row's largest score leads the next by a quarter of
+    it or more, so its weights are one-hot and float32's rounding of scores in the hundreds cannot move them. From a
+    generator seeded by the replay's own words."""
     rng = np.random.default_rng([int(v) + 5 for v in np.ravel(inputs["word_1"])] + [110])
     base = world(rng, widths=True)
     d_k, w_value = int(np.shape(base["w_key"])[1]), np.asarray(base["w_value"])
     d_model = int(w_value.shape[0])
     n = min(d_model, d_k)
-    level = int(np.ceil(np.sqrt(110.0 * np.sqrt(d_k) / n))) + 2  # word 1 · each word ≥ n·level·(level − 1)
-    words = np.zeros((4, d_model), dtype=np.int64)
-    words[:, :n] = level + rng.integers(-1, 2, size=(4, n))
-    words[1] = words[0] + rng.integers(-1, 2, size=d_model)
+    word = np.zeros(d_model, dtype=np.int64)
+    word[:n] = int(np.ceil(np.sqrt(110.0 * np.sqrt(d_k) / n))) + rng.integers(0, 2, size=n)  # |word|² ≥ 110·√d_k
+    words = np.arange(1, 5)[:, None] * word
     eye = np.eye(d_model, d_k, dtype=np.int64)
     full = _world_from(words, eye, -eye, w_value)
     return {name: full[name] for name in inputs}

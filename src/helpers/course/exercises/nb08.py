@@ -483,8 +483,10 @@ wide_rope.of_first_trial = True
 
 def huge_vectors(inputs: dict) -> dict:
     """An edge trial from the first random one: its vectors 10⁵ times longer (the other trials' entries are of order
-    1): a rotation keeps every length, so an output clamped "against exploding queries" (at ±1e4, say) shows."""
-    return {**inputs, "x": np.asarray(inputs["x"], dtype=np.float64) * 1e5}
+    1), every one at position 0, where the rotation leaves it as it is (exactly, in float32 too: cos 0 = 1, sin 0 =
+    0): an output clamped "against exploding queries" (at ±1e4, say) shows."""
+    return {**inputs, "x": np.asarray(inputs["x"], dtype=np.float64) * 1e5,
+            "positions": np.zeros_like(np.asarray(inputs["positions"]))}
 
 
 huge_vectors.of_first_trial = True
