@@ -386,6 +386,15 @@ def level_rows(inputs: dict) -> dict:
     return {"scores": np.array([[0.0, 0.0, 0.0, 0.0, 0.0], [1.5, 1.5, 1.25, 1.5, 1.5], [-2.0, -2.0, -2.0, -2.0, -2.5]])}
 
 
+def two_wide(inputs: dict) -> dict:
+    """An edge trial of rows of two scores, far apart (the other trials' rows hold three or more): a softmax that
+    subtracts each row's maximum only in rows of three or more scores overflows here."""
+    return {"scores": np.array([[0.0, 1000.0], [-5.0, 3.0], [800.0, -800.0]])}
+
+
+two_wide.of_first_trial = True  # (made from nothing: it draws nothing from the check's generator)
+
+
 def twin_near_limit(inputs: dict) -> dict:
     """An edge trial of rows whose two largest scores are alike and just below exp's limit in float64 (709.4 and
     709.5, the rest far lower): each exponential is a float64 number, a row's sum of them is past the limit (inf), so
@@ -830,7 +839,8 @@ register(
               past_half_rows, huge_rows, level_rows,
               # and one trial's rows in reverse: a result kept by the scores' shape and sum shows
               quarter_scores, rows_reversed_scores,
-              twin_near_limit),  # and two scores of a row just below exp's limit: their sum past it
+              twin_near_limit,  # and two scores of a row just below exp's limit: their sum past it
+              two_wide),  # and rows of two scores only
         points=2,
         hints={
             "unstable_softmax:sum": sum_overflow_hint("float64"),
