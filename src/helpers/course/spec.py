@@ -821,9 +821,11 @@ def _clipped(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str
                if int(past.sum()) >= 2 or (past.any() and int(np.isclose(got, b).sum()) >= 2)]
     if not cut:
         return ""
-    bounds = " and ".join(_fmt(b) for b in cut)
-    return (f" Your numbers never go past {bounds} where the right ones do, and all the others are right: a clamp, "
-            "a clip or a ReLU in your code cuts them off. Take it out: the right numbers can be that large.")
+    # (above the upper bound, below the lower one: said as such)
+    sides = [f"above {_fmt(b)}" if b == hi else f"below {_fmt(b)}" for b in cut]
+    size = "large" if cut == [hi] else "small" if cut == [lo] else "large and that small"
+    return (f" Your numbers never go {' or '.join(sides)} where the right ones do, and all the others are right: a "
+            f"clamp, a clip or a ReLU in your code cuts them off. Take it out: the right numbers can be that {size}.")
 
 
 def _cut_or_clamped(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]], note: str = "") -> Outcome | None:
