@@ -88,7 +88,8 @@ _ROWS = [
      "(float('-inf') or a very large negative number)."),
     ("mask_fill_too_small", "hidden scores filled with a finite number that real scores can fall below",
      "Your mask fills the hidden scores with a finite number that is not low enough. A query whose real scores "
-     "are all below it (here every score of one query is −5000) gives nearly all its weight to the keys it must "
+     "are all below it (on some inputs, every score of one query lies far below 0) gives nearly all its weight to "
+     "the keys it must "
      "not see. Fill with −∞, or with a number below any score (−1e9, or the lowest number of the scores' "
      "dtype)."),
     ("loss_capped", "a loss that cannot grow past a cap",
@@ -112,6 +113,10 @@ _ROWS = [
      "You subtracted the maximum of the whole matrix, not of each row. In a row whose scores lie far below that "
      "maximum, the exponentials underflow to 0 (or lose their digits), and a row of zeros gives 0 / 0 = NaN. "
      "Subtract each row's own maximum (axis=-1, keepdims=True)."),
+    ("max_wrong_axis", "each column's maximum subtracted instead of each row's",
+     "You subtracted the maximum of each column (axis=0), not of each row. Within a row, each score is then "
+     "shifted by a different number, and that changes the softmax: only one number per row cancels out. Take "
+     "each row's own maximum: axis=-1, keepdims=True."),
     ("scale_by_d_model", "scaled by √d_model instead of √d_k",
      "You divided by the square root of the model (embedding) width. The scores are dot products of keys and "
      "queries, so divide by √d_k, the size of one key (of one head's key, with several heads)."),
@@ -237,6 +242,17 @@ _ROWS = [
     ("causal_mask_inverted", "causal mask the wrong way round",
      "Your mask hides what each query may see (keys j ≤ i, itself included) and shows the future. Hide only the "
      "positions above the diagonal (j > i)."),
+    ("unasked_residual", "the input added to the attention output (a residual connection)",
+     "Your function adds its input to the attention output (x + …, a residual connection). That addition belongs "
+     "to the block around the attention layer, not to this step: return the attention output alone."),
+    ("causal_mask_sees_next", "the causal mask one key short: each query sees the next token",
+     "Your mask hides only the keys two or more places ahead: each query still sees the token right after it "
+     "(`triu(…, diagonal=2)`, or `tril(…, 1)`). Hide every key after the query, j > i: `triu(…, diagonal=1)` marks "
+     "exactly those."),
+    ("weights_transposed", "the weights transposed before they mix the values",
+     "Your weights were transposed before the product with the values (`weights.T @ v`, `transpose_a=True`): "
+     "output i then mixes the values with column i of the weights, which belongs to no query. Row i of the "
+     "weights is query i's: weights @ v."),
     ("missing_causal_mask", "no causal mask",
      "Every query still sees the keys after it: the causal mask is missing. Hide the scores above the diagonal "
      "(key j > query i) before the softmax."),
@@ -573,6 +589,9 @@ _ROWS = [
     ("counted_all_tensors", "every weight tensor counted (frozen ones too) instead of their numbers",
      "You counted the weight tensors, frozen ones included, not the numbers in them. Add up the number of entries "
      "(a tensor's .numel()) of each parameter that requires a gradient."),
+    ("counted_by_grad", "trainable parameters picked by `p.grad is None`",
+     "Your count picks the parameters by their `.grad`, which only says whether a backward pass has reached them "
+     "yet: it changes once the module is trained. Keep the parameters with p.requires_grad."),
     ("counted_frozen", "frozen parameters counted as trainable",
      "You counted the entries of every parameter, frozen ones too: a parameter with requires_grad=False does not "
      "change in training. Keep only the parameters with p.requires_grad."),
@@ -669,6 +688,12 @@ _ROWS = [
     ("dropout_rescaled_twice", "divided by (1 − p) twice",
      "You divided by (1 − p) twice (by its square, or once the weights and once the keep-mask). Inverted "
      "dropout divides the kept weights by (1 − p) once: weights · keep / (1 − p)."),
+    ("dropout_precedence", "`/ 1 - p` without brackets",
+     "Your division lost its brackets: `weights * keep / 1 - p` divides by 1 and then subtracts p from every weight, "
+     "dropped ones too. Write `/ (1 - p)`."),
+    ("dropout_wrong_scale", "the kept weights multiplied by another factor than 1 / (1 − p)",
+     "Your function multiplies the kept weights by another factor than 1 / (1 − p). Inverted dropout divides every "
+     "kept weight by the probability of keeping it, 1 − p, so that each weight keeps its expected value."),
     ("dropout_scale_by_odds", "the kept weights multiplied by p / (1 − p)",
      "You multiplied the kept weights by p / (1 − p). Inverted dropout divides them by the keep probability "
      "alone, (1 − p): p, the drop probability, does not appear as a factor."),
@@ -788,6 +813,13 @@ _PROPERTY_ROWS = [
      "when its `def` ran): run again the cell that keeps it."),
 ]
 _PROCESS_ROWS = [
+    ("reduced_precision", "a training step in lower precision than float32",
+     "Your step computes in float16 or bfloat16 (torch.autocast, or a model cast with .half()): its losses and "
+     "updates are not those of a float32 step. Leave the autocast, or the cast, out."),
+    ("gradients_altered", "the gradients clipped or scaled before the update",
+     "Your step changes the gradients between loss.backward() and optimizer.step() (clip_grad_norm_, "
+     "clip_grad_value_, a scaling): when they are large, the update is not the one the optimizer makes of them. "
+     "Leave the gradients as backward() computes them."),
     ("not_as_asked", "computed another way than the step asks",
      "Your numbers are right, but the step asks for them to be computed a particular way (a loop, no loop, "
      "without a matrix product, without another library), and your cell does it another way."),

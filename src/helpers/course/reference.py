@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["global_softmax", "max_without_keepdim", "one_sum", "projected_scores", "scaled_scores", "self_attention",
-           "softmax", "sum_normalise", "sums_without_keepdim", "unstable_softmax", "max_without_keepdim_float32",
-           "exp_float32"]
+__all__ = ["global_softmax", "max_of_columns", "max_without_keepdim", "one_sum", "projected_scores", "scaled_scores",
+           "self_attention", "softmax", "sum_normalise", "sums_without_keepdim", "unstable_softmax",
+           "max_without_keepdim_float32", "exp_float32"]
 
 
 def scaled_scores(q: Any, k: Any) -> np.ndarray:
@@ -73,6 +73,16 @@ def max_without_keepdim(scores: np.ndarray) -> np.ndarray:
         # shifted scores are all far below 0 gives its weights, not 0 / 0)
         e = np.exp(shifted - shifted.max(axis=-1, keepdims=True))
         return e / e.sum(axis=-1, keepdims=True)
+
+
+def max_of_columns(scores: np.ndarray) -> np.ndarray:
+    """A softmax written out with each column's maximum subtracted (`s.max(axis=0, keepdims=True)`) instead of each
+    row's: entry (i, j) shifted by the maximum of column j, which the row sums do not cancel. The exact numbers
+    (what `exp(s - m) / sum` gives wherever its exponentials neither overflow nor all underflow)."""
+    s = np.asarray(scores, dtype=np.float64)
+    shifted = s - s.max(axis=-2, keepdims=True)
+    e = np.exp(shifted - shifted.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
 
 
 def max_without_keepdim_float32(scores: np.ndarray) -> np.ndarray:

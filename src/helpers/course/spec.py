@@ -807,18 +807,20 @@ def _first_difference(got: np.ndarray, want: np.ndarray, rtol: float, atol: floa
     )
 
 
-def _clipped(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str:
+def _clipped(got: np.ndarray, want: np.ndarray, rtol: float, atol: float, weak: bool = False) -> str:
     """When ``got`` is ``want`` cut off at a bound (its own smallest or largest number, reached by two entries or
-    more where the right numbers go past it) and right everywhere else: a sentence that says so."""
+    more where the right numbers go past it) and right everywhere else: a sentence that says so. ``weak``: one
+    entry past the bound is enough, and no right numbers between the bounds are needed (a trial that agrees with a
+    clamp another trial shows)."""
     with np.errstate(invalid="ignore", over="ignore"):
         if got.size < 2 or got.shape != want.shape or not (np.isfinite(got).all() and np.isfinite(want).all()):
             return ""
         lo, hi = float(got.min()), float(got.max())
         inside = (got > lo + atol) & (got < hi - atol)  # right numbers between the bounds: evidence of a clamp
-        if int(inside.sum()) < 2 or not np.allclose(got, np.clip(want, lo, hi), rtol=rtol, atol=atol):
+        if (int(inside.sum()) < 2 and not weak) or not np.allclose(got, np.clip(want, lo, hi), rtol=rtol, atol=atol):
             return ""
         cut = [b for b, past in ((hi, want > hi + atol), (lo, want < lo - atol))
-               if int(past.sum()) >= 2 or (past.any() and int(np.isclose(got, b).sum()) >= 2)]
+               if int(past.sum()) >= 2 or (past.any() and (weak or int(np.isclose(got, b).sum()) >= 2))]
     if not cut:
         return ""
     # (above the upper bound, below the lower one: said as such)
@@ -834,7 +836,7 @@ def _cut_or_clamped(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, An
     "context window"), or the right answer clamped at a bound (``tokens_cut``, ``clamped``)."""
     if ex.predicts:
         return None
-    cut, clamped, wrong = [], [], 0
+    cut, clamped, wrong, weak = [], [], 0, 0
     for got, inputs in trials:
         try:
             want = ex.expected(inputs)
@@ -867,13 +869,16 @@ def _cut_or_clamped(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, An
             if (said := _clipped(g, w, ex.rtol, ex.atol)) and g.shape == w.shape:
                 clamped.append(said)
                 continue
+            if g.shape == w.shape and _clipped(g, w, ex.rtol, ex.atol, weak=True):
+                weak += 1  # one entry at the bound: a clamp, if another trial shows it clearly
+                continue
             return None
     if wrong and len(cut) == wrong:
         k, n = cut[0]
         return _fail(ex, "tokens_cut", f"Your result keeps only {k} of the {n} tokens of a longer sentence (the first "
                                        f"or the last {k} rows): a count typed in (`x[:{k}]`, a \"context window\") "
                                        "drops the others. Keep every token the inputs have.", note)
-    if wrong and len(clamped) == wrong:
+    if wrong and clamped and len(clamped) + weak == wrong:
         return _fail(ex, "clamped", clamped[0].strip(), note)
     return None
 
@@ -2314,6 +2319,13 @@ def _step_probe_problem(ex: Exercise, record: Mapping[str, Any], right: bool) ->
                      "optimizer kept from an earlier call, or one of your own, steps other weights or none). Use the "
                      "`optimizer` argument of every call: optimizer.zero_grad(), the loss and loss.backward(), then "
                      "optimizer.step().")
+    if isinstance(entry.get("low_precision"), str):
+        return _fail(ex, "reduced_precision",
+                     f"Your `{name}` trains in {entry['low_precision']}, not float32 (torch.autocast around the "
+                     "model, or the model cast with .half() or .bfloat16()): that keeps 2 to 3 significant digits "
+                     "where float32 keeps 7, so the losses and the updates are not those of the step asked for (the "
+                     "notebook's stand-in multiplies nothing, which can hide it). Train in float32: leave the "
+                     "autocast, or the cast, out.")
     if not right:
         return None
     if isinstance(entry["steps"], int) and entry["steps"] > 1:
@@ -2371,6 +2383,17 @@ def _step_probe_problem(ex: Exercise, record: Mapping[str, Any], right: bool) ->
                      "plain steps (optimizer.zero_grad(), loss.backward(), optimizer.step()) do: the gradients of "
                      "some parameters are not cleared between steps, or not used (a loop over the parameters that "
                      "stops early, say). Clear every gradient with optimizer.zero_grad().")
+    if entry.get("large_moved_otherwise") is True and not record.get("functions_kept"):
+        # (a step that keeps something on itself between calls skips or changes this one for that reason: told below)
+        norm = entry.get("large_norm")
+        size = f" (of a norm of about {norm:.0f})" if isinstance(norm, float) and np.isfinite(norm) else ""
+        return _fail(ex, "gradients_altered",
+                     f"Your `{name}` changes the gradients before the update. Its steps are right on the notebook's "
+                     f"stand-in, whose gradients are small; on a stand-in with large gradients{size}, one call moved "
+                     "the weights otherwise than a plain step (optimizer.zero_grad(), loss.backward(), "
+                     "optimizer.step()) does: the gradients clipped (clip_grad_norm_, clip_grad_value_) or scaled. "
+                     "The step asked for uses the gradients as backward() leaves them; how far to move is the "
+                     "optimizer's job (its learning rate).")
     rows, batch = entry.get("rows"), entry.get("batch")
     # (the batch in parts, each forwarded once, gradients accumulated: one forward of every sequence all the same)
     parts = isinstance(rows, list) and isinstance(batch, int) and sum(r for r in rows if isinstance(r, int)) == batch
@@ -2827,8 +2850,11 @@ def _sign(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> s
         try:
             # a sign that computes the answer the mistake gives (``refutable``) must also hold where the answer is
             # right: there, that mistake would have given another number
-            if wrong and all(test(got, inputs) for got, inputs in wrong) \
-                    and not (getattr(test, "refutable", False) and not all(test(got, inputs) for got, inputs in right)):
+            # (``shows``: inputs on which that mistake is wrong for certain; an answer right there has not made it)
+            shows = getattr(test, "shows", lambda _: False)
+            refuted = getattr(test, "refutable", False) and not all(test(got, inputs) for got, inputs in right)
+            if wrong and all(test(got, inputs) for got, inputs in wrong) and not refuted \
+                    and not any(shows(inputs) for _, inputs in right):
                 found.append(code)
         except Exception:  # noqa: BLE001 — an answer of another shape or kind: not that sign
             continue
@@ -2957,6 +2983,33 @@ def _rounded_within_tolerance(ex: Exercise, trials: Sequence[tuple[Arrays, Mappi
                     return _fail(ex, "rounded_answer",
                                  f"{which} rounded to {k} decimal{'s' if k > 1 else ''}. "
                                  "Keep them at full precision: round only what you print.")
+    return None
+
+
+def _clamped_within_tolerance(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> Outcome | None:
+    """An answer within the step's tolerance that is the right numbers held up at a floor all the same (weights
+    clamped up to 1e-6 "for a log later"): on some trial two entries or more are exactly its smallest number, a
+    positive one, where the right numbers are below half of it. (A ceiling is not judged: the numbers a right
+    float32 answer rounds cannot be told from one held down by 1e-6.)"""
+    eps = float(np.finfo(np.float64 if ex.dtype == "float64" else np.float32).eps)
+    for name in ex.answers:
+        for got, inputs in trials:
+            try:
+                g, w = np.asarray(got[name], float), np.asarray(ex.expected(inputs)[name], float)
+            except Exception:  # noqa: BLE001 — answers that are not numbers, a reference that cannot say
+                return None
+            if g.shape != w.shape or g.size < 3 or not (np.isfinite(g).all() and np.isfinite(w).all()):
+                continue
+            lo = float(g.min())
+            at_lo = g == lo
+            # (above 1e-12: far from float32's subnormal numbers, which a right float32 answer does hold)
+            if lo > 1e-12 and int((at_lo & (w < lo / 2)).sum()) >= 2 and not (at_lo & (w > lo * (1 + 8 * eps))).any():
+                which = "Your numbers are" if len(ex.answers) == 1 else f"Your `{name}` is"
+                return _fail(ex, "clamped",
+                             f"{which} right to within rounding, but never go below {_fmt(lo)}, where some of the "
+                             f"right ones do: two or more of them sit exactly at {_fmt(lo)}. A clamp or a clip in "
+                             "your code (an epsilon floor such as `clamp(min=1e-6)`) holds them there. Take it out: "
+                             "the right numbers can be that small.")
     return None
 
 
@@ -3300,6 +3353,7 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
         for check in (_unused_problem(ex, record), _zeroed_small(ex, right_trials),
                       _dtype_problem(ex, record.get("facts") or {}),
                       _float32_precision_problem(ex, right_trials), _rounded_within_tolerance(ex, right_trials),
+                      _clamped_within_tolerance(ex, right_trials),
                       _items_problem(ex, record.get("facts") or {}),
                       _mutation_problem(ex, record), _rebound_problem(ex, record), _deleted_problem(ex, record),
                       _module_changed_problem(ex, record), _reassigned_problem(ex, record),
@@ -3366,6 +3420,10 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
         return counted
     trials = [(got0, student_world)] + [(got, plan.inputs[i]) for i, got in enumerate(replays, start=1)
                                         if i < len(plan.inputs)]
+    if set(wrong_up) & set(record.get("mutated") or ()):
+        # an input that is wrong because this very cell changed it in place (through a view of it, say): that change
+        # is the mistake to fix, not an earlier step
+        return _mutation_problem(ex, record)
     note = _upstream_note(ex, wrong_up) + _used_note(ex, record, wrong_up)
     for early in (_step_probe_problem(ex, record, right=False), _model_carried(ex, plan, record)):
         if early is not None:
@@ -3583,6 +3641,7 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
                       _dtype_problem(ex, record.get("facts") or {}),
                       _float32_precision_problem(ex, list(zip(answers, plan.inputs)), record),
                       _rounded_within_tolerance(ex, list(zip(answers, plan.inputs))),
+                      _clamped_within_tolerance(ex, list(zip(answers, plan.inputs))),
                       _mutation_problem(ex, record),
                       _overwritten_problem(ex, record, plan), _mode_problem(ex, record),
                       _probe_problem(ex, plan, record), _forward_params_problem(ex, record),
@@ -4428,6 +4487,17 @@ def global_shift_sign(reference: Callable[..., Any], scores: Callable[..., np.nd
         return s.shape[:-1] == bad.shape and bool(bad.any()) and not (bad & ~low).any() and not (bad & top).any() \
             and not (gone & ~nan).any()
 
+    def shows(inputs: Mapping[str, Any]) -> bool:
+        """Whether one maximum for the whole matrix is wrong on these inputs (a row 0/0): an answer right there
+        does not subtract it."""
+        s = np.asarray(scores(**inputs), dtype=np.float64)
+        if s.ndim < 2:
+            return False
+        with np.errstate(invalid="ignore"):
+            peak = float(np.nanmax(s, initial=-np.inf))
+            return bool((np.nanmax(s, axis=-1, initial=-np.inf) < peak - (limit + 17.0)).any())
+
+    sign.shows = shows
     return sign
 
 

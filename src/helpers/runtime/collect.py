@@ -188,10 +188,10 @@ def _module_like(params: Mapping[str, Any], module: Any) -> Any:
     ``double``)."""
     import torch
 
-    if {"trainable", "frozen"} <= set(params) <= {"trainable", "frozen", "buffers", "double", "eval", "tied"} \
+    if {"trainable", "frozen"} <= set(params) <= {"trainable", "frozen", "buffers", "double", "eval", "tied", "grads"} \
             and all(isinstance(params[k], Mapping) for k in ("trainable", "frozen")):
         made = _module_of(params["trainable"], params["frozen"], params.get("buffers") or {},
-                          params.get("double") or (), params.get("tied") or {})
+                          params.get("double") or (), params.get("tied") or {}, bool(params.get("grads")))
         return made.eval() if params.get("eval") else made
     clone = copy.deepcopy(module)
     own = [name for name, _ in clone.named_parameters()]
@@ -211,14 +211,15 @@ def _module_like(params: Mapping[str, Any], module: Any) -> Any:
 
 
 def _module_of(trainable: Mapping[str, Any], frozen: Mapping[str, Any], buffers: Mapping[str, Any] | None = None,
-               double: Iterable[str] = (), tied: Mapping[str, str] | None = None) -> Any:
+               double: Iterable[str] = (), tied: Mapping[str, str] | None = None, grads: bool = False) -> Any:
     """A plain ``nn.Module`` whose parameters are the given arrays (float32, or float64 for the names in
     ``double``), in that order, those of ``frozen`` with requires_grad=False, and ``buffers`` registered as buffers
     kept out of the state_dict:
     other counts, sizes and frozen parameters than the student's own module. A dotted name (``proj.w_out``) puts
     the parameter in a submodule of that name. ``tied`` maps a further name to one of those parameters: the same
     parameter object, registered there too (tied weights, which ``parameters()`` yields once). The first parameter
-    is a view of a longer tensor (its storage holds twice its entries)."""
+    is a view of a longer tensor (its storage holds twice its entries). ``grads``: every trainable one holds a
+    gradient of zeros, as after a backward pass."""
     import torch
 
     module = torch.nn.Module()
@@ -245,7 +246,10 @@ def _module_of(trainable: Mapping[str, Any], frozen: Mapping[str, Any], buffers:
                 whole = torch.zeros((2 * data.shape[0], *data.shape[1:]), dtype=dtype)
                 whole[: data.shape[0]] = data
                 data, first = whole[: data.shape[0]], False
-            at.register_parameter(attr, torch.nn.Parameter(data, requires_grad=grad))
+            param = torch.nn.Parameter(data, requires_grad=grad)
+            if grad and grads:  # a gradient kept from a backward pass, as a module trained before has
+                param.grad = torch.zeros_like(data)
+            at.register_parameter(attr, param)
     for name, arr in (buffers or {}).items():
         at, attr = owner(name)
         at.register_buffer(attr, torch.as_tensor(np.asarray(arr), dtype=torch.float32), persistent=False)
@@ -2092,7 +2096,10 @@ def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dic
     the model's mode at each forward; ``training_after``, its mode after the step; ``rng_reset``, whether the
     two runs left torch's generator in the same state (a seed set inside the step); ``state_steps``, the step count
     an Adam optimizer keeps after three calls of the step (3, unless the step clears the optimizer's state). Torch's
-    generator is left as it was."""
+    generator is left as it was. Also: ``low_precision``, the precision of a product inside the model's forward
+    or of its weights after a step when lower than float32 (autocast, `model.half()`); ``large_moved_otherwise``,
+    whether one step moves the weights otherwise than a plain step when the gradients are large (a norm of
+    ``large_norm``: gradients clipped or scaled in the step)."""
     import torch
 
     inputs = probe["inputs"]
@@ -2103,17 +2110,21 @@ def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dic
         """The table of scores and a second parameter, a shift of every token's score (a step that updates only
         some parameters, `loss.backward(inputs=[first])`, shows on it)."""
 
-        def __init__(self) -> None:
+        def __init__(self, gain: float = 1.0) -> None:
             super().__init__()
             self.table = torch.nn.Parameter(table.clone())
             self.shift = torch.nn.Parameter(torch.zeros(table.shape[-1]))
+            self.gain = gain
             self.modes: list[bool] = []
             self.rows: list[int] = []
+            self.products: set[str] = set()
 
         def forward(self, t: Any) -> Any:
             self.modes.append(bool(self.training))
             self.rows.append(int(t.shape[0]) if getattr(t, "ndim", 0) else 1)
-            return self.table[t] + self.shift
+            # the precision a product gets here (lower than float32 under torch.autocast)
+            self.products.add(str((torch.ones(1, 1) @ torch.ones(1, 1)).dtype).removeprefix("torch."))
+            return self.gain * self.table[t] + self.shift
 
     class CountingSGD(torch.optim.SGD):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -2163,12 +2174,34 @@ def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dic
                     plain_sgd.zero_grad()
                     loss_fn(plain(tokens.clone()), tokens.clone()).backward()
                     plain_sgd.step()
+            low = {d for d in model.products if d != "float32"} | {
+                str(getattr(model, n).dtype).removeprefix("torch.") for n in ("table", "shift")
+                if getattr(model, n).dtype in (torch.float16, torch.bfloat16)}
+            if low:
+                out["low_precision"] = sorted(low)[0]
             out["moved_otherwise"] = [n for n in ("table", "shift")
-                                      if not torch.allclose(getattr(model, n).detach(), getattr(plain, n).detach(),
+                                      if not torch.allclose(getattr(model, n).detach().float(),
+                                                            getattr(plain, n).detach(),
                                                             rtol=1e-4, atol=1e-5)]
             # where two plain steps put them: each update one call late (step() before backward())
             out["one_late"] = bool(out["moved_otherwise"]) and all(
-                torch.allclose(getattr(model, n).detach(), states[2][n], rtol=1e-4, atol=1e-5)
+                torch.allclose(getattr(model, n).detach().float(), states[2][n], rtol=1e-4, atol=1e-5)
+                for n in ("table", "shift"))
+            # one step on a stand-in whose scores are the table times 100 (gradients of a norm in the tens, as a
+            # model's are early in training), next to a plain step: a step that clips or scales the gradients
+            # moves the weights less, or otherwise
+            torch.manual_seed(20235)
+            model, plain = Table(gain=100.0).train(), Table(gain=100.0).train()
+            sgd, plain_sgd = (torch.optim.SGD(m.parameters(), lr=float(inputs["lr"])) for m in (model, plain))
+            with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                step(model, sgd, tokens.clone())
+                plain_sgd.zero_grad()
+                loss_fn(plain(tokens.clone()), tokens.clone()).backward()
+                out["large_norm"] = float(torch.sqrt(sum((p.grad.double() ** 2).sum() for p in plain.parameters())))
+                plain_sgd.step()
+            out["large_moved_otherwise"] = not all(
+                torch.allclose(getattr(model, n).detach().float(), getattr(plain, n).detach(), rtol=1e-4, atol=1e-4)
                 for n in ("table", "shift"))
         # three steps with an optimizer that keeps a state (Adam's running averages and its step count): a step
         # that clears that state at every call (`optimizer.state.clear()`) leaves a count of 1

@@ -15,7 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..reference import global_softmax, max_without_keepdim, max_without_keepdim_float32, softmax, sum_normalise
+from ..reference import (
+    global_softmax,
+    max_of_columns,
+    max_without_keepdim,
+    max_without_keepdim_float32,
+    softmax,
+    sum_normalise,
+)
 from ..roles import ROLES, mix_ups
 from ..spec import Exercise, global_shift_sign, overflow_sign, register, upstream_of
 
@@ -563,6 +570,7 @@ SOFTMAX_MISTAKES = {
     "transposed_scores": _weights(lambda s, **_: softmax(s.T)),
     "missing_keepdim": _weights(lambda s, **_: _no_keepdim(s)),
     "max_without_keepdim": _weights(lambda s, **_: max_without_keepdim(s)),
+    "max_wrong_axis": _weights(lambda s, **_: max_of_columns(s)),
     # written out (`exp(s - m) / sum`) in float32: overflows where the shifted scores pass 88.7
     "max_without_keepdim:float32": _weights(lambda s, **_: max_without_keepdim_float32(s)),
     "global_softmax": _weights(lambda s, **_: global_softmax(s)),

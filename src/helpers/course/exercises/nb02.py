@@ -19,6 +19,7 @@ import numpy as np
 
 from ..reference import (
     global_softmax,
+    max_of_columns,
     max_without_keepdim,
     max_without_keepdim_float32,
     one_sum,
@@ -236,6 +237,7 @@ ATTENTION_MISTAKES = {
     # a softmax written out by hand: the row sums without keepdim, the row maxima without keepdim, one sum for all
     "missing_keepdim": lambda **i: attention(**i, normalise=sums_without_keepdim),
     "max_without_keepdim": lambda **i: attention(**i, normalise=max_without_keepdim),
+    "max_wrong_axis": lambda **i: attention(**i, normalise=max_of_columns),
     "global_softmax": lambda **i: attention(**i, normalise=global_softmax),
     "sum_without_axis": lambda **i: attention(**i, normalise=one_sum),
     # the values made with w_key (or the weights applied to the keys)
@@ -778,7 +780,9 @@ def _trainable_inputs(rng: np.random.Generator | None = None) -> dict:
     # second count would be the frozen matrix's)
     module = {"trainable": trainable, "frozen": {frozen: weights[frozen]},
               "buffers": {"mask": np.ones((int(rng.choice([2, 3])), m + 1))}, "double": ["proj.w_out"], "eval": True,
-              "tied": {"head.bias": "proj.bias"}}
+              "tied": {"head.bias": "proj.bias"},
+              # and trained before: every trainable parameter holds a gradient (a filter on `p.grad is None` shows)
+              "grads": True}
     return {"x": x, "d_model": d_model, "d_k": d_k, "sa_v1": module}
 
 
@@ -990,9 +994,9 @@ PART_1 = [
            },
            hints={
                "softmax_wrong_axis": "Your rows are the columns of the right weights: a softmax down the columns "
-               "(dim=0), a `.T` too many, or row sums divided without keepdim=True (which lines each sum up with a "
-               "column). The scores are symmetric, so only the row sums show it. Row i holds query i's weights: "
-               "normalise along each row, dim=-1.",
+               "(dim=0), a `.T` too many, or row sums divided (or a logsumexp subtracted) without keepdim=True "
+               "(which lines each row's number up with a column). The scores are symmetric, so only those row "
+               "numbers show it. Row i holds query i's weights: normalise along each row, dim=-1.",
                "global_softmax": "You normalised by one sum over the whole matrix, so no row sums to 1. Each query's "
                "row is normalised on its own: a softmax along dim=-1.",
                "no_softmax": "These are the raw scores. Turn each row into weights with a softmax along dim=-1.",
@@ -1199,6 +1203,7 @@ PART_2 = [
            # scores of 190: weights written out again without the row's maximum overflow; values of one number: a
            # squeeze shows
            edge=(past_limit_query, one_column_weights("w_value")),
+           widths=("keys", "values"),  # values wider than the keys in some replay: values cut to d_k columns show
            dtype="float32",  # step 12 compares the module's float32 row 2 with it: torch.allclose refuses float64
            mistakes={
                "missing_scale": _one("context_vec_2", lambda attn_scores_2_qk, values, **_:
@@ -1327,6 +1332,13 @@ PART_2 = [
             "counted_tensors": _count(lambda trainable, frozen, **_: len(trainable)),
             "counted_all_tensors": _count(lambda trainable, frozen, **_: len(trainable) + len(frozen)),
             "counted_frozen": _count(lambda trainable, frozen, **_: _numbers(trainable) + _numbers(frozen)),
+            # a filter on `p.grad is None` (a parameter no backward pass has reached): every one before training,
+            # the frozen ones only after; and `requires_grad and grad is None`: none after
+            "counted_by_grad": lambda sa_v1, **_: {"n_trainable": np.asarray(float(
+                _numbers(sa_v1["frozen"]) if sa_v1.get("grads") else _numbers(sa_v1["trainable"])
+                + _numbers(sa_v1["frozen"])))},
+            "counted_by_grad:untrained": lambda sa_v1, **_: {"n_trainable": np.asarray(float(
+                0 if sa_v1.get("grads") else _numbers(sa_v1["trainable"])))},
             "counted_from_shapes": _count(lambda trainable, frozen, d_model, d_k, **_: 3 * d_model * d_k),
             "counted_inputs": lambda x, **_: {"n_trainable": np.asarray(float(np.size(x)))},
             # the state_dict: every parameter, frozen or not, a tied one under each of its names
@@ -1342,6 +1354,14 @@ PART_2 = [
                "counted_all_tensors": "You counted the weight tensors, not the numbers in them (and every tensor, "
                "frozen ones too). Add up the number of entries (a tensor's .numel()) of the parameters that require "
                "a gradient.",
+               "counted_by_grad": "Your count picks the parameters by their `.grad`: `p.grad is None` only says "
+               "that no backward pass has reached a parameter yet. Before any training that is every parameter, "
+               "frozen ones too; on a module trained before (its trainable parameters hold gradients), only the "
+               "frozen ones. Keep the parameters with p.requires_grad: that is what marks a trainable one.",
+               "counted_by_grad:untrained": "Your count keeps only parameters whose `.grad` is None: on a module "
+               "trained before (its trainable parameters hold gradients) that is none of them, and the count is 0. "
+               "`p.grad is None` only says that no backward pass has reached a parameter yet; p.requires_grad alone "
+               "marks a trainable one.",
                "counted_frozen": "Your count takes in frozen parameters too: on a module with a frozen parameter "
                "(requires_grad=False, like the cell's `frozen` below) it counts numbers that training never changes "
                "(on one whose every parameter is trainable, as the notebook's sa_v1, it happens to come out right). "

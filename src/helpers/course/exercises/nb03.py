@@ -25,6 +25,7 @@ import numpy as np
 
 from ..reference import (
     global_softmax,
+    max_of_columns,
     max_without_keepdim,
     max_without_keepdim_float32,
     one_sum,
@@ -572,6 +573,7 @@ FN_MISTAKES = {
     # a softmax written out by hand: the row sums or the row maxima without keepdim, one sum for the whole matrix
     "missing_keepdim": lambda **i: _fn(**i, normalise=sums_without_keepdim),
     "max_without_keepdim": lambda **i: _fn(**i, normalise=max_without_keepdim),
+    "max_wrong_axis": lambda **i: _fn(**i, normalise=max_of_columns),
     "max_without_keepdim:float32": lambda **i: _fn(**i, normalise=max_without_keepdim_float32),
     "sum_without_axis": lambda **i: _fn(**i, normalise=one_sum),
     "keys_reshaped": lambda **i: _fn(**i, scores=lambda q, k: q @ k.reshape(k.shape[1], k.shape[0])),

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..reference import (
     global_softmax,
+    max_of_columns,
     max_without_keepdim,
     max_without_keepdim_float32,
     one_sum,
@@ -426,6 +427,8 @@ WEIGHTS_MISTAKES = {
     "transposed_scores": lambda attn_scores, keys, **_: {"attn_weights": softmax(_f(attn_scores).T / _sqrt_dk(keys))},
     "max_without_keepdim": lambda attn_scores, keys, **_: {
         "attn_weights": max_without_keepdim(_f(attn_scores) / _sqrt_dk(keys))},
+    "max_wrong_axis": lambda attn_scores, keys, **_: {
+        "attn_weights": max_of_columns(_f(attn_scores) / _sqrt_dk(keys))},
     "max_without_keepdim:float32": lambda attn_scores, keys, **_: {
         "attn_weights": max_without_keepdim_float32(_f(attn_scores) / _sqrt_dk(keys))},
     # √d_v: values.shape[-1]
@@ -570,6 +573,8 @@ NUMPY_MISTAKES = {
     # s - s.max(axis=-1): entry (i, j) shifted by row j's maximum
     "max_without_keepdim": _np_softmax_variant(
         lambda s: np.exp(s - s.max(axis=-1)) / np.exp(s - s.max(axis=-1)).sum(axis=-1, keepdims=True)),
+    # s - s.max(axis=0, keepdims=True): entry (i, j) shifted by column j's maximum
+    "max_wrong_axis": _np_softmax_variant(max_of_columns),
     # np.exp(s) without a maximum: overflows to inf / inf
     "unstable_softmax": _np_softmax_variant(lambda s: np.exp(s) / np.exp(s).sum(axis=-1, keepdims=True)),
     # s - s.max(): rows far below the largest score underflow to 0 / 0
@@ -673,6 +678,7 @@ FN_MISTAKES = {
     # a softmax written out by hand: the row sums or the row maxima without keepdims, one sum for the whole matrix
     "missing_keepdim": lambda q, k, v: sums_without_keepdim(q @ k.T / np.sqrt(k.shape[-1])) @ v,
     "max_without_keepdim": lambda q, k, v: max_without_keepdim(q @ k.T / np.sqrt(k.shape[-1])) @ v,
+    "max_wrong_axis": lambda q, k, v: max_of_columns(q @ k.T / np.sqrt(k.shape[-1])) @ v,
     "sum_without_axis": lambda q, k, v: one_sum(q @ k.T / np.sqrt(k.shape[-1])) @ v,
     "power_precedence": lambda q, k, v: _attend(q, k, v, scale=2.0 * k.shape[-1]),  # k.shape[-1] ** 1 / 2
     "swapped_projections": lambda q, k, v: softmax(q @ k.T / np.sqrt(k.shape[-1])) @ k,  # the keys mixed
@@ -724,6 +730,8 @@ SELF_MISTAKES = {
     "weights_not_applied": lambda x, w_query, w_key, w_value: softmax((x @ w_query) @ (x @ w_key).T
                                                                       / np.sqrt(w_key.shape[-1])),
     "projection_reused": lambda x, w_query, w_key, w_value: _attend(x @ w_query, x @ w_key, x @ w_key),
+    "max_wrong_axis": lambda x, w_query, w_key, w_value: max_of_columns(
+        (x @ w_query) @ (x @ w_key).T / np.sqrt(w_key.shape[-1])) @ (x @ w_value),
 }
 
 
@@ -1699,7 +1707,8 @@ def _exercises() -> list[Exercise]:
                   # `s[:, ::2]`'s, shows; and 3·10⁹: a maximum cast to int32 shows
                   large_scores(top=88.4, second=1.0)),  # and two scores of 88.4: each exp fits float32, the sum not
             signs={"unstable_softmax": overflow_sign(ref_scaled_attention, _qk_scores, 88.0),  # float32
-                   "unstable_softmax:sum": sum_overflow_sign(ref_scaled_attention, _qk_scores, "float32")},
+                   "unstable_softmax:sum": sum_overflow_sign(ref_scaled_attention, _qk_scores, "float32"),
+                   "global_max_subtraction": global_shift_sign(ref_scaled_attention, _qk_scores, 87.0)},
             widths=("k", "v"),  # "any n, d_k and d_v": values wider than the keys in some trial, narrower in another
             points=2,
         ),
@@ -1728,7 +1737,8 @@ def _exercises() -> list[Exercise]:
                   more_rows("x", 100), loud_token(n=600),
                   large_scores(x="x", top=88.4, second=1.0)),  # and two scores of 88.4: their exps' sum past float32
             signs={"unstable_softmax": overflow_sign(ref_self_attention, _xw_scores, 88.0),
-                   "unstable_softmax:sum": sum_overflow_sign(ref_self_attention, _xw_scores, "float32")},
+                   "unstable_softmax:sum": sum_overflow_sign(ref_self_attention, _xw_scores, "float32"),
+                   "global_max_subtraction": global_shift_sign(ref_self_attention, _xw_scores, 87.0, atol=5e-5)},
             widths=("w_key", "w_value"),
             depends_on=("04.scaled_attention",),
             points=2,

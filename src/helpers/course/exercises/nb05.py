@@ -19,6 +19,7 @@ import numpy as np
 
 from ..reference import (
     global_softmax,
+    max_of_columns,
     max_without_keepdim,
     one_sum,
     projected_scores,
@@ -197,6 +198,7 @@ def _fixed(fn):
 FIXED_WEIGHTS_MISTAKES = {
     "global_softmax": _fixed(global_softmax),  # the original's attention_weights again
     "max_without_keepdim": _fixed(max_without_keepdim),
+    "max_wrong_axis": _fixed(max_of_columns),
     "sum_without_axis": _fixed(one_sum),  # each row's maximum, then one sum for the whole matrix
     "softmax_wrong_axis": _fixed(lambda s: softmax(s, axis=0)),
     "missing_keepdim": _fixed(_sum_no_keepdim),
@@ -313,6 +315,14 @@ def _max_without_keepdim(scores):
     """The row maxima without keepdims (shifting column j by row j's maximum), the sums with it."""
     e = np.exp(scores - scores.max(axis=-1))
     return e / e.sum(axis=-1, keepdims=True)
+
+
+def _max_of_columns(scores):
+    """Each column's maximum subtracted instead of each row's (`axis=0`), written out: a row far below its columns'
+    maxima underflows to 0 / 0."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        e = np.exp(scores - scores.max(axis=0, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
 
 
 def _sums_of_columns(scores):
@@ -486,6 +496,7 @@ SOFTMAX_MISTAKES = {
     "missing_keepdim": _sum_without_keepdim,
     "keepdims_nowhere": _keepdims_nowhere,
     "max_without_keepdim": _max_without_keepdim,
+    "max_wrong_axis": _max_of_columns,
     "shifted_by_min": _shifted_by_min,
     "shifted_by_mean": _shifted_by_mean,
     "global_max_subtraction": _global_max,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..reference import softmax
+from ..roles import ROLES, mix_ups
 from ..scales import matches, other_scale, scale_explains
 from ..spec import Exercise, Probe, batch_of_one, future_masked_late, long_batch, loud_future, register, upstream_of
 
@@ -231,12 +232,44 @@ def far_below(inputs: dict) -> dict:
     return {**inputs, "q": q, "k": k}
 
 
+FIRST_FAR = -1e6  # every score of the first query (:func:`first_far`): below the finite fills of −1e4 and −1e5 that
+# float16-minded code writes, far above −1e9 and finfo.min
+
+
+def first_far(inputs: dict) -> dict:
+    """An edge trial of causal attention: the first query scores exactly FIRST_FAR (−10⁶) with every key, as
+    :func:`far_below` builds it. It sees one key, its own, whose weight is exactly 1 however the softmax is computed
+    (a log-sum-exp of one finite score is that score); a mask that fills hidden scores with a finite number above
+    −10⁶ (−1e4, −1e5) gives the hidden keys that weight instead."""
+    q, k = np.array(inputs["q"], dtype=float), np.array(inputs["k"], dtype=float)
+    q[..., 0, :] = 0.0
+    q[..., 0, 0] = FIRST_FAR * np.sqrt(q.shape[-1])
+    k[..., 0] = 1.0
+    return {**inputs, "q": q, "k": k}
+
+
+def one_real_key_far(inputs: dict) -> dict:
+    """An edge trial of padded attention: every sentence one real token long, and each sentence's first query at
+    FIRST_FAR (−10⁶) with every key, as :func:`first_far` builds it: its one real key takes all its weight, exactly;
+    a finite fill above −10⁶ for the padded keys (−1e4) gives them that weight instead."""
+    lengths = np.ones_like(np.asarray(inputs["lengths"]))
+    return {**first_far(inputs), "lengths": lengths}
+
+
+def _moved_row(q) -> int | None:
+    """The query :func:`far_below` or :func:`first_far` moved on this trial (None: neither)."""
+    for row in (_far_row(q), 0):
+        if q.shape[-2] > 1 and np.all(q[..., row, 1:] == 0) and np.all(q[..., row, 0] < FAR_BELOW):
+            return row
+    return None
+
+
 def _fill_leaks(answer, inputs, allowed, ref) -> bool:
-    """On :func:`far_below`'s trial: the moved query's output is the mean of the values of the keys it must not see
-    (a finite fill above its scores), every other row right."""
+    """On :func:`far_below`'s or :func:`first_far`'s trial: the moved query's output is the mean of the values of
+    the keys it must not see (a finite fill above its scores), every other row right."""
     q, v = np.asarray(inputs["q"], dtype=np.float64), np.asarray(inputs["v"], dtype=np.float64)
-    row = _far_row(q)
-    if not (np.all(q[..., row, 1:] == 0) and np.all(q[..., row, 0] < FAR_BELOW)):
+    row = _moved_row(q)
+    if row is None:
         return False
     got = np.asarray(_only(answer), dtype=np.float64)
     hidden = ~np.broadcast_to(allowed, q.shape[:-1] + (v.shape[-2],))[..., row, :]  # (…, keys)
@@ -493,6 +526,13 @@ CAUSAL_MISTAKES = {
     "fully_masked_row": lambda q, k, v: _causal(q, k, v, allowed=np.tril(np.ones((q.shape[-2],) * 2, bool), -1)),
     # the allowed triangle handed to masked_fill: the past and the token itself hidden, the future shown
     "causal_mask_inverted": lambda q, k, v: _causal(q, k, v, allowed=~_lower(q.shape[-2])),
+    # triu(…, diagonal=2): the next key shown too
+    "causal_mask_sees_next": lambda q, k, v: _causal(q, k, v, allowed=np.tril(np.ones((q.shape[-2],) * 2, bool), 1)),
+    "transposed_scores": lambda q, k, v: _attend(causal_scores(k, q), _lower(q.shape[-2]), v),
+    "scale_multiplied": lambda q, k, v: _attend(causal_scores(q, k, scale=False) * np.sqrt(k.shape[-1]),
+                                                _lower(q.shape[-2]), v),
+    "weights_transposed": lambda q, k, v: np.swapaxes(_masked_softmax(causal_scores(q, k), _lower(q.shape[-2])),
+                                                      -1, -2) @ v,
 }
 
 
@@ -527,8 +567,8 @@ def _unshifted(answer, inputs) -> bool:
     loud = (q[..., -1, :] * k[..., 0, :]).sum(-1) / np.sqrt(q.shape[-1])  # :func:`loud_past`'s first key: 200
     if np.all(k[..., 0, :] == 0) or (q.shape[-2] > 1 and np.all(loud > 150.0)):
         row = q.shape[-2] - 1
-    elif np.all(q[..., _far_row(q), 1:] == 0) and np.all(q[..., _far_row(q), 0] < FAR_BELOW):
-        row = _far_row(q)
+    elif (moved := _moved_row(q)) is not None:
+        row = moved
     else:
         return False
     return _rows_nan_rest_right(_only(answer), ref_causal(q, k, v), [row])
@@ -641,7 +681,51 @@ DROPOUT_MISTAKES = {
     "dropout_scale_by_odds": lambda weights, keep, p: weights * keep * p / (1.0 - p),
     # each row divided by its sum after dropping: a row with every weight dropped is 0/0
     "dropout_renormalised": lambda weights, keep, p: weights * keep / (weights * keep).sum(axis=-1, keepdims=True),
+    # `weights * keep / 1 - p`: divided by 1, then p subtracted from every weight
+    "dropout_precedence": lambda weights, keep, p: weights * keep - p,
 }
+
+
+def _dropout_factor(ex, trials, record=None) -> str | None:
+    """An explain for ``dropout_wrong_scale``: on every trial the answer is wrong on, the dropped weights are 0 and
+    every kept weight is multiplied by one factor, another than 1 / (1 − p) (a factor of 1 + p, one rounded to a
+    whole number, the fraction of this draw's weights kept, a `//` that rounds the kept weights down to 0)."""
+    said = None
+    for got, inputs in trials:
+        g = np.asarray(got.get("inverted_dropout"), dtype=np.float64)
+        weights, keep = (np.asarray(inputs[n], dtype=np.float64) for n in ("weights", "keep"))
+        p = float(inputs["p"])
+        want = ref_dropout(weights, keep, p)
+        if g.shape == want.shape and np.allclose(g, want, rtol=ex.rtol, atol=ex.atol):
+            continue
+        if g.shape != weights.shape:
+            return None
+        if np.array_equal(g, np.floor(want)):  # `weights * keep // (1 - p)`: rounded down to whole numbers
+            said = said or ("Your function rounds the kept weights down to whole numbers: `//` is a floor division, "
+                            "so a kept weight of 0.3 divided by 1 − p comes out 0. Divide with `/`: "
+                            "`weights * keep / (1 - p)`.")
+            continue
+        kept = (keep != 0) & (np.abs(weights) > 1e-3)
+        if not kept.any() and keep.mean() == 0 and np.isnan(g).all():
+            continue  # nothing kept, divided by the fraction kept: 0 / 0 (told on the trials that keep some)
+        if not kept.any() or not np.allclose(g[keep == 0], 0.0, atol=1e-7):
+            return None
+        factors = g[kept] / weights[kept]
+        factor = float(np.median(factors))
+        if not np.allclose(factors, factor, rtol=1e-4, atol=1e-6) or np.isclose(factor, 1.0 / (1.0 - p), rtol=1e-4):
+            return None
+        if said is None:
+            fraction = float(keep.mean())
+            why = (": 1 over the fraction of weights this draw happened to keep, not over the probability of keeping "
+                   "one"
+                   if fraction not in (0.0, 1.0) and np.isclose(factor, 1.0 / fraction, rtol=1e-4) else
+                   " — a floor division (`//`) rounds the kept weights down to whole numbers" if factor == 0.0 else
+                   "")
+            said = (f"Your function zeroes the dropped weights, but multiplies each kept one by {factor:.4g} (here "
+                    f"p = {p:g}){why}. Inverted dropout divides every kept weight by the probability of keeping it, "
+                    f"1 − p = {1.0 - p:g} (a factor of {1.0 / (1.0 - p):.4g}), the same for every draw, so that each "
+                    "weight keeps its expected value: `weights * keep / (1 - p)`.")
+    return said
 
 
 def _own_draw(answer, inputs) -> bool:
@@ -801,6 +885,22 @@ MHA_MISTAKES = {
     # the heads "averaged": the merged output divided by their number
     "heads_averaged": lambda **i: _mha(**i) / int(i["num_heads"]),
 }
+
+
+def _mha_made_with(made_with, x, w_query, w_key, w_value, w_out, num_heads):
+    w = {"query": w_query, "key": w_key, "value": w_value}
+    return _mha(x, w[made_with["query"]], w[made_with["key"]], w[made_with["value"]], w_out, num_heads)
+
+
+# a projection made with another role's matrix (a line copied, its matrix left as it was), or the output's
+MHA_MIX_UPS, MHA_MIX_HINTS = mix_ups(_mha_made_with, {r: (f"the {plural}", f"{r[0]} = x @ w_{r}") for r, plural in
+                                                      zip(ROLES, ("queries", "keys", "values"))})
+MHA_MISTAKES |= MHA_MIX_UPS
+MHA_MISTAKES["projection_reused:out_with_value"] = lambda **i: _mha(**{**i, "w_out": i["w_value"]})
+MHA_MIX_HINTS["projection_reused:out_with_value"] = (
+    "You projected the merged heads with w_value, the values' matrix. The output projection has a matrix of its "
+    "own: merged @ w_out.")
+MHA_MISTAKES["unasked_residual"] = lambda **i: _mha(**i) + i["x"]
 # TensorFlow's version is one function: heads dealt in turn when splitting only, then merged back the usual way
 # (perm [0, 2, 1, 3]); and tf.transpose without perm, which reverses every axis, when merging
 TF_MHA_MISTAKES = {
@@ -1119,7 +1219,7 @@ def _exercises() -> list[Exercise]:
               # and 8 sentences of 3 tokens: a length taken from the batch axis shows; and the last value 10⁷ times
               # larger: a weight of 1e-9 left on the future shows
               "edge": (causal_edge, far_below, loud_future, long_sequence, loud_pair, loud_past, many_sentences,
-                       loud_last_value), "signs": CAUSAL_SIGNS,
+                       loud_last_value, first_far), "signs": CAUSAL_SIGNS,
               "explains": scale_explains(CAUSAL_OTHER_SCALE)}
     mha = {"inputs": mha_inputs, "reference": ref_mha, "mistakes": MHA_MISTAKES, "atol": 1e-5,
            "edge": loud_head,  # one head's scores 150, the others' a few units: a max over the heads shows
@@ -1127,7 +1227,7 @@ def _exercises() -> list[Exercise]:
                      "missing_output_projection": OUTPUT_PROJECTION_HINT,
                      "heads_merged_without_transpose": MERGE_ONLY_HINT, "scale_by_d": MHA_TWICE_HINT,
                      "scale_after_softmax": "You divided by √d_head after the softmax, so each head's weights no "
-                     "longer sum to 1. The division belongs inside: softmax(scores / √d_head)."},
+                     "longer sum to 1. The division belongs inside: softmax(scores / √d_head).", **MHA_MIX_HINTS},
            "explains": MHA_SCALE_EXPLAINS}
     return [
         Exercise("06.causal_attention", title="Causal attention", answers=("causal_attention",),
@@ -1153,7 +1253,7 @@ def _exercises() -> list[Exercise]:
             # and a real key of zeros: a mask by value shows
             # and padding that scores far above the words: the padding hidden after the softmax shows
             # and a batch of one sentence: a result squeezed loses its batch axis
-            edge=(large_scores, far_below, real_zero_key, loud_padding, long_padded,
+            edge=(large_scores, far_below, one_real_key_far, real_zero_key, loud_padding, long_padded,
                   batch_of_one("q", "k", "v", "lengths"), same_lengths_wider),  # and a mask kept by the lengths
             signs={"mask_fill_too_small": _padded_fill_leaks},
             **torch_,
@@ -1166,6 +1266,7 @@ def _exercises() -> list[Exercise]:
             reference=ref_dropout,
             mistakes=DROPOUT_MISTAKES,
             signs={"given_draw_ignored": _own_draw},
+            explains={"dropout_wrong_scale": _dropout_factor},
             hints=DROPOUT_HINTS,
             edge=(one_hot_row, high_p, nothing_kept, precise_p, signed_weights),
             # a product and a division in float32 are within 2e-7 of the float64 reference; a factor 1 / (1 - p)

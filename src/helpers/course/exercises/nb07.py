@@ -235,8 +235,8 @@ def _attend(q, k, v, *, allowed: Allowed | None = None, zeroed: Allowed | None =
     summed over the allowed keys, a query at most ``chunk`` at a time (by default as many as keep a chunk of
     scores within 2¹⁴ numbers, and 16 at least: the reference stays far below one n × n matrix on the long
     inputs, and the short ones take one chunk). ``shift``: each row's maximum (``"row"``), that or 0 whichever is
-    larger (``"zero"``: a maximum started at 0), or the largest score of all (``"global"``). A query with no
-    allowed key gets 0/0 (NaN), as a loop that never updates it does."""
+    larger (``"zero"``: a maximum started at 0; ``"sentinel"``: at −1e4), or the largest score of all
+    (``"global"``). A query with no allowed key gets 0/0 (NaN), as a loop that never updates it does."""
     q, k, v = _plain(q, k, v)
     n_q, n_k = q.shape[0], k.shape[0]
     chunk = chunk or max(16, 2**14 // max(n_k, 1))
@@ -259,6 +259,8 @@ def _attend(q, k, v, *, allowed: Allowed | None = None, zeroed: Allowed | None =
             m = s.max(axis=1, keepdims=True)
             if shift == "zero":
                 m = np.maximum(m, 0.0)
+            elif shift == "sentinel":  # a running maximum started at a finite stand-in for −∞ (−1e4)
+                m = np.maximum(m, -1e4)
             elif shift == "global":
                 m = np.full_like(m, top)
             e = np.exp(s - m)
@@ -289,6 +291,7 @@ FLASH_MISTAKES = {
     "dropped_last_block": lambda q, k, v, block_size: _attend(
         q, k, v, allowed=lambda i, j: j < len(k) - len(k) % block_size),
     "max_from_zero": lambda q, k, v, block_size: _attend(q, k, v, shift="zero"),
+    "finite_max_start": lambda q, k, v, block_size: _attend(q, k, v, shift="sentinel"),
     # `m = m_new` left out: m stays −∞, every block's factor exp(m − m_new) is 0: the last block only
     "first_score_as_max": lambda q, k, v, block_size: _attend(
         q, k, v, allowed=lambda i, j: j >= _last_block_start(len(k), block_size)),
@@ -343,6 +346,20 @@ def _causal(q, k, v, block_size, mask="causal", **switches):
     return _attend(q, k, v, allowed=allowed, zeroed=zeroed, **switches)
 
 
+def _diagonal_fill_leaks(answer, inputs) -> bool:
+    """A sign of ``mask_fill_too_small``: the future of the diagonal block filled with a finite number (−1e4) that
+    the far query of :func:`flash_inputs` (its scores near −10⁶) lies below: that query's row is finite and wrong,
+    every other row right."""
+    got = np.asarray(answer.get("causal_flash_attention"), dtype=np.float64)
+    q, k, v = _plain(inputs["q"], inputs["k"], inputs["v"])
+    want = _causal(q, k, v, int(inputs["block_size"]))
+    if got.shape != want.shape:
+        return False
+    far = (q @ k.T / np.sqrt(q.shape[-1])).max(axis=1) < -1e5
+    bad = ~np.isclose(got, want, rtol=1e-6, atol=1e-9).all(axis=1)
+    return bool(far.any() and bad.any() and not (bad & ~far).any() and np.isfinite(got[bad]).all())
+
+
 def _last_tile_dropped(q, k, v, block_size):
     """Query tiles and key blocks both stop before the last, shorter one: its rows stay zero."""
     out = _causal(q, k, v, block_size)
@@ -359,6 +376,7 @@ CAUSAL_MISTAKES = {
     "total_not_rescaled": lambda q, k, v, block_size: _blockwise(q, k, v, block_size, allowed=lambda i, j: j <= i,
                                                                  rescale_total=False),
     "max_from_zero": lambda q, k, v, block_size: _causal(q, k, v, block_size, shift="zero"),
+    "finite_max_start": lambda q, k, v, block_size: _causal(q, k, v, block_size, shift="sentinel"),
     "dropped_last_block": _last_tile_dropped,
     "missing_causal_mask": lambda q, k, v, block_size: _causal(q, k, v, block_size, "none"),
     "diagonal_block_unmasked": lambda q, k, v, block_size: _causal(q, k, v, block_size, "unmasked"),
@@ -501,9 +519,11 @@ def flash_inputs(rng=None):
         d = d + 1 if d < 8 else d - 1
     q, k = rng.normal(0, 1.5, size=(n, d)), rng.normal(0, 1.5, size=(n, d))
     # Every key gets the same component 3 … 3.3 along a direction w. One query points the other way
-    # along w: its scores are all between −935 and −850, so a running maximum started at 0 underflows
-    # there (exp(−745) is already 0). Another points along w: its scores, 850 … 935, are the largest of
-    # all, so one maximum shared by every query underflows the others.
+    # along w: its scores are all between −1.1·10⁶ and −10⁶, so a running maximum started at 0 underflows
+    # there (exp(−745) is already 0), and so does one started at a finite stand-in for −∞ above them (−1e4,
+    # −1e5), or a diagonal block's future filled with one (it takes the weight); −1e9 stays below. Another
+    # points along w: its scores, 850 … 935, are the largest of all, so one maximum shared by every query
+    # underflows the others.
     # A third query, along a direction u across w, falls: the keys of the first block have the component
     # 3 … 3.3 along u, the others −3.3 … −3: its scores are about +400 in the first block and −400 after it,
     # so a maximum that is not kept running (the block's own) takes exp(m_old − m_new) = exp(800): inf.
@@ -516,7 +536,7 @@ def flash_inputs(rng=None):
     side = np.where(np.arange(n) < block, 1.0, -1.0)
     k = k - np.outer(k @ u, u) + np.outer(side * (3.0 + 0.3 * rng.uniform(size=n)), u)
     low, high, drop = rng.choice(np.arange(1, n), size=3, replace=False)
-    q[low] = -(850.0 * np.sqrt(d) / 3.0) * w
+    q[low] = -(1e6 * np.sqrt(d) / 3.0) * w
     q[high] = (850.0 * np.sqrt(d) / 3.0) * w
     q[drop] = (400.0 * np.sqrt(d) / 3.0) * u
     # and a fourth, after the first block, the other way along u: about −400 in the first block and +400 after it,
@@ -524,6 +544,11 @@ def flash_inputs(rng=None):
     rise = next((i for i in range(block, n) if i not in (low, high, drop)), None)
     if rise is not None:
         q[rise] = -(400.0 * np.sqrt(d) / 3.0) * u
+    # and a fifth the other way along w, less far: scores between −990 and −900, below exp's reach from 0 and above
+    # a finite start of −1e4: a maximum started at 0 (NaN here too) is told from one started at −1e4 (right here)
+    mid = next((i for i in range(1, n) if i not in (low, high, drop, rise)), None)
+    if mid is not None:
+        q[mid] = -(900.0 * np.sqrt(d) / 3.0) * w
     return {"q": q, "k": k, "v": rng.normal(size=(n, dv)), "block_size": block}
 
 
@@ -830,6 +855,7 @@ register(
             Probe("tile_blocks", causal_probe_inputs, lambda inputs: 0, "keys_not_in_blocks"),
         ),
         edge=(one_block, huge_future, key_by_key, zero_query, faint_keys),
+        signs={"mask_fill_too_small": _diagonal_fill_leaks},
         raises={r"\bScoresAboveTheDiagonal\b": "future_blocks_computed", **BLOCKS_RAISED,
                 r"\bQueriesNotInTiles\b": "queries_not_in_tiles"},
         how={"library_attention": False},
