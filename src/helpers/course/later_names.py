@@ -892,7 +892,7 @@ GIVEN_LINES: dict[str, tuple[str, ...]] = {
         'print(weighted_values)',
     ),
     "04.attention": (
-        'print(outputs)',
+        'print(np.round(np.asarray(outputs), 5))  # (float32 keeps 7 digits; the last one depends on the machine)',
         'print("row 1 equals output_1:", np.allclose(outputs[0], output_1[0]))',
     ),
     "04.attention_1": (
@@ -900,8 +900,8 @@ GIVEN_LINES: dict[str, tuple[str, ...]] = {
         'print("value_4:", value_4)',
     ),
     "04.attention_sum": (
-        'print(outputs_sum)',
-        'print("outputs_sum - outputs:\\n", np.asarray(outputs_sum) - np.asarray(outputs))',
+        'print(np.round(np.asarray(outputs_sum), 5))',
+        'print("equal to outputs within 1e-6:", float(np.max(np.abs(np.asarray(outputs_sum) - np.asarray(outputs)))) < 1e-6)',
     ),
     "04.numpy": (
         'print(outputs_np)',
@@ -923,7 +923,7 @@ GIVEN_LINES: dict[str, tuple[str, ...]] = {
         'def scaled_attention(q, k, v):',
         '"""Scaled dot-product attention: softmax(q kᵀ / √d_k) v, one row per query."""',
         'example = [tf.constant(x_np @ w, dtype=tf.float32) for w in (w_query_np, w_key_np, w_value_np)]',
-        'print(scaled_attention(*example))',
+        'print(np.round(np.asarray(scaled_attention(*example)), 5))',
     ),
     "04.scores": (
         'print(attn_scores)',
@@ -935,7 +935,7 @@ GIVEN_LINES: dict[str, tuple[str, ...]] = {
         'def self_attention(x, w_query, w_key, w_value):',
         '"""Self-attention of the rows of x: project them, then scaled dot-product attention."""',
         'example = [tf.constant(a, dtype=tf.float32) for a in (x_np, w_query_np, w_key_np, w_value_np)]',
-        'print(self_attention(*example))',
+        'print(np.round(np.asarray(self_attention(*example)), 5))',
     ),
     "04.stack": (
         'print(word_emb_stack)',

@@ -59,6 +59,8 @@ def _plain(inputs: Mapping[str, Any]) -> dict[str, Any]:
             tied = {n: first[id(p)] for n, p in value.named_parameters(remove_duplicate=False) if n not in params}
             if tied:
                 out[key]["tied"] = tied
+            if any(p.grad is not None for p in params.values() if p.requires_grad):  # trained before
+                out[key]["grads"] = True
         elif isinstance(value, list) or not hasattr(value, "shape"):
             out[key] = value
         else:

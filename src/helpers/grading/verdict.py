@@ -430,8 +430,12 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                        if isinstance(entry.get("rows"), list) and type(entry.get("batch")) is int else {}),
                     "training_after": entry.get("training_after") is not False,
                     "rng_reset": entry.get("rng_reset") is True,
-                    **({k: entry[k] for k in ("one_late", "confident_changed", "wrong_changed")
+                    **({k: entry[k] for k in ("one_late", "confident_changed", "wrong_changed", "large_moved_otherwise")
                         if type(entry.get(k)) is bool}),
+                    **({"large_norm": float(entry["large_norm"])} if type(entry.get("large_norm")) is float else {}),
+                    # (a dtype's name, one of those lower than float32, or nothing the student's code can choose)
+                    **({"low_precision": entry["low_precision"]}
+                       if entry.get("low_precision") in ("float16", "bfloat16") else {}),
                     **({"settings_changed": {_text(k, 40): [_text(v[0], 40), _text(v[1], 40)]
                                              for k, v in list(entry["settings_changed"].items())[:10]
                                              if isinstance(v, list) and len(v) == 2}}

@@ -184,6 +184,12 @@ def attention(x, w_query, w_key, w_value, *, scale=None, transpose=False, axis=-
     return weights @ x if mix_inputs else out
 
 
+def _causal_softmax(s):
+    """A softmax of each row over the keys up to its own position (a causal mask)."""
+    s = np.asarray(s, dtype=np.float64)
+    return softmax(np.where(np.tril(np.ones(s.shape[-2:], dtype=bool)), s, -np.inf))
+
+
 def _weights_2_qk(attn_scores_2_qk, keys, scale=None, **_):
     d_k = keys.shape[-1]
     return softmax(attn_scores_2_qk / (np.sqrt(d_k) if scale is None else scale))
@@ -240,6 +246,8 @@ ATTENTION_MISTAKES = {
     "max_wrong_axis": lambda **i: attention(**i, normalise=max_of_columns),
     "global_softmax": lambda **i: attention(**i, normalise=global_softmax),
     "sum_without_axis": lambda **i: attention(**i, normalise=one_sum),
+    # a causal mask (`is_causal=True`), which this step does not ask for: each token sees only those before it
+    "unasked_causal_mask": lambda **i: attention(**i, normalise=_causal_softmax),
     # the values made with w_key (or the weights applied to the keys)
     "projection_reused": lambda x, w_query, w_key, **_: attention(x, w_query, w_key, w_key),
     "keys_reshaped": lambda x, w_query, w_key, w_value: _reshaped(x, w_query, w_key, w_value),
@@ -799,6 +807,16 @@ def all_frozen(first: dict) -> dict:
 all_frozen.of_first_trial = True
 
 
+def not_trained_yet(first: dict) -> dict:
+    """An edge trial from the first random one: the same module before any backward pass (no parameter holds a
+    gradient, as the notebook's sa_v1): a count that picks the parameters by `p.grad is None` gives another number
+    there than on the fresh modules, which hold gradients; a count by requires_grad gives the same."""
+    return {**first, "sa_v1": {**first["sa_v1"], "grads": False}}
+
+
+not_trained_yet.of_first_trial = True
+
+
 def _count(fn):
     return lambda sa_v1, **i: {"n_trainable": np.asarray(float(fn(sa_v1["trainable"], sa_v1["frozen"], **i)))}
 
@@ -1100,6 +1118,7 @@ PART_2 = [
                "swapped_projections": lambda x, w_key, w_value, **_: {"keys": x @ w_value, "values": x @ w_key},
                "all_rows_or_one": lambda x_2, w_key, w_value, **_: {"keys": x_2 @ w_key, "values": x_2 @ w_value},
                "projection_reused": lambda x, w_query, w_value, **_: {"keys": x @ w_query, "values": x @ w_value},
+               "projection_reused:value_with_key": lambda x, w_key, **_: {"keys": x @ w_key, "values": x @ w_key},
            },
            hints={
                "swapped_projections": "Your keys and values use each other's weights. Keys come from w_key, values "
@@ -1108,6 +1127,8 @@ PART_2 = [
                "the context vector a value for every input: project all six rows of x at once.",
                "projection_reused": "Your keys are made with w_query, the queries' matrix. Keys have a matrix of "
                "their own: x @ w_key.",
+               "projection_reused:value_with_key": "Your values are made with w_key, the keys' matrix (a line "
+               "copied, its matrix left as it was). Values have a matrix of their own: x @ w_value.",
                "not_as_asked": "Your numbers are right, but your cell projects the inputs one at a time (a `for` or "
                "a comprehension). The step asks for all six at once: one product of x with each matrix.",
            }),
@@ -1323,7 +1344,7 @@ PART_2 = [
            }),
     Exercise(
         "02.trainable", notebook=NOTEBOOK, title="Trainable numbers in SelfAttentionV1", answers=("n_trainable",),
-        inputs=_trainable_inputs, edge=all_frozen,
+        inputs=_trainable_inputs, edge=(all_frozen, not_trained_yet),
         module="sa_v1",  # the count of the student's own module, when that one is wrong: 🟡 (no trainable to ask for)
         # a module whose output is cut off from its weights (02.sa_v1's probe): a right count of it is 🟡, not ✅
         probes=(Probe("module_grad", lambda rng: {"x": X}, lambda inputs: 0, "gradient_cut"),),
@@ -1356,8 +1377,8 @@ PART_2 = [
                "a gradient.",
                "counted_by_grad": "Your count picks the parameters by their `.grad`: `p.grad is None` only says "
                "that no backward pass has reached a parameter yet. Before any training that is every parameter, "
-               "frozen ones too; on a module trained before (its trainable parameters hold gradients), only the "
-               "frozen ones. Keep the parameters with p.requires_grad: that is what marks a trainable one.",
+               "the frozen ones as well; on a module trained before (its trainable parameters hold gradients), "
+               "only the frozen ones. Keep the parameters with p.requires_grad: that is what marks a trainable one.",
                "counted_by_grad:untrained": "Your count keeps only parameters whose `.grad` is None: on a module "
                "trained before (its trainable parameters hold gradients) that is none of them, and the count is 0. "
                "`p.grad is None` only says that no backward pass has reached a parameter yet; p.requires_grad alone "

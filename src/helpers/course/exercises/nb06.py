@@ -714,13 +714,17 @@ def _dropout_factor(ex, trials, record=None) -> str | None:
         factor = float(np.median(factors))
         if not np.allclose(factors, factor, rtol=1e-4, atol=1e-6) or np.isclose(factor, 1.0 / (1.0 - p), rtol=1e-4):
             return None
+        # only the factors of a known slip (another factor has other causes: a p read elsewhere, clamped, rounded)
+        fraction = float(keep.mean())
+        if fraction not in (0.0, 1.0) and np.isclose(factor, 1.0 / fraction, rtol=1e-4):
+            why = ": 1 over the fraction of weights this draw happened to keep, not over the probability of keeping one"
+        elif np.isclose(factor, 1.0 + p, rtol=1e-4):
+            why = ": 1 + p, not 1 / (1 − p)"
+        elif factor == round(1.0 / (1.0 - p)) and not np.isclose(factor, 1.0 / (1.0 - p), rtol=1e-4):
+            why = ": 1 / (1 − p) rounded to a whole number"
+        else:
+            return None
         if said is None:
-            fraction = float(keep.mean())
-            why = (": 1 over the fraction of weights this draw happened to keep, not over the probability of keeping "
-                   "one"
-                   if fraction not in (0.0, 1.0) and np.isclose(factor, 1.0 / fraction, rtol=1e-4) else
-                   " — a floor division (`//`) rounds the kept weights down to whole numbers" if factor == 0.0 else
-                   "")
             said = (f"Your function zeroes the dropped weights, but multiplies each kept one by {factor:.4g} (here "
                     f"p = {p:g}){why}. Inverted dropout divides every kept weight by the probability of keeping it, "
                     f"1 − p = {1.0 - p:g} (a factor of {1.0 / (1.0 - p):.4g}), the same for every draw, so that each "

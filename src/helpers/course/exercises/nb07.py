@@ -107,6 +107,7 @@ VECTORISED_MISTAKES = {
     "softmax_over_heads": lambda q, k, v: attention(q, k, v, axis=1),
     # the weights (or the outputs) divided by √d_k instead of the scores
     "scale_after_softmax": lambda q, k, v: attention(q, k, v, scale=1.0) / np.sqrt(q.shape[-1]),
+    "scale_multiplied": lambda q, k, v: attention(q, k, v, scale=1.0 / np.sqrt(q.shape[-1])),
 }
 
 
@@ -167,7 +168,20 @@ ONLINE_MISTAKES = {
     "positive_exponent": _exponent_above_max,
     # a finite "minus infinity" (−1e9) as the start: never overtaken by scores below it, so every exp underflows
     "finite_max_start": lambda scores: _running(scores, start=SENTINEL),
+    "new_block_rescaled": lambda scores: _new_term_rescaled(scores),
 }
+
+
+def _new_term_rescaled(scores):
+    """(m, total) of a running sum that adds the new term before it rescales: `total = (total + exp(s − m_new)) ·
+    exp(m − m_new)`, so a term that raises the maximum is measured twice against it (the first is lost: 0)."""
+    m, total = -math.inf, 0.0
+    for x in scores:
+        x = float(x)
+        m_new = max(m, x)
+        total = (total + math.exp(x - m_new)) * (math.exp(m - m_new) if m > -math.inf else 0.0)
+        m = m_new
+    return np.array([m, total])
 
 
 def _plain(*arrays):
@@ -282,6 +296,7 @@ def _last_block_start(n, block_size):
 
 FLASH_MISTAKES = {
     "missing_scale": lambda q, k, v, block_size: _attend(q, k, v, scale=1.0),
+    "scale_multiplied": lambda q, k, v, block_size: _attend(q, k, v, scale=1.0 / np.sqrt(q.shape[-1])),
     "scale_by_d": lambda q, k, v, block_size: _attend(q, k, v, scale=q.shape[-1]),
     "scale_by_d_v": lambda q, k, v, block_size: _attend(q, k, v, scale=np.sqrt(np.shape(v)[-1])),
     MISSING_RESCALE: lambda q, k, v, block_size: _blockwise(q, k, v, block_size, rescale_total=False,
@@ -369,6 +384,7 @@ def _last_tile_dropped(q, k, v, block_size):
 
 CAUSAL_MISTAKES = {
     "missing_scale": lambda q, k, v, block_size: _causal(q, k, v, block_size, scale=1.0),
+    "scale_multiplied": lambda q, k, v, block_size: _causal(q, k, v, block_size, scale=1.0 / np.sqrt(q.shape[-1])),
     MISSING_RESCALE: lambda q, k, v, block_size: _blockwise(q, k, v, block_size, allowed=lambda i, j: j <= i,
                                                             rescale_total=False, rescale_acc=False),
     "acc_not_rescaled": lambda q, k, v, block_size: _blockwise(q, k, v, block_size, allowed=lambda i, j: j <= i,
@@ -774,6 +790,10 @@ register(
             "the total when m grows.",
             "first_score_as_max": "Your m never moves past the first score, so a larger score later is measured "
             "against a maximum that is too small (and can overflow). Update m with every score.",
+            "new_block_rescaled": "Your total rescales the new term along with the old sum: the factor "
+            "exp(m − m_new) belongs to what was summed before (measured against the old maximum), not to the new "
+            "term exp(s − m_new), already measured against the new one (and the first term, rescaled by exp(−∞), "
+            "is lost). total = total · exp(m − m_new) + exp(s − m_new).",
             "not_as_asked:not_with": "`online_normaliser` uses {names}: Part 3 is NumPy and plain Python. Go "
             "through the stream with one loop, keeping m and total as Python (or NumPy) numbers.",
         },
