@@ -900,7 +900,7 @@ GIVEN_LINES: dict[str, tuple[str, ...]] = {
         'print("value_4:", value_4)',
     ),
     "04.attention_sum": (
-        'print(np.round(np.asarray(outputs_sum), 5))',
+        'print(outputs_sum)',
         'print("equal to outputs within 1e-6:", float(np.max(np.abs(np.asarray(outputs_sum) - np.asarray(outputs)))) < 1e-6)',
     ),
     "04.numpy": (

@@ -1354,12 +1354,11 @@ PART_2 = [
             "counted_all_tensors": _count(lambda trainable, frozen, **_: len(trainable) + len(frozen)),
             "counted_frozen": _count(lambda trainable, frozen, **_: _numbers(trainable) + _numbers(frozen)),
             # a filter on `p.grad is None` (a parameter no backward pass has reached): every one before training,
-            # the frozen ones only after; and `requires_grad and grad is None`: none after
+            # the frozen ones only after (`requires_grad and grad is None`, 0 after, is right before: no variant)
             "counted_by_grad": lambda sa_v1, **_: {"n_trainable": np.asarray(float(
                 _numbers(sa_v1["frozen"]) if sa_v1.get("grads") else _numbers(sa_v1["trainable"])
                 + _numbers(sa_v1["frozen"])))},
-            "counted_by_grad:untrained": lambda sa_v1, **_: {"n_trainable": np.asarray(float(
-                0 if sa_v1.get("grads") else _numbers(sa_v1["trainable"])))},
+
             "counted_from_shapes": _count(lambda trainable, frozen, d_model, d_k, **_: 3 * d_model * d_k),
             "counted_inputs": lambda x, **_: {"n_trainable": np.asarray(float(np.size(x)))},
             # the state_dict: every parameter, frozen or not, a tied one under each of its names
@@ -1379,10 +1378,6 @@ PART_2 = [
                "that no backward pass has reached a parameter yet. Before any training that is every parameter, "
                "the frozen ones as well; on a module trained before (its trainable parameters hold gradients), "
                "only the frozen ones. Keep the parameters with p.requires_grad: that is what marks a trainable one.",
-               "counted_by_grad:untrained": "Your count keeps only parameters whose `.grad` is None: on a module "
-               "trained before (its trainable parameters hold gradients) that is none of them, and the count is 0. "
-               "`p.grad is None` only says that no backward pass has reached a parameter yet; p.requires_grad alone "
-               "marks a trainable one.",
                "counted_frozen": "Your count takes in frozen parameters too: on a module with a frozen parameter "
                "(requires_grad=False, like the cell's `frozen` below) it counts numbers that training never changes "
                "(on one whose every parameter is trainable, as the notebook's sa_v1, it happens to come out right). "
