@@ -716,7 +716,7 @@ def _dropout_factor(ex, trials, record=None) -> str | None:
             return None
         # only the factors of a known slip (another factor has other causes: a p read elsewhere, clamped, rounded)
         fraction = float(keep.mean())
-        if fraction not in (0.0, 1.0) and np.isclose(factor, 1.0 / fraction, rtol=1e-4):
+        if fraction > 0.0 and np.isclose(factor, 1.0 / fraction, rtol=1e-4):
             why = ": 1 over the fraction of weights this draw happened to keep, not over the probability of keeping one"
         elif np.isclose(factor, 1.0 + p, rtol=1e-4):
             why = ": 1 + p, not 1 / (1 − p)"
