@@ -142,3 +142,28 @@ def test_any_way_of_breaking_exact_ties_is_right_and_counting_every_tie_is_not(f
             outcome = judge(ex, {"answer_accuracy": _accuracy(pick)}, np.random.default_rng(seed))
             assert outcome.status == "pass", (name, seed, outcome.message)
         assert judge(ex, {"answer_accuracy": every_tie}, np.random.default_rng(seed)).status == "fail", seed
+
+
+def test_the_kept_answers_are_shared_safely_between_grader_threads(monkeypatch):
+    """The grader judges submissions in several threads of one process: the memory of computed answers is shared
+    (a right copy of the solution once lost a point to "dictionary changed size during iteration")."""
+    import threading
+
+    monkeypatch.setattr(spec, "KEPT_LIMIT", 1)  # every new entry evicts the oldest
+    ex = spec.get("01.softmax")
+    errors = []
+
+    def hammer():
+        try:
+            for _ in range(3000):
+                inputs = {"attn_scores": np.zeros((2, 2))}
+                spec._kept_answers(ex, "right", inputs, lambda attn_scores: {"attn_weights": attn_scores + 1.0})
+        except Exception as exc:  # noqa: BLE001 — what a thread raised is the failure
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=hammer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]

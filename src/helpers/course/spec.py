@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -271,6 +272,7 @@ class Exercise:
 # while its entry lives
 _KEPT: dict[tuple[int, str, int], tuple[Any, Mapping[str, Any], tuple[Any, ...], dict[str, np.ndarray], int]] = {}
 _KEPT_BYTES = [0]
+_KEPT_LOCK = threading.Lock()
 KEPT_LIMIT = 64 * 2**20  # bytes of answers and inputs kept at most (counted per entry)
 
 
@@ -282,17 +284,20 @@ def _kept_answers(ex: Exercise, code: str, inputs: Mapping[str, Any], compute: C
     """``compute(**inputs)`` as named answers, computed once for these very inputs while they stay among the last
     ones asked for (a copy every time: a caller may change what it is handed)."""
     key, values = (id(ex), code, id(inputs)), tuple(inputs.values())
-    kept = _KEPT.get(key)
+    with _KEPT_LOCK:  # (the grader judges submissions in several threads: the memory is shared)
+        kept = _KEPT.get(key)
     if kept is None or kept[0] is not ex or kept[1] is not inputs or len(kept[2]) != len(values) \
             or any(a is not b for a, b in zip(kept[2], values)):  # (the same dict holding other values)
         with np.errstate(all="ignore"):  # a wrong variant may well overflow: that is the point of some
             answers = _as_named(ex, compute(**inputs))
-        if kept is not None:
-            _KEPT_BYTES[0] -= _KEPT.pop(key)[4]
-        _KEPT[key] = kept = (ex, inputs, values, answers, _nbytes(values, answers))
-        _KEPT_BYTES[0] += kept[4]
-        while (_KEPT_BYTES[0] > KEPT_LIMIT or len(_KEPT) > 2048) and len(_KEPT) > 1:
-            _KEPT_BYTES[0] -= _KEPT.pop(next(iter(_KEPT)))[4]
+        kept = (ex, inputs, values, answers, _nbytes(values, answers))
+        with _KEPT_LOCK:
+            if (old := _KEPT.pop(key, None)) is not None:
+                _KEPT_BYTES[0] -= old[4]
+            _KEPT[key] = kept
+            _KEPT_BYTES[0] += kept[4]
+            while (_KEPT_BYTES[0] > KEPT_LIMIT or len(_KEPT) > 2048) and len(_KEPT) > 1:
+                _KEPT_BYTES[0] -= _KEPT.pop(next(iter(_KEPT)))[4]
     return {k: v.copy() for k, v in kept[3].items()}
 
 
