@@ -1841,6 +1841,15 @@ def _mutation_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None
         return None
     names = ", ".join(f"`{n}`" for n in mutated)
     where = "Your cell" if ex.kind == "value" else f"`{ex.answers[0]}`"
+    views = record.get("mutated_views") or {}
+    if through := [(n, views[n]) for n in mutated if n in views]:
+        name, view = through[0]
+        return _fail(ex, "mutates_input", f"{where} changes `{name}` in place through `{view}`, which is a view of "
+                                          f"`{name}` (indexing or slicing a tensor shares its memory, it does not "
+                                          f"copy it): writing into `{view}` (`.zero_()`, `+=`, `[...] =`) writes into "
+                                          f"`{name}` too. Start from a new tensor instead (`torch.zeros_like({view})`, "
+                                          f"or `{view}.clone()`), then run again the cell that makes `{name}`: it "
+                                          "holds the changed values now.")
     return _fail(ex, "mutates_input", f"{where} changes {names} in place (an in-place operation such as `-=`, "
                                       "`/=`, `.add_()`, `[...] =` or a call's `out=` on an input), so the caller's "
                                       "variable changes too. Compute into a new tensor instead (e.g. `s = s - m`), "
@@ -3397,8 +3406,9 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
             (got, plan.inputs[i]) for i, got in enumerate(replays, start=1) if i < len(plan.inputs)])):
         return zeroed  # small numbers cut to 0, found where the threshold reaches above the tolerance
     # an input that is wrong because this very cell changed it (in place, or bound anew): that is what to fix
-    if own := [n for n in wrong_up if n in (record.get("mutated") or [])]:
-        return _mutation_problem(ex, {"mutated": own}) or _fail(ex, "mutates_input")
+    views = record.get("mutated_views") or {}
+    if own := [n for n in wrong_up if n in (record.get("mutated") or []) or n in views]:
+        return _mutation_problem(ex, {"mutated": own, "mutated_views": views}) or _fail(ex, "mutates_input")
     if own := [n for n in wrong_up if n in (record.get("rebound") or [])]:
         return _rebound_problem(ex, record, own) or _fail(ex, "overwrites_variable")
     if set(record.get("reassigned") or {}) & set(ex.reads) and (undone := _reassigned_problem(ex, record)):

@@ -275,6 +275,9 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                       "binds": _identifiers((err or {}).get("binds"), 10)} if isinstance(err, dict) else None,
         }
     record["mutated"] = _names(raw.get("mutated") or [], set(), "the changed inputs")
+    views = raw.get("mutated_views")  # an input the cell wrote into through a view of it: input → the view's name
+    record["mutated_views"] = {k: v for k, v in list(views.items())[:10] if k in starts_from and isinstance(v, str)
+                               and v.isidentifier() and len(v) <= 100} if isinstance(views, dict) else {}
     record["result_overwritten"] = raw.get("result_overwritten") is True
     record["reseeds"] = raw.get("reseeds") is True
     record["draws"] = raw.get("draws") is True

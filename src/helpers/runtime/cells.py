@@ -306,6 +306,35 @@ def out_targets(source: str) -> set[str]:
             if kw.arg == "out" and isinstance(kw.value, ast.Name)}
 
 
+
+def inplace_targets(source: str) -> set[str]:
+    """The names a cell changes in place: ``q.zero_()``, ``q[0].mul_(2)``, ``q[0] = …``, ``q += …`` (the root
+    name of what is written into). A name that is a view of another (02's ``query = x[1]``) changes that one too."""
+    tree = _parse(source)
+    if tree is None:
+        return set()
+    def root(node: ast.AST) -> str | None:
+        while isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        return node.id if isinstance(node, ast.Name) else None
+
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.endswith("_") \
+                and not node.func.attr.startswith("_"):
+            owner = node.func.value
+            if isinstance(owner, ast.Attribute) and owner.attr == "init" and node.args:  # nn.init.zeros_(q)
+                owner = node.args[0]
+            if name := root(owner):
+                found.add(name)
+        elif isinstance(node, ast.AugAssign) and (name := root(node.target)):
+            found.add(name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(target, ast.Subscript) and (name := root(target)):
+                    found.add(name)
+    return found
+
 def _calls_forward(tree: ast.AST) -> bool:
     """Does the cell call a module's ``.forward(…)`` itself (``self.attn.forward(h)``), bypassing its hooks?
     ``super().forward(…)`` does not count."""

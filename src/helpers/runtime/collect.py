@@ -55,6 +55,7 @@ from .cells import (
     deleted_names,
     discarded_results,
     free_names,
+    inplace_targets,
     library_attention,
     mentioned_names,
     module_changes,
@@ -761,6 +762,21 @@ def _stale_helpers(code: Any, namespace: Mapping[str, Any], world: Mapping[str, 
     return {"names": (kept or helpers)[:10], "answers": fresh}
 
 
+def _shares_storage(a: Any, b: Any) -> bool:
+    """Do two tensors or arrays share memory (one a view of the other)?"""
+    if a is b:
+        return False
+    try:
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+            return bool(np.shares_memory(a, b, max_work=1000))
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+            return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() and a.numel() > 0
+    except Exception:  # noqa: BLE001 — an object that cannot say: not a view
+        return False
+    return False
+
+
 def _mutated(before: Mapping[str, np.ndarray], after: Mapping[str, Any]) -> list[str]:
     changed = []
     for name, old in before.items():
@@ -1321,6 +1337,11 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
     if source is not None:  # an input written into by `out=` (np.matmul(x, w, out=w)): changed in place, even where
         mutated.update(n for n in out_targets(source) if n in (plan.get("reads") or ()))  # a replay raised first
     record["mutated"] = sorted(mutated)
+    if source is not None:  # an input changed through a view of it the cell writes into (`query.zero_()`, where an
+        # earlier cell made `query = x[1]`): the replays hand the cell no such view, so only the notebook's objects tell
+        written = {n for n in inplace_targets(source) if n in namespace} - set(plan.get("reads") or ())
+        record["mutated_views"] = {r: n for r in plan.get("reads") or () if r in namespace and r not in mutated
+                                   for n in sorted(written) if _shares_storage(namespace[n], namespace[r])}
     record["rebound"] = sorted(rebound)
     if source is not None:  # (a name the replays were not handed: what the cell's own run already deleted)
         deleted |= deleted_names(source) & set(later)
