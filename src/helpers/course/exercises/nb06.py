@@ -1356,9 +1356,10 @@ def _exercises() -> list[Exercise]:
             again=module_again,
             given_as=MODULE_GIVEN,
             raised_hints=((rf"size of tensor [ab] \({MAX_LEN}\)",
-                           f"A size of {MAX_LEN} is max_len, the length the causal mask buffer is made for: cut "
-                           "the buffer to the sequence length of x (its first seq rows and columns) before using "
-                           "it."),
+                           f"A size of {MAX_LEN} is max_len, the length the causal mask buffer is made for, "
+                           "where x is shorter: something in the forward is max_len long. Use the buffer cut to the "
+                           "sequence length of x (its first seq rows and columns), and build any other mask (the "
+                           "padding one) from x's own length, x.shape[1], not from the buffer's size."),
                           (r"'Linear' object has no attribute",
                            "The TO-DO asks for four (d_model, d_model) weights used as x @ w, which the cell copies "
                            "the notebook's weights into: an nn.Linear is a layer (it keeps its weight transposed, as "
