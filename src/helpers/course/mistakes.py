@@ -113,6 +113,11 @@ _ROWS = [
      "You subtracted the maximum of the whole matrix, not of each row. In a row whose scores lie far below that "
      "maximum, the exponentials underflow to 0 (or lose their digits), and a row of zeros gives 0 / 0 = NaN. "
      "Subtract each row's own maximum (axis=-1, keepdims=True)."),
+    ("global_max_rounding", "one maximum for the whole matrix subtracted before a softmax",
+     "You subtracted one maximum for the whole matrix before the softmax. In exact arithmetic that changes nothing "
+     "(the softmax subtracts each row's own maximum anyway), but in float32 a score minus a much larger maximum is "
+     "rounded to the spacing of numbers that large, so a row whose scores lie far below it loses digits. Leave that "
+     "subtraction out: the library's softmax is stable on its own."),
     ("max_wrong_axis", "each column's maximum subtracted instead of each row's",
      "You subtracted the maximum of each column (axis=0), not of each row. Within a row, each score is then "
      "shifted by a different number, and that changes the softmax: only one number per row cancels out. Take "

@@ -85,6 +85,24 @@ def max_of_columns(scores: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
+def scaled_scores_float32(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """q kᵀ / √d_k over the last two axes, as float32 computes it (its rounding is what some signs look for)."""
+    q32, k32 = np.asarray(q, dtype=np.float32), np.asarray(k, dtype=np.float32)
+    return (q32 @ np.swapaxes(k32, -1, -2)) / np.float32(np.sqrt(q32.shape[-1]))
+
+
+def global_shift_float32(scores: np.ndarray) -> np.ndarray:
+    """A library softmax of float32 scores from which one maximum of the whole tensor was subtracted first
+    (`softmax(s - s.max())`): right in exact arithmetic, but the difference is rounded to float32's spacing near it,
+    so a row whose scores lie far below that maximum loses digits. As float32 computes it (the softmax after it is
+    exact: the library subtracts each row's maximum again). ``scores`` as float32 computed them
+    (:func:`scaled_scores_float32`): the rounding of the difference depends on their last digits.)"""
+    s = np.asarray(scores, dtype=np.float32)
+    shifted = (s - s.max()).astype(np.float64)
+    e = np.exp(shifted - shifted.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
 def max_without_keepdim_float32(scores: np.ndarray) -> np.ndarray:
     """:func:`max_without_keepdim` written out, `exp(s - m) / sum`, as float32 computes it: its exp() overflows (and
     underflows) far sooner than float64's, so the shifted scores that reach above 88.7 are inf here too."""

@@ -4475,6 +4475,25 @@ def sum_overflow_hint(dtype: str) -> str:
             "the largest exponential is then exp(0) = 1, and no sum can overflow.")
 
 
+def global_rounding_sign(reference: Callable[..., Any],
+                         form: Callable[..., Any]) -> Callable[[Arrays, Mapping[str, Any]], bool]:
+    """A sign of ``global_max_rounding``: one maximum of the whole matrix subtracted before a library softmax, which
+    subtracts each row's own again, so nothing overflows or gives 0 / 0, but float32 rounds each difference to the
+    spacing of numbers near it. ``form(**inputs)`` computes that (:func:`reference.global_shift_float32`); the
+    answer, finite, is much nearer to it than to the right numbers."""
+    def sign(answer: Arrays, inputs: Mapping[str, Any]) -> bool:
+        if (pair := _answer_and_reference(answer, reference, inputs)) is None:
+            return False
+        got, want = pair
+        alt = np.asarray(form(**inputs), dtype=np.float64)
+        if got.shape != want.shape or got.shape != alt.shape or not np.isfinite(got).all():
+            return False
+        off = float(np.max(np.abs(got - want), initial=0.0))
+        return off > 0 and float(np.max(np.abs(got - alt), initial=0.0)) <= 0.25 * off
+
+    return sign
+
+
 def global_shift_sign(reference: Callable[..., Any], scores: Callable[..., np.ndarray],
                       limit: float, atol: float = 1e-5) -> Callable[[Arrays, Mapping[str, Any]], bool]:
     """A sign of ``global_max_subtraction``: the answer is wrong (NaN, or numbers off) only on rows with a scaled

@@ -35,6 +35,7 @@ from functools import partial
 import numpy as np
 
 from ..reference import (
+    global_shift_float32,
     global_softmax,
     max_of_columns,
     max_without_keepdim,
@@ -42,12 +43,14 @@ from ..reference import (
     one_sum,
     projected_scores,
     scaled_scores,
+    scaled_scores_float32,
     softmax,
     sums_without_keepdim,
 )
 from ..roles import ROLES, mix_ups
 from ..spec import (
     Exercise,
+    global_rounding_sign,
     global_shift_sign,
     large_scores,
     loud_token,
@@ -1708,7 +1711,9 @@ def _exercises() -> list[Exercise]:
                   large_scores(top=88.4, second=1.0)),  # and two scores of 88.4: each exp fits float32, the sum not
             signs={"unstable_softmax": overflow_sign(ref_scaled_attention, _qk_scores, 88.0),  # float32
                    "unstable_softmax:sum": sum_overflow_sign(ref_scaled_attention, _qk_scores, "float32"),
-                   "global_max_subtraction": global_shift_sign(ref_scaled_attention, _qk_scores, 87.0)},
+                   "global_max_subtraction": global_shift_sign(ref_scaled_attention, _qk_scores, 87.0),
+                   "global_max_rounding": global_rounding_sign(
+                       ref_scaled_attention, lambda q, k, v: global_shift_float32(scaled_scores_float32(q, k)) @ v)},
             widths=("k", "v"),  # "any n, d_k and d_v": values wider than the keys in some trial, narrower in another
             points=2,
         ),

@@ -32,9 +32,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..reference import softmax
+from ..reference import global_shift_float32, scaled_scores_float32, softmax
 from ..scales import other_scale, scale_explains
-from ..spec import Exercise, Probe, batch_of_one, register
+from ..spec import Exercise, Probe, batch_of_one, global_rounding_sign, register
 
 NOTEBOOK = "07_attention_at_scale"
 
@@ -731,6 +731,10 @@ register(
         reference=lambda q, k, v: attention(q, k, v),
         mistakes=VECTORISED_MISTAKES,
         explains=scale_explains(VECTORISED_OTHER_SCALE),
+        # one maximum of the whole batch subtracted before the library's softmax: float32 rounds the rows far below it
+        signs={"global_max_rounding": global_rounding_sign(
+            lambda q, k, v: attention(q, k, v),
+            lambda q, k, v: global_shift_float32(scaled_scores_float32(q, k)) @ v)},
         dtype="float32",
         keeps_grad=True,  # attention inside a model that is trained: no .detach(), no torch.no_grad()
         how={"library_attention": False},  # the cell compares it with the fused function: that one is not the step
