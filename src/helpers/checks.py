@@ -57,7 +57,7 @@ def judge(
         uses = _functions_used(ex, namespace, history, cell)
         behind = [d for d in uses
                   if judge(spec.get(d), namespace, rng, history=history, shell=shell).status == "fail"]
-        if behind and _right_with(ex, plan, namespace, history, shell, cell, behind):
+        if behind and _right_with(ex, plan, namespace, history, shell, cell, behind) is True:
             names = " and ".join(f"`{spec.get(d).answers[0]}` ({d})" for d in behind)
             return Outcome(ex.id, "carried", ex.points, ex.points,
                            f"Your code for this step is right: with a correct {names} it computes exactly what it "
@@ -66,6 +66,19 @@ def judge(
                            carried_from=tuple(behind))
         if behind:
             outcome.message += spec.behind_note(ex, behind)
+    elif outcome.status == "pass" and (uses := _functions_used(ex, namespace, history, cell)):
+        # right, with earlier functions of the student's: if one of them is wrong, is this step right only because
+        # it undoes that mistake (a transpose around a softmax that normalises columns)?
+        behind = [d for d in uses
+                  if judge(spec.get(d), namespace, rng, history=history, shell=shell).status == "fail"]
+        if behind and _right_with(ex, plan, namespace, history, shell, cell, behind) is False:
+            names = " and ".join(f"`{spec.get(d).answers[0]}` ({d})" for d in behind)
+            return Outcome(ex.id, "fail", 0, ex.points,
+                           f"Your step gives the right numbers only together with your own {names}, which "
+                           f"{'is' if len(behind) == 1 else 'are'} not right yet: with a correct one in its place it "
+                           "gives wrong ones, so your code here undoes that function's mistake (a transpose, a scale "
+                           "or an axis added in this step). Fix the earlier function, then write this step as if it "
+                           "were right.", "compensates_upstream")
     elif outcome.status == "carried" and ex.kind == "value" and ex.depends_on:
         # which of them its module was trained with: the record could not say
         behind = [d for d in outcome.carried_from
@@ -107,9 +120,10 @@ def _functions_used(ex: Exercise, namespace: Mapping[str, Any], history: History
 
 
 def _right_with(ex: Exercise, plan: spec.Plan, namespace: Mapping[str, Any], history: History | None, shell: Any,
-                cell: Any, behind: list[str]) -> bool:
+                cell: Any, behind: list[str]) -> bool | None:
     """Is this step right when the functions in ``behind`` are replaced by correct ones (the course's
-    references)? For a value step the cell is replayed on the notebook's own inputs too."""
+    references)? For a value step the cell is replayed on the notebook's own inputs too. None: it cannot be told
+    (the code could not be run again so, or raised)."""
     from .course.samples import student_function
 
     correct = {spec.get(d).answers[0]: student_function(spec.get(d), None, spec.get(d).framework) for d in behind}
@@ -118,7 +132,7 @@ def _right_with(ex: Exercise, plan: spec.Plan, namespace: Mapping[str, Any], his
     if ex.kind == "function":
         fn = namespace.get(ex.answers[0])
         if not isinstance(fn, types.FunctionType):
-            return False
+            return None
         ns[ex.answers[0]] = types.FunctionType(fn.__code__, {**fn.__globals__, **correct}, fn.__name__,
                                                fn.__defaults__, fn.__closure__)
         data["probes"] = []
@@ -127,13 +141,13 @@ def _right_with(ex: Exercise, plan: spec.Plan, namespace: Mapping[str, Any], his
     try:
         record = runtime.collect(data, ns, history, cell=cell, shell=shell, defer=True)
     except Exception:  # noqa: BLE001 — no credit when it cannot be told
-        return False
-    if record.get("error"):
-        return False
+        return None
+    if record.get("error") or (record.get("replay") or {}).get("error"):
+        return None
     answers = record.get("answers") or []
     got = answers if ex.kind == "function" else answers[1:]
     if len(got) != len(plan.inputs):
-        return False
+        return None
     return all(spec.compare(ex, g, ex.expected(world)) is None for g, world in zip(got, plan.inputs))
 
 

@@ -739,6 +739,10 @@ _ROWS = [
 ]
 
 _PROPERTY_ROWS = [
+    ("compensates_upstream", "a step that makes up for an earlier function's mistake",
+     "Your step gives the right numbers only together with your own earlier function, which is not right yet: "
+     "with a correct one in its place it gives wrong ones, so it undoes that function's mistake (a transpose, a "
+     "scale or an axis added here). Fix the earlier function, then write this step as if it were right."),
     ("grad_left_off", "gradients switched off for the whole session",
      "torch.set_grad_enabled(False) ran and was never undone: every later cell runs without gradients. Use "
      "`with torch.no_grad():` around the lines that need no gradient."),

@@ -1199,6 +1199,10 @@ def _items_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
                                              "numbers: return `loss.item()`, a plain float to add up and plot "
                                              "(a tensor that is not detached also keeps its step's whole "
                                              "computation in memory).")
+        if fw == "numpy0d":
+            return _fail(ex, "not_a_number", f"The entries of `{name}` are NumPy arrays of no axis (what "
+                                             "`.numpy()` makes of a 0-d tensor), not Python numbers: return "
+                                             "`loss.item()`, a plain float.")
     return None
 
 
@@ -3453,6 +3457,16 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
     if fail0 is None and (unused := _unused_names_problem(ex, record)):
         # right here, wrong on other inputs, and the cell never uses what the step is to compute with: that is why
         return _fail(ex, unused.diagnosis or "not_computed_with", unused.message, note)
+    if fail0 is None and (unnamed := [n for n in record.get("reads_unused") or () if n in world0]):
+        # the same for an input the step starts from: the cell makes it again from something else (`x @ w_value`
+        # for `values`), which holds the same numbers only in this notebook
+        names = ", ".join(f"`{n}`" for n in unnamed)
+        return _fail(ex, "not_computed_with",
+                     f"Right on this notebook's numbers, but not on other inputs, and your cell never uses {names}, "
+                     "what this step starts from: it computes the result from other names that hold the same numbers "
+                     f"only here (it makes {names} again from what {'it was' if len(unnamed) == 1 else 'they were'} "
+                     f"made from, say). Compute it from {names} as {'it is' if len(unnamed) == 1 else 'they are'}.",
+                     note)
     if _nearly_right(ex, _finite_trials(trials)) and (how := _unused_problem(ex, record)):
         # off by rounding error only, computed another way than the step asks (the polarisation identity for a
         # matrix product): the way is what to fix
@@ -3567,7 +3581,7 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                        " Write every size with its own size name (n, d_model, d_k, d_v): another size's name that "
                        "is equal in this example, a size read off a tensor of the notebook, or digits typed in are "
                        "right only for the example's sizes." + note)
-    if fail0 is None and (sized := _sizes_problem(ex, plan, got0, trials[1:], note)):
+    if fail0 is None and (sized := _sizes_problem(ex, plan, got0, trials[1:], note, record)):
         return sized
     if ex.module and isinstance(world0.get(ex.module), Mapping):  # the replays hand the cell other modules
         first = first.replace(" on other inputs", " on another module (other widths, one of its matrices frozen, "
@@ -3962,7 +3976,7 @@ def _only_squeezed(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any
 
 
 def _sizes_problem(ex: Exercise, plan: Plan, got0: Arrays, trials: Sequence[tuple[Arrays, Mapping[str, Any]]],
-                   note: str = "") -> Outcome | None:
+                   note: str = "", record: Mapping[str, Any] | None = None) -> Outcome | None:
     """Right on the notebook's example, a result of the wrong shape on inputs of other sizes: the axes of length 1
     of those inputs squeezed away, or an axis that keeps the example's length where the inputs give it another. Not
     said of a result that is one given back before (a result kept from an earlier call, by a cache: its shape is
@@ -3998,6 +4012,14 @@ def _sizes_problem(ex: Exercise, plan: Plan, got0: Arrays, trials: Sequence[tupl
                         and _keeps_length(ex, name, k, w0[k], trials)]
                 if kept and all(g[k] == w[k] for k in range(len(w)) if k not in kept):
                     k = kept[0]
+                    if unnamed := [n for n in (record or {}).get("reads_unused") or () if n in inputs]:
+                        names = ", ".join(f"`{n}`" for n in unnamed)
+                        return _fail(ex, "not_computed_with",
+                                     f"Right on this notebook's numbers, but not on inputs of other sizes{where}: "
+                                     f"{label} has shape {g} where {w} is right, and your cell never uses {names}, "
+                                     "what this step starts from: it builds the result from other names that hold "
+                                     "the same numbers only in this notebook (each word's own variable, say). "
+                                     f"Compute it from {names}.", note)
                     return _fail(ex, "example_sizes_only",
                                  f"Right on this notebook's numbers, but not on inputs of other sizes{where}: "
                                  f"{label} has shape {g} where {w} is right. Axis {k} has {g[k]}, its length in the "

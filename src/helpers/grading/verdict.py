@@ -312,6 +312,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         record["used"] = _arrays(raw["used"], set(plan.data["others"]), "the other answers used")
     if ex.computed_with:
         record["unused"] = _names(raw.get("unused") or [], set(ex.computed_with), "the names not used")
+    record["reads_unused"] = _names(raw.get("reads_unused") or [], set(ex.reads) or {""}, "the inputs not named")
     if ex.not_with:
         record["forbidden"] = _names(raw.get("forbidden") or [], set(ex.not_with), "the names used")
         via = raw.get("forbidden_via")

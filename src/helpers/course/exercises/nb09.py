@@ -494,6 +494,67 @@ _far_below_first_query = _far_below(lambda q, k, first: k.shape[-2] - q.shape[-2
 _far_below_padded = _far_below(lambda q, k, first: np.asarray(first["enc_lengths"]))
 
 
+FILL_FAR = -1e6  # every visible score of a query of :func:`_fill_far`: below a finite fill of −1e4 or −1e5
+
+
+def _visible(q, k, seen) -> np.ndarray:
+    """Which keys the first query of each sentence sees (its first ``seen`` keys), as (…, keys) like ``k[..., 0]``."""
+    seen = np.broadcast_to(np.asarray(seen), q.shape[:1])
+    visible = np.arange(k.shape[-2]) < seen[:, None]
+    return np.broadcast_to(visible.reshape(visible.shape[:1] + (1,) * (k.ndim - 3) + visible.shape[1:]),
+                           k.shape[:-1])
+
+
+def _fill_far(seen_of):
+    """An edge trial from the first random one: the first query of each sentence scores exactly FILL_FAR (−10⁶)
+    with every key it may see and exactly 0 with every key it must not (q = (−10⁶·√d, 0, …), the keys' first
+    component 1 or 0): masked with −inf (or −1e9, or the dtype's lowest number) it takes the mean of its visible
+    values, exactly in any precision; a finite fill above −10⁶ (−1e4 put in place of the hidden scores, or added to
+    them) gives the hidden keys all its weight instead."""
+    def edge(first: dict) -> dict:
+        q, k = np.array(first["q"], dtype=np.float64), np.array(first["k"], dtype=np.float64)
+        if q.ndim < 3:
+            return first
+        visible = _visible(q, k, seen_of(q, k, first))
+        if visible.all():
+            return first
+        q[..., 0, :] = 0.0
+        q[..., 0, 0] = FILL_FAR * np.sqrt(q.shape[-1])
+        k[..., 0] = visible.astype(np.float64)
+        return {**first, "q": q, "k": k}
+
+    edge.of_first_trial = True
+    return edge
+
+
+def _fill_leaks(seen_of, reference):
+    """A sign of ``mask_fill_too_small`` on :func:`_fill_far`'s trial: each sentence's first query gets the mean of
+    the values it must not see (a finite fill above its scores), every other query is right."""
+    def sign(answer, inputs) -> bool:
+        q, k, v = (np.asarray(inputs[n], dtype=np.float64) for n in ("q", "k", "v"))
+        if q.ndim < 3 or not (np.all(q[..., 0, 1:] == 0) and np.all(q[..., 0, 0] == FILL_FAR * np.sqrt(q.shape[-1]))):
+            return False
+        hidden = ~_visible(q, k, seen_of(q, k, inputs))  # (…, keys)
+        got = np.asarray(next(iter(answer.values())), dtype=np.float64)
+        want = np.asarray(reference(**inputs), dtype=np.float64)
+        rows = hidden.any(-1)
+        if got.shape != want.shape or not rows.any():
+            return False
+        leak = (hidden[..., :, None] * v).sum(-2) / np.maximum(hidden.sum(-1), 1)[..., None]
+        return bool(np.allclose(got[..., 0, :][rows], leak[rows], rtol=1e-4, atol=1e-4)
+                    and np.allclose(got[..., 1:, :], want[..., 1:, :], rtol=1e-4, atol=1e-4))
+
+    return sign
+
+
+def _cached_seen(q, k, first):
+    return k.shape[-2] - q.shape[-2] + 1
+
+
+def _padded_seen(q, k, first):
+    return np.asarray(first["enc_lengths"])
+
+
 def _long_sources(first: dict) -> dict:
     """An edge trial from the first random one's widths: two sources padded to 2 100 tokens, of 2 049 and 150 (the
     other trials have a few), the last real key of the first loud in its values: lengths kept in int8 or uint8 (which
@@ -1144,11 +1205,13 @@ def _exercises() -> list[Exercise]:
               "edge": (loud_padding, _louder("q", _qk), _one_source_token, _real_zero_key,
                        _past_limit("q", _qk, quiet_padding=True), _other_lengths, _long_sources, _far_below_padded,
                        # and every length the same, and a batch of one: a mask skipped there ("no padding") shows
-                       _equal_lengths, _one_padded_sentence),
+                       _equal_lengths, _one_padded_sentence,
+                       _fill_far(_padded_seen)),  # and −1e6 against padding at 0: a fill of −1e4 shows
               "signs": {"padding_penalty_on_real_keys": _penalty_on_real_keys,
                         "padding_masked_late": _padding_masked_late,
                         "unstable_softmax": overflow_sign(ref_padded, _scores_of(_visible_padded), 88.0),
-                        "global_max_subtraction": global_shift_sign(ref_padded, _scores_of(_visible_padded), 87.0)},
+                        "global_max_subtraction": global_shift_sign(ref_padded, _scores_of(_visible_padded), 87.0),
+                        "mask_fill_too_small": _fill_leaks(_padded_seen, ref_padded)},
               "explains": scale_explains(PADDED_OTHER_SCALE),
               "raised_hints": ((r"must match the size of tensor|must be broadcastable|Incompatible shapes",
                                 mask_width_hint),)}
@@ -1180,7 +1243,8 @@ def _exercises() -> list[Exercise]:
                  mistakes=CACHED_MISTAKES, hints=CACHED_HINTS,
                  signs={"mask_by_value": _cached_by_value, "future_masked_late": future_masked_late(ref_cached),
                         "unstable_softmax": overflow_sign(ref_cached, _scores_of(_visible_cached), 88.0),
-                        "global_max_subtraction": global_shift_sign(ref_cached, _scores_of(_visible_cached), 87.0)},
+                        "global_max_subtraction": global_shift_sign(ref_cached, _scores_of(_visible_cached), 87.0),
+                        "mask_fill_too_small": _fill_leaks(_cached_seen, ref_cached)},
                  # one new query, as decoding calls it: the answer keeps its query axis, (…, 1, d_v), not squeezed;
                  # scores of 40: clamped scores show
                  # a heads axis and a key of zeros: a transpose(1, 2) and a mask by value show
@@ -1189,7 +1253,8 @@ def _exercises() -> list[Exercise]:
                  # query whose visible scores all lie at -115 or below: a finite fill above them shows
                  edge=(_one_query, _louder("q", _qk), _heads_and_zero_key, _without_batch("q", "k", "v"),
                        loud_future, _past_limit("q", _qk, last_row=True), _far_below_first_query, _long_cache,
-                       _prefill),  # and nothing cached yet: a mask skipped when t = 0 shows
+                       _prefill,  # and nothing cached yet: a mask skipped when t = 0 shows
+                       _fill_far(_cached_seen)),  # and −1e6 against the future at 0: a fill of −1e4 shows
                  not_with=("causal_lower_right", "causal_upper_left", "CausalBias"),  # the mask is the step
                  raised_hints=((r"must match the size of tensor|must be broadcastable|size mismatch|cannot be "
                                 r"multiplied", heads_axis_hint),),
