@@ -1080,8 +1080,9 @@ def shape_message(label: str, g: np.ndarray, w: np.ndarray, product: bool = True
         return msg + " Same number of entries in another arrangement: check which axes you stacked, split or " \
                      "reshaped."
     if len(gs) == len(ws) + 1:
-        return msg + " It has one axis too many: often a sum (over the axis you multiplied along) that is " \
-                     "missing, or an axis added by broadcasting."
+        return msg + " It has one axis too many: often a sum or a mean that is missing or leaves an axis (over " \
+                     "the axis you multiplied along, or over only some of the axes), or an axis added by " \
+                     "broadcasting."
     if len(gs) + 1 == len(ws):
         return msg + " It has one axis too few: often a sum or a reduction over an axis that should stay, or " \
                      "an axis (a batch, the heads) that went missing."
@@ -3557,6 +3558,13 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
     if ex.in_eval and (record.get("module") or {}).get("training") and _own_agreement(ex, record) >= 0.5:
         # wrong guesses from a model still in training mode: its dropout draws change them at random (only some of
         # them: guesses that mostly differ from the model's own are wrong for another reason)
+        if parts := (record.get("module") or {}).get("training_parts"):
+            return _fail(ex, "dropout_in_eval", f"Your `{ex.module}` is set to evaluation mode by hand "
+                                                f"(`{ex.module}.training = False`, say), which changes that one flag "
+                                                f"only: its parts (`{ex.module}.{parts[0]}`) are still in training "
+                                                "mode, so their dropout still drops weights at random and some "
+                                                f"guesses change. Call `{ex.module}.eval()`, which sets every part.",
+                         note)
         return _fail(ex, "dropout_in_eval", note=note)
     if fail0 is None and (made := _nonfinite_origin(ex, record, answers, plan.inputs, " on other inputs")):
         # (an answer already wrong on the notebook's own numbers is told that first: what made a NaN elsewhere may

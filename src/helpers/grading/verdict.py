@@ -370,6 +370,9 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
             "globals_read": _names(module.get("globals_read") or [], set(ex.reads) | {ex.module}, "the globals read"),
             "globals_in": _text(module.get("globals_in"), 100) if module.get("globals_in") else None,
             "training": module.get("training") is True,
+            "training_parts": [v for v in (module.get("training_parts") or [])[:5] if isinstance(v, str)
+                               and len(v) <= 100 and all(s.isidentifier() for s in v.split("."))]
+            if isinstance(module.get("training_parts"), list) else [],
             "own_call": module.get("own_call") is True,
             "keep_required": module.get("keep_required") is True,
         }

@@ -1150,6 +1150,12 @@ def _module_facts(module: Any, reads: Iterable[str] = ()) -> dict[str, Any] | No
     facts: dict[str, Any] = {"params": params, "plain_tensors": plain, "derived_tensors": derived,
                              "globals_read": [], "globals_in": None,
                              "training": bool(getattr(module, "training", False))}
+    # a part still training under a module set to evaluation by hand (`model.training = False` reaches no submodule)
+    parts = getattr(module, "named_modules", None)
+    if not facts["training"] and callable(parts):
+        with contextlib.suppress(Exception):  # the student's module: anything can happen
+            facts["training_parts"] = [n for n, m in parts() if n and getattr(m, "training", False)][:5]
+            facts["training"] = bool(facts["training_parts"])
     # a class of the student's that defines __call__ itself: nn.Module's call (which runs forward, and the hooks
     # around it) is bypassed
     facts["own_call"] = any("__call__" in vars(cls) for cls in type(module).__mro__

@@ -180,6 +180,8 @@ CROSS_MISTAKES = {
     "scale_by_d_model": lambda **i: _cross(**i, scale="model"),
     "scale_by_d_v": lambda **i: _cross(**i, scale=np.sqrt(i["w_value"].shape[-1])),
     "softmax_wrong_axis": lambda **i: _cross(**i, axis=-2),
+    # dim=1: the keys' axis of one sentence's (n_q, n_k) scores, the decoder tokens' of a batch's (b, n_q, n_k)
+    "softmax_wrong_axis:dim1": lambda **i: _cross(**i, axis=1 if np.ndim(i["x_dec"]) == 3 else -1),
     "no_softmax": lambda **i: _cross(**i, weights=False),
     # the values made with w_key (the same width as w_value in the notebook, not in general)
     "swapped_projections": lambda **i: _cross(**i, values_from_key=True),
@@ -1100,6 +1102,9 @@ SCALE_HINT = ("Your scores were not divided by √d_k. Divide them by the square
 LIBRARY_HINT = ("Your function calls a library's attention (`scaled_dot_product_attention` or a multi-head attention "
                 "layer). The TO-DO asks you to write {what} yourself, from matrix products{mask} and a softmax.")
 CROSS_HINTS = {
+    "softmax_wrong_axis:dim1": "Your softmax runs over axis 1: the keys' axis of one sentence's (n_q, n_k) scores, "
+    "but with a batch axis in front, (batch, n_q, n_k), axis 1 is the decoder's tokens. Normalise over the last "
+    "axis, the keys, whatever comes before it: dim=-1.",
     "not_as_asked:library_attention": LIBRARY_HINT.format(what="cross-attention", mask=""),
     "missing_scale": "Your scores were not divided by √d_k. Divide them by the square root of the size of one "
     "key (w_key.shape[1]) before the softmax.",
