@@ -977,6 +977,39 @@ def world(rng: np.random.Generator | None = None) -> dict:
     return {**names, **ref_module(**names)}
 
 
+def module_fill_far(inputs: dict) -> dict:
+    """An edge replay of the module's cell: its first sentence one token long, that token's query scoring exactly
+    −10⁶ with its own key in every head (x = c·e₀, the first row of w_query all 1/√d, w_key = −w_query) and its value
+    exactly 0 (the first row of w_value 0). Masked with −∞ (or −1e9), every query of that sentence sees that one key
+    only and gets 0, exactly; a finite fill above −10⁶ (−1e4) gives the first query's weight to the hidden keys."""
+    x = np.array(inputs["x_pad"], dtype=np.float64)
+    lengths = np.array(inputs["lengths_pad"])
+    wq, wv = np.array(inputs["w_query"], dtype=np.float64), np.array(inputs["w_value"], dtype=np.float64)
+    d, h = x.shape[-1], int(inputs["num_heads"])
+    dh = d // h
+    wq[0] = 1.0 / np.sqrt(d)
+    wv[0] = 0.0
+    x[0, 0] = 0.0
+    x[0, 0, 0] = np.sqrt(-FIRST_FAR * np.sqrt(dh) * d / dh)  # each head's score: −c² · dh / d / √dh = −10⁶
+    lengths[0] = 1
+    return {**inputs, "x_pad": x, "lengths_pad": lengths, "w_query": wq, "w_key": -wq, "w_value": wv}
+
+
+def _module_fill_leaks(answer, inputs) -> bool:
+    """A sign of ``mask_fill_too_small`` on :func:`module_fill_far`'s replay: the first sentence's first query, whose
+    one visible key scores −10⁶, is not 0 in evaluation mode, and every other output is right."""
+    x = np.asarray(inputs["x_pad"], dtype=np.float64)
+    if not (int(np.asarray(inputs["lengths_pad"])[0]) == 1 and np.all(x[0, 0, 1:] == 0) and x[0, 0, 0] > 100):
+        return False
+    got, want = np.asarray(answer["out_eval"], dtype=np.float64), ref_module(**inputs)["out_eval"]
+    if got.shape != want.shape:
+        return False
+    others = np.ones(got.shape[:2], dtype=bool)
+    others[0, 0] = False
+    return bool(not np.allclose(got[0, 0], want[0, 0], rtol=1e-4, atol=1e-4)
+                and np.allclose(got[others], want[others], rtol=1e-4, atol=1e-4))
+
+
 DROPOUT_COPIES = 1000
 
 
@@ -1354,6 +1387,8 @@ def _exercises() -> list[Exercise]:
                                                       "lengths": module_example()["lengths_pad"]},
                           lambda inputs: 0, "gradient_cut")),
             again=module_again,
+            edge=module_fill_far,  # and a query at −10⁶ whose every other key is hidden: a fill of −1e4 shows
+            signs={"mask_fill_too_small": _module_fill_leaks},
             given_as=MODULE_GIVEN,
             raised_hints=((rf"size of tensor [ab] \({MAX_LEN}\)",
                            f"A size of {MAX_LEN} is max_len, the length the causal mask buffer is made for, "

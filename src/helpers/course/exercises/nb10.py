@@ -159,6 +159,41 @@ def loud_layer(inputs: dict) -> dict:
     return {n: names[n] for n in inputs}
 
 
+FAR = -1e6  # the score of :func:`layer_fill_far`'s first query with its one visible key
+
+
+def layer_fill_far(inputs: dict) -> dict:
+    """An edge replay: the first sequence's first token x = c·e₀ (the first row of w_query all 1/√d, w_key =
+    −w_query), so that its query scores exactly −10⁶ with its own key, the one key it sees, in every head; and that
+    key's value exactly 0 (the first row of w_value 0). Masked with −∞ (or −1e9), its output is 0, exactly; a finite
+    fill above −10⁶ (−1e4) gives its weight to the keys after it."""
+    x = np.array(inputs["x_demo"], dtype=np.float64)
+    wq, wv = np.array(inputs["w_query"], dtype=np.float64), np.array(inputs["w_value"], dtype=np.float64)
+    d, h = x.shape[-1], int(inputs["num_heads"])
+    if x.ndim != 3 or x.shape[1] < 2:
+        return inputs
+    wq[0] = 1.0 / np.sqrt(d)
+    wv[0] = 0.0
+    x[0, 0] = 0.0
+    x[0, 0, 0] = np.sqrt(-FAR * np.sqrt(d // h) * h)  # each head's score: −c² · (d/h) / d / √(d/h) = −10⁶
+    return {**inputs, "x_demo": x, "w_query": wq, "w_key": -wq, "w_value": wv}
+
+
+def _layer_fill_leaks(answer, inputs) -> bool:
+    """A sign of ``mask_fill_too_small`` on :func:`layer_fill_far`'s replay: the first token's output (evaluation
+    mode) is not 0, and every other output is right."""
+    x = np.asarray(inputs["x_demo"], dtype=np.float64)
+    if x.ndim != 3 or not (np.all(x[0, 0, 1:] == 0) and x[0, 0, 0] > 100):
+        return False
+    got, want = np.asarray(answer["out_eval"], dtype=np.float64), ref_layer(**inputs)["out_eval"]
+    if got.shape != want.shape:
+        return False
+    others = np.ones(got.shape[:2], dtype=bool)
+    others[0, 0] = False
+    return bool(not np.allclose(got[0, 0], want[0, 0], rtol=1e-4, atol=1e-4)
+                and np.allclose(got[others], want[others], rtol=1e-4, atol=1e-4))
+
+
 def _layer_variant(**how):
     return lambda **names: _layer(**{n: names[n] for n in ATTENTION_READS}, **how)
 
@@ -1061,7 +1096,9 @@ def _exercises() -> list[Exercise]:
             inputs=upstream_of(world, "out_eval"),
             # inputs 8 times larger: an unshifted softmax overflows, clamped outputs show; a vector of zeros: hidden
             # as padding shows
-            edge=(loud_layer, zero_vector),
+            # and a first query at −10⁶ whose every other key is hidden: a fill of −1e4 shows
+            edge=(loud_layer, zero_vector, layer_fill_far),
+            signs={"mask_fill_too_small": _layer_fill_leaks},
             reference=ref_layer,
             reads=ATTENTION_READS,
             mistakes=ATTENTION_MISTAKES,
