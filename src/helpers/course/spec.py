@@ -822,7 +822,12 @@ def _clipped(got: np.ndarray, want: np.ndarray, rtol: float, atol: float, weak: 
             return ""
         lo, hi = float(got.min()), float(got.max())
         inside = (got > lo + atol) & (got < hi - atol)  # right numbers between the bounds: evidence of a clamp
-        if (int(inside.sum()) < 2 and not weak) or not np.allclose(got, np.clip(want, lo, hi), rtol=rtol, atol=atol):
+        # (or the two bounds of a symmetric clip, each reached by two entries or more whose right numbers go past it:
+        # numbers so large that almost every one is cut)
+        symmetric = lo < 0 < hi and np.isclose(lo, -hi) and all(
+            int((np.isclose(got, b) & past).sum()) >= 2 for b, past in ((hi, want > hi + atol), (lo, want < lo - atol)))
+        if (int(inside.sum()) < 2 and not weak and not symmetric) \
+                or not np.allclose(got, np.clip(want, lo, hi), rtol=rtol, atol=atol):
             return ""
         cut = [b for b, past in ((hi, want > hi + atol), (lo, want < lo - atol))
                if int(past.sum()) >= 2 or (past.any() and (weak or int(np.isclose(got, b).sum()) >= 2))]

@@ -41,6 +41,7 @@ from ..spec import (
     register,
     repeated_row,
     rows_reversed,
+    scaled_by,
     square_x,
     upstream_of,
     wide_projections,
@@ -634,6 +635,23 @@ def _rebuilt(first: dict, **given) -> dict:
     return {name: full[name] for name in first}
 
 
+def loud_embeddings(first: dict) -> dict:
+    """An edge trial from the first random one: the embeddings 4 096 times larger (a power of 2), so the context
+    vectors reach thousands: a clamp or clip of them at a "safe" bound (±1 000) shows. (The scores, in the millions,
+    make each row's weights one-hot, exactly in float32 too.)"""
+    return _rebuilt(first, x=4096.0 * np.asarray(first["x"], dtype=np.float64))
+
+
+def loud_value_weights(first: dict) -> dict:
+    """An edge trial from the first random one: w_value 4 096 times larger, so the values and the context vectors
+    reach thousands: a clamp or clip of them at a "safe" bound (±1 000) shows. Scores and weights are unchanged."""
+    if "w_value" not in first:
+        return first
+    return _rebuilt(first, w_value=4096.0 * np.asarray(first["w_value"], dtype=np.float64))
+
+
+loud_embeddings.of_first_trial = True
+loud_value_weights.of_first_trial = True
 near_limit_embeddings.of_first_trial = True
 near_limit_query.of_first_trial = True
 
@@ -1026,7 +1044,9 @@ PART_1 = [
            _one("outputs", lambda attn_weights, x, **_: attn_weights @ x),
            reads=("attn_weights", "x"),
            independent=("context_vec_2_simple",),  # step 3's context vector from another draw: a copied row shows
-           edge=past_limit_embeddings,  # and scores of 190: weights written out again without each row's maximum
+           # and scores of 190: weights written out again without each row's maximum; and embeddings in the
+           # thousands: a clip of the outputs shows
+           edge=(past_limit_embeddings, loud_embeddings),
            how={"matmul": True, "loop": False},  # "with one matrix product"
            mistakes={
                "softmax_wrong_axis": _one("outputs", lambda attn_weights, x, **_: attn_weights.T @ x),
@@ -1223,7 +1243,7 @@ PART_2 = [
            reads=("attn_weights_2_qk", "values"),
            # scores of 190: weights written out again without the row's maximum overflow; values of one number: a
            # squeeze shows
-           edge=(past_limit_query, one_column_weights("w_value")),
+           edge=(past_limit_query, one_column_weights("w_value"), loud_value_weights),  # and values in the 1000s
            widths=("keys", "values"),  # values wider than the keys in some replay: values cut to d_k columns show
            dtype="float32",  # step 12 compares the module's float32 row 2 with it: torch.allclose refuses float64
            mistakes={
@@ -1266,6 +1286,7 @@ PART_2 = [
         # features (a transpose of a square x shows), and 24 tokens with one loud (a shift by a percentile shows)
         edge=(one_row("x", "w_value"), swapped_n_d_k, near_limit_inputs, past_limit_inputs, rows_reversed("x"),
               repeated_row("x"), far_below_inputs, more_rows("x"), zero_row("x"), square_x(), loud_token(),
+              scaled_by("w_value", 4096.0),  # outputs in the thousands: a clip at a "safe" bound shows
               # 130 tokens, one loud (alone, and its twin first), and one that leads its row by about 10: a softmax
               # over blocks of keys without rescaling, a block's own maximum as reference, a one-hot shortcut show;
               # and keys 130 wide: heads of 64 split there show

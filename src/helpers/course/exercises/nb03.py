@@ -157,6 +157,18 @@ def large_numbers(inputs: dict) -> dict:
     return {name: full[name] for name in inputs}
 
 
+def loud_values(inputs: dict) -> dict:
+    """An edge replay: this trial's sentence with the value weights 4 096 times larger (a power of 2: exact in
+    float32), so the values and the outputs reach thousands: a clamp or clip of them at a "safe" bound (±1 000, ±100)
+    shows. Scores and weights stay as they were."""
+    lists = {name: np.asarray(inputs[name], dtype=np.float64)
+             for name in ("x_list", "w_query_list", "w_key_list", "w_value_list")}
+    base = _base_of(lists["x_list"], lists["w_query_list"], lists["w_key_list"], 4096.0 * lists["w_value_list"])
+    # (token 1's rounded weights: this trial's, where the step reads them; any, where it does not)
+    full = _world_of(base, np.asarray(inputs.get("rounded_1", np.zeros(len(lists["x_list"]))), dtype=np.float64))
+    return {name: full[name] for name in inputs}
+
+
 def long_loud(inputs: dict) -> dict:
     """An edge replay of 40 tokens whose inputs are 256 times the usual halves (see :func:`nb01.long_loud_arrays`):
     tokens cut at a count typed in and clamps at a "safe" bound up to several hundred show."""
@@ -848,7 +860,7 @@ register(
     # and values narrower than the keys (the replays have them wider): a cut to d_v columns shows either way; and
     # numbers with seven decimals (a trip through bfloat16 shows)
     _value("qkv", "Queries, keys and values", ("queries", "keys", "values"), ref_qkv,
-           edge=(large_numbers, narrow_values, precise_numbers, long_loud),
+           edge=(large_numbers, narrow_values, precise_numbers, long_loud, loud_values),  # values in the thousands
            reads=("x", "w_query", "w_key", "w_value"), framework="torch", dtype="float32",
            computed_with=("x", "w_query", "w_key", "w_value"), mistakes=QKV_MISTAKES, hints=QKV_MIX_UPS[1]),
     _predict_shape("predict_scores", "Prediction: the shape of the scores", "scores_shape", ref_scores_shape,
@@ -885,7 +897,8 @@ register(
            how={"loop": False}, dtype="float32",
            # seven decimals too: values sent through float16 show; one token: a squeeze shows; scores up to 200:
            # weights written out again in the cell without each row's maximum overflow
-           edge=(large_numbers, precise_numbers, one_token, past_limit_scores),
+           # and values in the thousands: a clip of the results at a "safe" bound shows
+           edge=(large_numbers, precise_numbers, one_token, past_limit_scores, loud_values),
            hints={"not_as_asked": "Your numbers are right, but your cell goes through a loop (over the queries, "
                   "the tokens or the features). This step is about broadcasting: one product of two tensors, one of "
                   "them given a new axis, makes every weighted value at once."}),
@@ -895,7 +908,7 @@ register(
            framework="torch", mistakes=OUTPUT_MISTAKES, computed_with=("weighted_values",),
            # one token: a squeeze shows; values one wide, narrower than the tokens are many: a cut of the token
            # axis to d_v shows
-           edge=(large_numbers, one_token, narrow_values),
+           edge=(large_numbers, one_token, narrow_values, loud_values),  # and values in the thousands: a clip
            hints={"not_computed_with": "Your numbers are right, but your cell never uses `weighted_values`: this "
                   "step sums the weighted values of the previous step over the right axis (a matrix product of the "
                   "weights and the values gives the same numbers, and skips the point of the step)."}),
@@ -904,7 +917,8 @@ register(
            framework="torch", mistakes=ROUNDED_1_MISTAKES, dtype="float32",  # float32 all the way, as part 1 asks
            # its replays keep the example's widths (below; the large numbers' edge has its own), and so does its
            # edge of small numbers (outputs set to 0 below a threshold show)
-           edge=(small_numbers_3, one_token_3),  # and one token: a squeeze shows
+           # and one token: a squeeze shows; and values in the thousands: a clip at a "safe" bound shows
+           edge=(small_numbers_3, one_token_3, loud_values),
            # values as wide as the example's: the cell's given print subtracts the answer from outputs[0], so an
            # answer typed in at the example's width would raise there instead of showing as typed in
            inputs=upstream_of(lambda rng=None: world(rng, d_v=3), "weighted_values_1_rounded"),
@@ -931,7 +945,8 @@ register(
         # and a token of zeros (its scores are 0: a mask of the zero scores, or a sparse softmax, drops them), and
         # small values (outputs set to 0 below a threshold show)
         edge=(one_row("x", "w_value"), large_fn_inputs, past_limit_fn_inputs, rows_reversed("x"), zero_row("x"),
-              scaled_by("w_value", 2.0 ** -10), repeated_row("x"), far_below_fn_inputs, more_rows("x"),
+              scaled_by("w_value", 2.0 ** -10), scaled_by("w_value", 4096.0),  # outputs near 0.001, and thousands
+              repeated_row("x"), far_below_fn_inputs, more_rows("x"),
               last_key_loud_fn_inputs,  # and the largest score in the last column; 24 tokens, one loud
               loud_token(scaled=False), loud_token(n=130, scaled=False), loud_token(n=130, scaled=False, twin=True),
               # (see 02.self_attention's: blocks of keys, a one-hot shortcut, heads of 64)
