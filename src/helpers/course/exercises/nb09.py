@@ -1180,13 +1180,17 @@ DECODE_HINTS = {
 }
 
 
-def _two_sizes(q_name: str, k_name: str, q_words: str, k_words: str) -> Callable[[dict], dict]:
-    """The sizes of a query and a key array other than their widths: their lengths, and the batch when there is one."""
+def _two_sizes(q_name: str, k_name: str, q_words: str, k_words: str,
+               v_name: str | None = None) -> Callable[[dict], dict]:
+    """The sizes of a query and a key array other than their widths: their lengths, and the batch when there is one
+    (and ``v_name``'s width, d_v, where the step is handed the values themselves)."""
     def sizes(i: dict) -> dict:
         q, k = np.asarray(i[q_name]), np.asarray(i[k_name])
         out = {f"n_q, {q_words} ({q_name}.shape[-2])": q.shape[-2], f"n_k, {k_words} ({k_name}.shape[-2])": k.shape[-2]}
         if q.ndim == 3:
             out[f"the batch size ({q_name}.shape[0])"] = q.shape[0]
+        if v_name is not None and v_name in i:
+            out[f"d_v, the width of one value ({v_name}.shape[-1])"] = np.asarray(i[v_name]).shape[-1]
         return out
     return sizes
 
@@ -1197,9 +1201,9 @@ CROSS_OTHER_SCALE = other_scale(lambda i, scale: _cross(**i, scale=scale),
                                            "the number of encoder tokens"),
                                 width="the width of one key (w_key.shape[-1], k.shape[-1])")
 PADDED_OTHER_SCALE = other_scale(lambda i, scale: _padded(**i, scale=scale),
-                                 _two_sizes("q", "k", "the number of queries", "the number of keys"))
+                                 _two_sizes("q", "k", "the number of queries", "the number of keys", "v"))
 CACHED_OTHER_SCALE = other_scale(lambda i, scale: _cached(**i, scale=scale),
-                                 _two_sizes("q", "k", "the number of new queries", "the number of keys"))
+                                 _two_sizes("q", "k", "the number of new queries", "the number of keys", "v"))
 
 
 def _exercises() -> list[Exercise]:
