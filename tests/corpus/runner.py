@@ -275,8 +275,10 @@ def run_notebook(notebook: str, attempts: list[Attempt], timeout: int = 300) -> 
                 before = a.before if isinstance(a.before, str) else "\n".join(a.before or [])
                 stray = assigned_names(before) | (assigned_names(source) - assigned_names(cell.source)) \
                     | deleted_names(source)
-                if "mutates_input" in str(a.diagnosis) or inplace_targets(before + "\n" + source):
-                    stray |= mentioned_names(before + "\n" + source)  # changed in place: whatever it names
+                if "mutates_input" in str(a.diagnosis):  # changed in place: whatever it names
+                    stray |= mentioned_names(source)
+                else:  # what it writes into in place (`x[1].zero_()`, `w += …`): the object itself changed
+                    stray |= inplace_targets(before + "\n" + source)
                 # global state an attempt may leave behind (gradients switched off for the session, another
                 # default dtype), reset before the cells that bind its stray names run again
                 client.execute_cell(new_code_cell(_RESET), scratch, store_history=False)

@@ -3463,16 +3463,6 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
     if fail0 is None and (unused := _unused_names_problem(ex, record)):
         # right here, wrong on other inputs, and the cell never uses what the step is to compute with: that is why
         return _fail(ex, unused.diagnosis or "not_computed_with", unused.message, note)
-    if fail0 is None and (unnamed := [n for n in record.get("reads_unused") or () if n in world0]):
-        # the same for an input the step starts from: the cell makes it again from something else (`x @ w_value`
-        # for `values`), which holds the same numbers only in this notebook
-        names = ", ".join(f"`{n}`" for n in unnamed)
-        return _fail(ex, "not_computed_with",
-                     f"Right on this notebook's numbers, but not on other inputs, and your cell never uses {names}, "
-                     "what this step starts from: it computes the result from other names that hold the same numbers "
-                     f"only here (it makes {names} again from what {'it was' if len(unnamed) == 1 else 'they were'} "
-                     f"made from, say). Compute it from {names} as {'it is' if len(unnamed) == 1 else 'they are'}.",
-                     note)
     if _nearly_right(ex, _finite_trials(trials)) and (how := _unused_problem(ex, record)):
         # off by rounding error only, computed another way than the step asks (the polarisation identity for a
         # matrix product): the way is what to fix
@@ -3596,6 +3586,17 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                        "right only for the example's sizes." + note)
     if fail0 is None and (sized := _sizes_problem(ex, plan, got0, trials[1:], note, record)):
         return sized
+    if (unnamed := [n for n in record.get("reads_unused") or () if n in world0]) and record.get("upstream_named"):
+        # nothing else to say, and the cell never names an input the step starts from but names other names of the
+        # notebook: it makes that input again from them (`x @ w_value` for `values`), the same numbers only here
+        names = ", ".join(f"`{n}`" for n in unnamed)
+        used = ", ".join(f"`{n}`" for n in record["upstream_named"][:4])
+        return _fail(ex, "not_computed_with",
+                     f"Right on this notebook's numbers, but not on other inputs, and your cell never uses {names}, "
+                     f"what this step starts from: it computes from other names of the notebook instead ({used}), "
+                     f"which give the same numbers only here (it makes {names} again from what "
+                     f"{'it was' if len(unnamed) == 1 else 'they were'} made from, say). Compute it from {names} as "
+                     f"{'it is' if len(unnamed) == 1 else 'they are'}.", note)
     if ex.module and isinstance(world0.get(ex.module), Mapping):  # the replays hand the cell other modules
         first = first.replace(" on other inputs", " on another module (other widths, one of its matrices frozen, "
                                                   "one more trainable matrix, in a submodule and in float64, that "
@@ -4025,7 +4026,8 @@ def _sizes_problem(ex: Exercise, plan: Plan, got0: Arrays, trials: Sequence[tupl
                         and _keeps_length(ex, name, k, w0[k], trials)]
                 if kept and all(g[k] == w[k] for k in range(len(w)) if k not in kept):
                     k = kept[0]
-                    if unnamed := [n for n in (record or {}).get("reads_unused") or () if n in inputs]:
+                    if (unnamed := [n for n in (record or {}).get("reads_unused") or () if n in inputs]) \
+                            and (record or {}).get("upstream_named"):
                         names = ", ".join(f"`{n}`" for n in unnamed)
                         return _fail(ex, "not_computed_with",
                                      f"Right on this notebook's numbers, but not on inputs of other sizes{where}: "

@@ -313,6 +313,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
     if ex.computed_with:
         record["unused"] = _names(raw.get("unused") or [], set(ex.computed_with), "the names not used")
     record["reads_unused"] = _names(raw.get("reads_unused") or [], set(ex.reads) or {""}, "the inputs not named")
+    world = plan.inputs[0] if plan.inputs and isinstance(plan.inputs[0], Mapping) else {}
+    record["upstream_named"] = _names(raw.get("upstream_named") or [], set(world) or {""}, "the other names used")
     if ex.not_with:
         record["forbidden"] = _names(raw.get("forbidden") or [], set(ex.not_with), "the names used")
         via = raw.get("forbidden_via")

@@ -308,8 +308,8 @@ def out_targets(source: str) -> set[str]:
 
 
 def inplace_targets(source: str) -> set[str]:
-    """The names a cell changes in place: ``q.zero_()``, ``q[0].mul_(2)``, ``q[0] = …``, ``q += …``, ``m.a = …``
-    (the root name of what is written into). A name that is a view of another (02's ``query = x[1]``) changes that
+    """The names a cell changes in place: ``q.zero_()``, ``q[0].mul_(2)``, ``q[0] = …``, ``q += …`` (the root name
+    of what is written into). A name that is a view of another (02's ``query = x[1]``) changes that
     one too."""
     tree = _parse(source)
     if tree is None:
@@ -332,8 +332,8 @@ def inplace_targets(source: str) -> set[str]:
             found.add(name)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                if isinstance(target, (ast.Subscript, ast.Attribute)) and (name := root(target)):
-                    found.add(name)  # `q[0] = …`, and `model.training = False`: the object itself changes
+                if isinstance(target, ast.Subscript) and (name := root(target)):
+                    found.add(name)
     return found
 
 def _calls_forward(tree: ast.AST) -> bool:

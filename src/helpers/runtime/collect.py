@@ -1271,8 +1271,12 @@ def _value_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], history
     trials = plan.get("trials") or []
     code: Any = cell
     source = run.source if run is not None else (cell if isinstance(cell, str) else None)
-    if source is not None:  # the step's inputs its cell never names (x built from word_1 … word_4, not the stack)
-        record["reads_unused"] = sorted(set(plan.get("reads") or ()) - mentioned_names(source))
+    if source is not None:  # the step's inputs its cell never names (x built from word_1 … word_4, not the stack),
+        # and the other names of the notebook it names instead
+        named = mentioned_names(source)
+        record["reads_unused"] = sorted(set(plan.get("reads") or ()) - named)
+        world = trials[0] if trials and isinstance(trials[0], Mapping) else {}
+        record["upstream_named"] = sorted((named & set(world)) - set(plan.get("reads") or ()) - set(answers))
     if source is not None and (plan.get("computed_with") or plan.get("not_with")):
         mentioned = mentioned_names(source)
         record["unused"] = sorted(set(plan.get("computed_with") or ()) - mentioned)

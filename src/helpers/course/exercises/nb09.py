@@ -320,7 +320,14 @@ def _padding_masked_late(answer, inputs) -> bool:
     got = np.asarray(next(iter(answer.values())), dtype=np.float64)
     k, lengths = np.asarray(inputs["k"]), np.asarray(inputs["enc_lengths"])
     loud = any(np.abs(k[i, int(n):]).max(initial=0.0) > 50.0 for i, n in enumerate(lengths))
-    return loud and not bool(np.isfinite(got).all())
+    return (loud or _fill_far_trial(inputs)) and not bool(np.isfinite(got).all())
+
+
+def _fill_far_trial(inputs) -> bool:
+    """Is this :func:`_fill_far`'s trial (its visible scores at −10⁶, the hidden ones at 0: a maximum taken over the
+    hidden keys too underflows every visible exponential)?"""
+    q = np.asarray(inputs["q"], dtype=np.float64)
+    return q.ndim >= 3 and bool(np.all(q[..., 0, 1:] == 0) and np.all(q[..., 0, 0] == FILL_FAR * np.sqrt(q.shape[-1])))
 
 
 # --- part 3: attention over a cache -------------------------------------------------------
@@ -534,7 +541,7 @@ def _fill_leaks(seen_of, reference):
     the values it must not see (a finite fill above its scores), every other query is right."""
     def sign(answer, inputs) -> bool:
         q, k, v = (np.asarray(inputs[n], dtype=np.float64) for n in ("q", "k", "v"))
-        if q.ndim < 3 or not (np.all(q[..., 0, 1:] == 0) and np.all(q[..., 0, 0] == FILL_FAR * np.sqrt(q.shape[-1]))):
+        if not _fill_far_trial(inputs):
             return False
         hidden = ~_visible(q, k, seen_of(q, k, inputs))  # (…, keys)
         got = np.asarray(next(iter(answer.values())), dtype=np.float64)
