@@ -1442,3 +1442,16 @@ def test_a_one_hot_shortcut_for_a_clear_winner_fails_on_every_draw():
     for seed in range(8):
         outcome = judge(ex, ns, np.random.default_rng(seed), cell=cell)
         assert outcome.status == "fail", (seed, outcome.message)
+
+
+def test_the_names_a_cell_writes_into_in_place_are_found():
+    """What the collector looks for views of, and the corpus runner restores: the root name of whatever an in-place
+    method, an augmented assignment, an indexed assignment or `nn.init.*_` writes into; not a plain rebinding, not a
+    name only read."""
+    from helpers.runtime.cells import inplace_targets
+
+    cell = ("c = query.zero_()\nfor i in range(3):\n    c += w[i] * x[i]\nq[0] = 1\nnn.init.zeros_(k[1])\n"
+            "a.b[0].mul_(2)\ny = x + 1\nz = torch.zeros(3)\n")
+    assert inplace_targets(cell) == {"query", "c", "q", "k", "a"}
+    assert inplace_targets("y = x.clone()\nprint(x.sum())") == set()
+    assert inplace_targets("def f(:") == set()  # a cell that does not parse: nothing claimed

@@ -747,3 +747,26 @@ def test_the_grader_names_a_module_that_ignores_its_input():
             "_ = torch.manual_seed(123)\nsa_v1 = SelfAttentionV1(d_model, d_k)\noutputs_v1 = sa_v1(x)\n")
     outcome = _value_step_through_the_protocol("02.sa_v1", namespace, cell)
     assert outcome.diagnosis == "reads_globals" and "whatever input" in outcome.message, outcome.message
+
+
+def test_the_grader_names_an_input_changed_through_a_view():
+    """Simulation 38: what the sandbox records about a view the cell wrote into (02's `query = x[1]`, then
+    `query.zero_()`) reaches the verdict as in the notebook's own check; a fresh start is right."""
+    torch = pytest.importorskip("torch")
+    from helpers.course.samples import answer_namespace
+
+    ex = spec.get("02.context_2_simple")
+    namespace = answer_namespace(ex, None, "torch") | {"torch": torch}
+    namespace["x"] = torch.as_tensor(namespace["x"], dtype=torch.float32).clone()
+    namespace["query"] = namespace["x"][1]
+    loop = "for i, x_i in enumerate(x):\n    context_vec_2_simple += attn_weights_2[i] * x_i\n"
+    through = _value_step_through_the_protocol("02.context_2_simple", namespace,
+                                               "context_vec_2_simple = query.zero_()\n" + loop)
+    assert (through.status, through.diagnosis) == ("fail", "mutates_input") and "through `query`" in \
+        through.message, through.message
+    namespace = answer_namespace(ex, None, "torch") | {"torch": torch}
+    namespace["x"] = torch.as_tensor(namespace["x"], dtype=torch.float32).clone()
+    namespace["query"] = namespace["x"][1]
+    right = _value_step_through_the_protocol("02.context_2_simple", namespace,
+                                             "context_vec_2_simple = torch.zeros_like(query)\n" + loop)
+    assert right.status == "pass", right.message
