@@ -154,9 +154,11 @@ def to_array(obj: Any, name: str = "answer", *, dtype: Any = np.float64, finite:
 
 def _exact_number_text(x: Any, name: str) -> str:
     kind = type(x).__name__
-    why = " (a float minus a Decimal raises)" if isinstance(x, decimal.Decimal) else ""
-    return (f"`{name}` holds a {type(x).__module__}.{kind} ({x}), not a plain float: NumPy, the frameworks and the "
-            f"next cells compute with floats{why}. Convert it with float(...).")
+    why = " (a float minus a Decimal raises)" if isinstance(x, decimal.Decimal) else \
+        " (an f-string's `:,` or `:.2f` refuses a Fraction)" if kind == "Fraction" else ""
+    return (f"`{name}` holds a {type(x).__module__}.{kind} ({x}), not a plain int or float: NumPy, the frameworks "
+            f"and the next cells compute and print with those{why}. Convert it with float(...) (or int(...) for a "
+            "whole number).")
 
 
 def nonfinite_problem(arr: np.ndarray, name: str, masks: bool = True) -> AnswerError | None:
