@@ -113,6 +113,10 @@ _ROWS = [
      "You subtracted the maximum of the whole matrix, not of each row. In a row whose scores lie far below that "
      "maximum, the exponentials underflow to 0 (or lose their digits), and a row of zeros gives 0 / 0 = NaN. "
      "Subtract each row's own maximum (axis=-1, keepdims=True)."),
+    ("softmax_base_two", "powers of 2 instead of e in the softmax",
+     "Your softmax raises 2 to the scores (`2 ** s`, `np.exp2`, `tf.pow(2.0, s)`) instead of e: that is the softmax "
+     "of the scores times ln 2 ≈ 0.69, flatter than the right one. Use the exponential (np.exp, torch.exp, tf.exp), "
+     "or the library's softmax."),
     ("global_max_rounding", "one maximum for the whole matrix subtracted before a softmax",
      "You subtracted one maximum for the whole matrix before the softmax. In exact arithmetic that changes nothing "
      "(the softmax subtracts each row's own maximum anyway), but in float32 a score minus a much larger maximum is "

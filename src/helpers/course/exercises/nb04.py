@@ -295,6 +295,9 @@ WEIGHTS_1_MISTAKES = {
     # s / d_k ** 1/2 = s / d_k / 2
     "power_precedence": lambda attn_scores_1, key_1, **_: {
         "attn_weights_1": softmax(_flat_scores_1(attn_scores_1) / (2.0 * np.shape(key_1)[-1]))},
+    # tf.pow(2.0, s): e ** (s ln 2)
+    "softmax_base_two": lambda attn_scores_1, key_1, **_: {
+        "attn_weights_1": softmax(_flat_scores_1(attn_scores_1) / _sqrt_dk(key_1) * np.log(2.0))},
     # no tf.squeeze: the softmax runs over the last axis of a (4, 1, 1) tensor, of length 1
     "missing_squeeze": lambda **_: {"attn_weights_1": np.ones((4, 1, 1))},
     # tf.squeeze(..., axis=1) or axis=2: (4, 1), and the softmax runs over the axis of length 1 left
@@ -427,6 +430,8 @@ def _weights_variant(code):
 WEIGHTS_MISTAKES = {
     **{code: _weights_variant(code) for code in WRONG_WEIGHTS},
     "missing_keepdim": lambda attn_scores, keys, **_: {"attn_weights": _no_keepdims(_f(attn_scores) / _sqrt_dk(keys))},
+    "softmax_base_two": lambda attn_scores, keys, **_: {  # tf.pow(2.0, s): e ** (s ln 2)
+        "attn_weights": softmax(_f(attn_scores) / _sqrt_dk(keys) * np.log(2.0))},
     "transposed_scores": lambda attn_scores, keys, **_: {"attn_weights": softmax(_f(attn_scores).T / _sqrt_dk(keys))},
     "max_without_keepdim": lambda attn_scores, keys, **_: {
         "attn_weights": max_without_keepdim(_f(attn_scores) / _sqrt_dk(keys))},
@@ -571,6 +576,7 @@ def _np_copied(name):
 NUMPY_MISTAKES = {
     **{code: _np_variant(code) for code in ("missing_scale", "scale_by_d", "softmax_wrong_axis", "global_softmax",
                                             "scale_after_softmax", "power_precedence")},
+    "softmax_base_two": _np_softmax_variant(lambda s: softmax(s * np.log(2.0))),  # np.exp2: e ** (s ln 2)
     # each row's maximum, then e / e.sum(axis=-1): entry (i, j) divided by row j's sum
     "missing_keepdim": _np_softmax_variant(lambda s: np.exp(s - _row_max(s)) / np.exp(s - _row_max(s)).sum(axis=-1)),
     # s - s.max(axis=-1): entry (i, j) shifted by row j's maximum

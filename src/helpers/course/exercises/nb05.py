@@ -241,6 +241,7 @@ SCALED_WEIGHTS_MISTAKES = {
     "softmax_wrong_axis": _scaled(lambda s: softmax(s, axis=0)),
     "missing_keepdim": _scaled(_sum_no_keepdim),
     "scale_multiplied": _scaled(softmax, divisor=lambda d_k: 1 / np.sqrt(d_k)),
+    "softmax_base_two": _scaled(softmax, divisor=lambda d_k: np.sqrt(d_k) / np.log(2.0)),  # 2 ** s: e ** (s ln 2)
     "power_precedence": _scaled(softmax, divisor=lambda d_k: 2.0 * d_k),  # s / d_k ** 1/2 = (s / d_k) / 2
     # √len(tokens), √4 or 2 typed in: the notebook's number whatever the keys
     "fixed_scale": lambda attn_scores, **_: {"scaled_weights": softmax(attn_scores / 2.0)},
@@ -502,6 +503,7 @@ SOFTMAX_MISTAKES = {
     "global_max_subtraction": _global_max,
     "sum_without_axis": one_sum,
     "sum_wrong_axis": _sums_of_columns,
+    "softmax_base_two": lambda scores: softmax(np.asarray(scores, dtype=np.float64) * np.log(2.0)),
 }
 
 # --- part 5: self-attention on token embeddings ----------------------------------------
@@ -555,6 +557,8 @@ WEIGHTS_MISTAKES = {
     "scale_after_softmax": lambda x, w_query, w_key, **_: {
         "attn_weights": _weights_from(x, w_query, w_key, scale="none")["attn_weights"] / np.sqrt(w_key.shape[-1])},
     "power_precedence": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key, scale=2.0 * w_key.shape[-1]),
+    "softmax_base_two": lambda x, w_query, w_key, **_: _weights_from(  # 2 ** s is e ** (s ln 2)
+        x, w_query, w_key, scale=np.sqrt(w_key.shape[-1]) / np.log(2.0)),
     "scale_multiplied": lambda x, w_query, w_key, **_: _weights_from(
         x, w_query, w_key, scale=1 / np.sqrt(w_key.shape[-1])),
     # √4 whatever the keys: √n (the 4 tokens, k.shape[0], len(tokens)) or a 2 typed in, which a sentence of 4
