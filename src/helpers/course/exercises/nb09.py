@@ -826,7 +826,7 @@ DECODE_READS = ("x_seq", "pos_table", "w_query", "w_key", "w_value")
 
 
 def _decode(x_seq, pos_table, w_query, w_key, w_value, *, positions="own", sees="past", empty="nan", scale=True,
-            swap_kv=False, query=None, **_):
+            swap_kv=False, query=None, unplaced=(), **_):
     """``{"decoded": …}``: token t's output when the tokens are fed one at a time; the keywords make the
     wrong variants (which positions the tokens get, which cached keys each one sees, what a token that
     sees no key gets)."""
@@ -842,6 +842,10 @@ def _decode(x_seq, pos_table, w_query, w_key, w_value, *, positions="own", sees=
         q = (x_seq + pos_table[np.arange(n) + 1]) @ w_query
     elif query == "none":  # the query alone without its position
         q = x_seq @ w_query
+    if "keys" in unplaced:  # the cached keys (or values) made from the token alone, without its position
+        k = x_seq @ w_key
+    if "values" in unplaced:
+        v = x_seq @ w_value
     i, j = np.arange(n)[:, None], np.arange(n)[None, :]
     allowed = {"past": j <= i, "itself": j == i, "first": j == 0, "before": j < i,
                "before_or_first": (j < i) | ((i == 0) & (j == 0))}[sees]
@@ -866,6 +870,8 @@ DECODE_MISTAKES = {
     "positions_not_added": lambda **names: _decode(**names, positions="none"),
     "query_position_late": lambda **names: _decode(**names, query="next"),
     "query_position_missing": lambda **names: _decode(**names, query="none"),
+    "positions_not_added:keys": lambda **names: _decode(**names, unplaced=("keys",)),
+    "positions_not_added:values": lambda **names: _decode(**names, unplaced=("values",)),
     "swapped_projections": lambda **names: _decode(**names, swap_kv=True),
     "missing_scale": lambda **names: _decode(**names, scale=False),
     # every row NaN in a fresh world, whichever of full_out, queries, keys or values was read
@@ -1163,6 +1169,12 @@ CACHED_HINTS = {
     "weights over the keys must sum to 1: softmax over the last axis (dim=-1).",
 }
 DECODE_HINTS = {
+    "positions_not_added:keys": "Your cached keys are made from the tokens alone, without their position "
+    "embeddings (the query has its own): each new token's key must come from the same x + pos row as its query, "
+    "(x_seq[t] + pos_table[t]) @ w_key, before it goes into the cache.",
+    "positions_not_added:values": "Your cached values are made from the tokens alone, without their position "
+    "embeddings: each new token's value must come from the same x + pos row as its query and key, "
+    "(x_seq[t] + pos_table[t]) @ w_value, before it goes into the cache.",
     "positions_from_one": "Every token gets the position after its own: t + 1 instead of t (positions counted "
     "from 1, or the cache's length read after appending to it). Token t is at position t, the number of tokens "
     "in the cache before it is added: its position embedding is row t of pos_table.",
