@@ -1052,6 +1052,9 @@ _PROCESS_ROWS = [
     ("gradient_divided_by_batch", "the gradient divided by the batch size",
      "Your steps are smaller than the learning rate says: the gradient is divided by the batch size (the loss "
      "divided by it before backward(), say). answer_loss is already a mean: call backward() on it as it is."),
+    ("accuracy_as_percent", "the accuracy as a percentage",
+     "Your accuracy is 100 times the fraction of right guesses: a percentage. The step asks for the fraction, "
+     "between 0 and 1: leave out the × 100 (a print can still show it as a percentage, with `:.1%`)."),
     ("accuracy_rounded_down", "the accuracy rounded down to 0",
      "Your accuracy is 0 although some guesses are right: either the comparison is never true (the largest logits "
      "themselves, `.max(-1).values`, compared with tokens, or an `.argmax()` without its dim, one index for the "

@@ -459,6 +459,7 @@ ACCURACY_MISTAKES = {
     "hard_coded": lambda logits, tokens: _accuracy(logits, tokens, typed_in=True),
     "divided_by_length": lambda logits, tokens: _accuracy(logits, tokens, reduce="per_length"),
     "guesses_one_early": lambda logits, tokens: _accuracy(logits, tokens, early=True),
+    "accuracy_as_percent": lambda logits, tokens: 100.0 * np.asarray(_accuracy(logits, tokens), dtype=np.float64),
 }
 
 
