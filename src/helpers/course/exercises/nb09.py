@@ -180,6 +180,8 @@ CROSS_MISTAKES = {
     "scale_by_d_model": lambda **i: _cross(**i, scale="model"),
     "scale_by_d_v": lambda **i: _cross(**i, scale=np.sqrt(i["w_value"].shape[-1])),
     "softmax_wrong_axis": lambda **i: _cross(**i, axis=-2),
+    "scale_multiplied": lambda **i: _cross(**i, scale=1.0 / np.sqrt(np.shape(i["w_key"])[-1])),
+    "scale_after_softmax": lambda **i: _cross(**i, scale=False) / np.sqrt(np.shape(i["w_key"])[-1]),
     # dim=1: the keys' axis of one sentence's (n_q, n_k) scores, the decoder tokens' of a batch's (b, n_q, n_k)
     "softmax_wrong_axis:dim1": lambda **i: _cross(**i, axis=1 if np.ndim(i["x_dec"]) == 3 else -1),
     "no_softmax": lambda **i: _cross(**i, weights=False),
