@@ -113,6 +113,12 @@ _ROWS = [
      "You subtracted the maximum of the whole matrix, not of each row. In a row whose scores lie far below that "
      "maximum, the exponentials underflow to 0 (or lose their digits), and a row of zeros gives 0 / 0 = NaN. "
      "Subtract each row's own maximum (axis=-1, keepdims=True)."),
+    ("log_softmax_as_weights", "log-probabilities instead of weights",
+     "Your weights are log-probabilities (a log_softmax): negative numbers, the logarithms of the weights. The "
+     "weights themselves are the softmax: positive, each row summing to 1."),
+    ("sigmoid_as_softmax", "each score's sigmoid instead of a softmax over the row",
+     "Your weights are each score's sigmoid, taken on its own: they lie between 0 and 1 but do not sum to 1 over a "
+     "row, and a score does not compete with the others. Use the softmax over each row of scores."),
     ("softmax_base_two", "powers of 2 instead of e in the softmax",
      "Your softmax raises 2 to the scores (`2 ** s`, `np.exp2`, `tf.pow(2.0, s)`) instead of e: that is the softmax "
      "of the scores times ln 2 ≈ 0.69, flatter than the right one. Use the exponential (np.exp, torch.exp, tf.exp), "

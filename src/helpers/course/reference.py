@@ -75,6 +75,18 @@ def max_without_keepdim(scores: np.ndarray) -> np.ndarray:
         return e / e.sum(axis=-1, keepdims=True)
 
 
+def log_softmax(scores: np.ndarray, axis: int = -1) -> np.ndarray:
+    """log(softmax(scores)) along ``axis``, computed without its exponentials underflowing (no log of 0)."""
+    s = np.asarray(scores, dtype=np.float64)
+    shifted = s - s.max(axis=axis, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + e^-x), without overflow for large negative x."""
+    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=np.float64)))
+
+
 def max_of_columns(scores: np.ndarray) -> np.ndarray:
     """A softmax written out with each column's maximum subtracted (`s.max(axis=0, keepdims=True)`) instead of each
     row's: entry (i, j) shifted by the maximum of column j, which the row sums do not cancel. The exact numbers

@@ -44,6 +44,7 @@ from ..reference import (
     projected_scores,
     scaled_scores,
     scaled_scores_float32,
+    sigmoid,
     softmax,
     sums_without_keepdim,
 )
@@ -277,6 +278,14 @@ def ref_weights_1(attn_scores_1, key_1, **_):
     return {"attn_weights_1": softmax(_flat_scores_1(attn_scores_1) / _sqrt_dk(key_1))}
 
 
+def _log_softmax_float32(s) -> np.ndarray:
+    """tf.nn.log_softmax of float32 scores, as float32 computes it (its log of a sum near 1 keeps float32's spacing,
+    which the step's tolerance near 0 would not forgive a float64 version)."""
+    s32 = np.asarray(s, dtype=np.float32)
+    shifted = s32 - s32.max(axis=-1, keepdims=True)
+    return (shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))).astype(np.float64)
+
+
 WEIGHTS_1_MISTAKES = {
     "missing_scale": lambda attn_scores_1, **_: {"attn_weights_1": softmax(_flat_scores_1(attn_scores_1))},
     "scale_by_d": lambda attn_scores_1, key_1, **_: {
@@ -298,6 +307,10 @@ WEIGHTS_1_MISTAKES = {
     # tf.pow(2.0, s): e ** (s ln 2)
     "softmax_base_two": lambda attn_scores_1, key_1, **_: {
         "attn_weights_1": softmax(_flat_scores_1(attn_scores_1) / _sqrt_dk(key_1) * np.log(2.0))},
+    "log_softmax_as_weights": lambda attn_scores_1, key_1, **_: {
+        "attn_weights_1": _log_softmax_float32(_flat_scores_1(attn_scores_1) / _sqrt_dk(key_1))},
+    "sigmoid_as_softmax": lambda attn_scores_1, key_1, **_: {
+        "attn_weights_1": sigmoid(_flat_scores_1(attn_scores_1) / _sqrt_dk(key_1))},
     # no tf.squeeze: the softmax runs over the last axis of a (4, 1, 1) tensor, of length 1
     "missing_squeeze": lambda **_: {"attn_weights_1": np.ones((4, 1, 1))},
     # tf.squeeze(..., axis=1) or axis=2: (4, 1), and the softmax runs over the axis of length 1 left
@@ -432,6 +445,10 @@ WEIGHTS_MISTAKES = {
     "missing_keepdim": lambda attn_scores, keys, **_: {"attn_weights": _no_keepdims(_f(attn_scores) / _sqrt_dk(keys))},
     "softmax_base_two": lambda attn_scores, keys, **_: {  # tf.pow(2.0, s): e ** (s ln 2)
         "attn_weights": softmax(_f(attn_scores) / _sqrt_dk(keys) * np.log(2.0))},
+    "log_softmax_as_weights": lambda attn_scores, keys, **_: {
+        "attn_weights": _log_softmax_float32(_f(attn_scores) / _sqrt_dk(keys))},
+    "sigmoid_as_softmax": lambda attn_scores, keys, **_: {
+        "attn_weights": sigmoid(_f(attn_scores) / _sqrt_dk(keys))},
     "transposed_scores": lambda attn_scores, keys, **_: {"attn_weights": softmax(_f(attn_scores).T / _sqrt_dk(keys))},
     "max_without_keepdim": lambda attn_scores, keys, **_: {
         "attn_weights": max_without_keepdim(_f(attn_scores) / _sqrt_dk(keys))},

@@ -19,11 +19,13 @@ import numpy as np
 
 from ..reference import (
     global_softmax,
+    log_softmax,
     max_of_columns,
     max_without_keepdim,
     one_sum,
     projected_scores,
     self_attention,
+    sigmoid,
     softmax,
     sum_normalise,
     unstable_softmax,
@@ -242,6 +244,8 @@ SCALED_WEIGHTS_MISTAKES = {
     "missing_keepdim": _scaled(_sum_no_keepdim),
     "scale_multiplied": _scaled(softmax, divisor=lambda d_k: 1 / np.sqrt(d_k)),
     "softmax_base_two": _scaled(softmax, divisor=lambda d_k: np.sqrt(d_k) / np.log(2.0)),  # 2 ** s: e ** (s ln 2)
+    "log_softmax_as_weights": _scaled(log_softmax),
+    "sigmoid_as_softmax": _scaled(sigmoid),
     "power_precedence": _scaled(softmax, divisor=lambda d_k: 2.0 * d_k),  # s / d_k ** 1/2 = (s / d_k) / 2
     # √len(tokens), √4 or 2 typed in: the notebook's number whatever the keys
     "fixed_scale": lambda attn_scores, **_: {"scaled_weights": softmax(attn_scores / 2.0)},
@@ -504,6 +508,8 @@ SOFTMAX_MISTAKES = {
     "sum_without_axis": one_sum,
     "sum_wrong_axis": _sums_of_columns,
     "softmax_base_two": lambda scores: softmax(np.asarray(scores, dtype=np.float64) * np.log(2.0)),
+    "log_softmax_as_weights": lambda scores: log_softmax(scores),
+    "sigmoid_as_softmax": lambda scores: sigmoid(scores),
 }
 
 # --- part 5: self-attention on token embeddings ----------------------------------------
