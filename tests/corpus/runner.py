@@ -277,8 +277,12 @@ def run_notebook(notebook: str, attempts: list[Attempt], timeout: int = 300) -> 
                     | deleted_names(source)
                 if "mutates_input" in str(a.diagnosis):  # changed in place: whatever it names
                     stray |= mentioned_names(source)
-                else:  # what it writes into in place (`x[1].zero_()`, `w += …`): the object itself changed
-                    stray |= inplace_targets(before + "\n" + source)
+                elif written := sorted(inplace_targets(before + "\n" + source)):
+                    # what it wrote into in place (`x[1].zero_()`, `w += …`), where that is an array or a tensor of
+                    # the notebook's (a model is trained by later cells, which restoring its defining cell skips)
+                    probe = new_code_cell(f"print(*[n for n in {written!r} if hasattr(globals().get(n), 'shape')])")
+                    client.execute_cell(probe, scratch, store_history=False)
+                    stray |= set(_text(probe.outputs).split()) & set(written)
                 # global state an attempt may leave behind (gradients switched off for the session, another
                 # default dtype), reset before the cells that bind its stray names run again
                 client.execute_cell(new_code_cell(_RESET), scratch, store_history=False)

@@ -3061,8 +3061,9 @@ def _zeroed_small(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]
         moved = any(((g != 0) & (np.abs(g - w) > noise * float(np.abs(w).max()) + 1e-300)).any() for g, w in pairs)
         if moved and any(all(_rounded_to(g, w, 10.0 ** -k) for g, w in pairs) for k in range(1, 16)):
             return None  # rounded to k decimals (which sets the smallest to 0 too, and moves others): said elsewhere
-        # (the largest entry of every trial: one of small numbers may have every entry cut)
-        scale = max((float(np.abs(w).max()) for _, w in pairs), default=0.0)
+        # (the largest entry of a typical trial: one of small numbers may have every entry cut; the median of the
+        # trials' largest entries, so that one of numbers in the thousands does not make every other trial "small")
+        scale = float(np.median([float(np.abs(w).max()) for _, w in pairs])) if pairs else 0.0
         # above the rounding of a right computation where the exact number is 0 (the float64 reference may hold
         # 3e-17 there, a right float32 answer 0): of any trial's largest entry, 1e-14 in float64, 1e-9 in float32
         noise = max((1e-14 if ex.dtype == "float64" else 1e-9) * scale, 1e-30)
@@ -3586,17 +3587,6 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                        "right only for the example's sizes." + note)
     if fail0 is None and (sized := _sizes_problem(ex, plan, got0, trials[1:], note, record)):
         return sized
-    if (unnamed := [n for n in record.get("reads_unused") or () if n in world0]) and record.get("upstream_named"):
-        # nothing else to say, and the cell never names an input the step starts from but names other names of the
-        # notebook: it makes that input again from them (`x @ w_value` for `values`), the same numbers only here
-        names = ", ".join(f"`{n}`" for n in unnamed)
-        used = ", ".join(f"`{n}`" for n in record["upstream_named"][:4])
-        return _fail(ex, "not_computed_with",
-                     f"Right on this notebook's numbers, but not on other inputs, and your cell never uses {names}, "
-                     f"what this step starts from: it computes from other names of the notebook instead ({used}), "
-                     f"which give the same numbers only here (it makes {names} again from what "
-                     f"{'it was' if len(unnamed) == 1 else 'they were'} made from, say). Compute it from {names} as "
-                     f"{'it is' if len(unnamed) == 1 else 'they are'}.", note)
     if ex.module and isinstance(world0.get(ex.module), Mapping):  # the replays hand the cell other modules
         first = first.replace(" on other inputs", " on another module (other widths, one of its matrices frozen, "
                                                   "one more trainable matrix, in a submodule and in float64, that "
