@@ -223,9 +223,22 @@ def test_scores_divided_by_another_size_are_named_on_every_draw(ex):
                     # that variant's numbers (the code reads its size from another axis of the example)
                     continue
                 outcome = spec._explained(ex, trials, {})
+                if code is None and outcome is None and _d_v_like_typed_d_k(ex, explain, what, trials):
+                    # d_v, drawn on its own, equal to d_k wherever it is not this notebook's d_k: √d_v cannot be told
+                    # from √d_k there, nor from a √4 typed in elsewhere, so no size is named (a generic message)
+                    continue
                 if code is not None or outcome is None or what not in outcome.message:
                     missed.append((draw, what, spec.diagnose(ex, trials), outcome and outcome.message[:160]))
     assert not missed, missed
+
+
+def _d_v_like_typed_d_k(ex, explain, what, trials) -> bool:
+    """Is ``what`` the values' width, equal on every trial to the keys' width or to the notebook's own d_k?"""
+    from helpers.course.scales import _key_width, _notebook_width
+
+    typed = _notebook_width(ex)
+    return what.startswith("d_v") and all(
+        explain.sizes(inputs)[what] in (_key_width(inputs), typed) for _, inputs in trials)
 
 
 def test_a_default_taken_before_its_function_was_defined_anew_is_found():

@@ -41,7 +41,6 @@ from ..spec import (
     register,
     repeated_row,
     rows_reversed,
-    scaled_by,
     square_x,
     upstream_of,
     wide_projections,
@@ -1286,7 +1285,6 @@ PART_2 = [
         # features (a transpose of a square x shows), and 24 tokens with one loud (a shift by a percentile shows)
         edge=(one_row("x", "w_value"), swapped_n_d_k, near_limit_inputs, past_limit_inputs, rows_reversed("x"),
               repeated_row("x"), far_below_inputs, more_rows("x"), zero_row("x"), square_x(), loud_token(),
-              scaled_by("w_value", 4096.0),  # outputs in the thousands: a clip at a "safe" bound shows
               # 130 tokens, one loud (alone, and its twin first), and one that leads its row by about 10: a softmax
               # over blocks of keys without rescaling, a block's own maximum as reference, a one-hot shortcut show;
               # and keys 130 wide: heads of 64 split there show

@@ -917,8 +917,9 @@ register(
            framework="torch", mistakes=ROUNDED_1_MISTAKES, dtype="float32",  # float32 all the way, as part 1 asks
            # its replays keep the example's widths (below; the large numbers' edge has its own), and so does its
            # edge of small numbers (outputs set to 0 below a threshold show)
-           # and one token: a squeeze shows; and values in the thousands: a clip at a "safe" bound shows
-           edge=(small_numbers_3, one_token_3, loud_values),
+           # and one token: a squeeze shows (no trial of values in the thousands: the rounded weights are not exact
+           # in float32, so a right answer near 0 is off by 1e-4 there)
+           edge=(small_numbers_3, one_token_3),
            # values as wide as the example's: the cell's given print subtracts the answer from outputs[0], so an
            # answer typed in at the example's width would raise there instead of showing as typed in
            inputs=upstream_of(lambda rng=None: world(rng, d_v=3), "weighted_values_1_rounded"),
