@@ -4502,6 +4502,18 @@ def sum_overflow_hint(dtype: str) -> str:
             "the largest exponential is then exp(0) = 1, and no sum can overflow.")
 
 
+def only_first_token_off(got: Any, want: Any) -> bool:
+    """(batch, tokens, …) answers: the first sequence's first token differs from ``want``, every other one agrees (a
+    finite fill above the −10⁶ scores of that token's one visible key, on the replay built for it)."""
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    if got.shape != want.shape or got.ndim < 2:
+        return False
+    others = np.ones(got.shape[:2], dtype=bool)
+    others[0, 0] = False
+    return bool(not np.allclose(got[0, 0], want[0, 0], rtol=1e-4, atol=1e-4)
+                and np.allclose(got[others], want[others], rtol=1e-4, atol=1e-4))
+
+
 def global_rounding_sign(reference: Callable[..., Any],
                          form: Callable[..., Any]) -> Callable[[Arrays, Mapping[str, Any]], bool]:
     """A sign of ``global_max_rounding``: one maximum of the whole matrix subtracted before a library softmax, which
