@@ -600,6 +600,7 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
     if fresh:
         fresh = _varied_trials(ex, fresh, rngs, notebook)
     accepting: list[tuple[dict[str, Any], Callable[[Any, Mapping[str, Any]], bool]]] = []  # edges that accept more
+    loud: list[dict[str, Any]] = []  # edges whose hidden scores are loud (see `loud_scores`)
     if ex.edge is not None and rngs:  # a function's extra trials, a value step's extra replay
         first = fresh[0] if fresh else None
         for edge in ex.edge if isinstance(ex.edge, tuple) else (ex.edge,):
@@ -608,6 +609,8 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
                          else edge(ex.inputs(rngs[0])))
             if (accepts := getattr(edge, "accepts", None)) is not None:
                 accepting.append((fresh[-1], accepts))
+            if getattr(edge, "loud_scores", False):
+                loud.append(fresh[-1])
     drawn = list(range(min(n, len(fresh))))
     if ex.kind == "function" and len(fresh) > n >= 1:
         # the last trial is the one a function is called on again (what it keeps between calls: a cache, an output
@@ -657,6 +660,10 @@ def make_plan(ex: Exercise, rng: np.random.Generator | None = None, seeds: Seque
         if ex.again is not None and ex.kind == "value" else [],
         "probes": [{"kind": p.kind, "inputs": pi, "stream": p.stream, "buffer": p.buffer}
                    for p, pi in zip(ex.probes, probe_inputs)],
+        # the trials (their indices in "trials") built so that a key the softmax must ignore scores far above the
+        # ones it keeps: a gradient is taken on them first (a softmax written out whose hidden exponentials overflow
+        # sends NaN back), whatever the other trials' largest entries
+        "loud_trials": [i + (ex.kind != "value") for i, t in enumerate(fresh) if any(t is kept for kept in loud)],
     }
     accepts = {i + 1: fn for i, t in enumerate(fresh) for kept, fn in accepting if t is kept}
     return Plan(data, [notebook, *fresh], probe_inputs, tuple(i + 1 for i in drawn), accepts)
@@ -4208,6 +4215,9 @@ def loud_future(inputs: dict[str, Any]) -> dict[str, Any]:
     return {**inputs, "q": q, "k": k}
 
 
+loud_future.loud_scores = True  # (see make_plan's "loud_trials")
+
+
 def future_masked_late(reference: Callable[..., Any]) -> Callable[[Arrays, Mapping[str, Any]], bool]:
     """The sign of a causal softmax taken over every key, the future zeroed after it and each row renormalised (or
     the maximum taken over every key before the exponentials): on :func:`loud_future`'s trial, the first query's row
@@ -4258,7 +4268,8 @@ def large_scores(q: str = "q", k: str = "k", *, x: str | None = None, w_query: s
 
     ``second``: that row's second score as a fraction of the first, instead (1.0: two scores of ``top``, just below
     exp's limit, whose sum is past it — a softmax written out then divides by inf, and gives 0s, with no NaN to
-    see; −1.0: scores of ``top`` and −``top``, so that a shift by the middle of the row overflows)."""
+    see, and, given ``x``, a token of zeros where some row would lie wholly below 0; −1.0: scores of ``top`` and
+    −``top``, so that a shift by the middle of the row overflows)."""
     def edge(first: dict[str, Any]) -> dict[str, Any]:
         if x is None:  # the first query along the first key (a score of top), the second key half the first
             qa, ka = np.array(first[q], dtype=float), np.array(first[k], dtype=float)  # (a score of top / 2)
@@ -4280,6 +4291,11 @@ def large_scores(q: str = "q", k: str = "k", *, x: str | None = None, w_query: s
             # anywhere below ties
             scores = projected_scores(xa, wq, first[w_key])
         peak = float(scores.max()) or 1.0
+        if second is not None and second > 0 and xa.ndim == 2 and float(scores.max(axis=-1).min()) < 0:
+            # and a token of zeros, which every query scores 0: no row lies wholly far below 0 once scaled (such a
+            # row's exps all underflow, and a softmax written out that steps in only when a sum is 0 or an exp is
+            # inf stepped in there, hiding the overflowing sum of the top row)
+            xa = np.concatenate([xa, np.zeros_like(xa[:1])])
         return {**first, x: xa, w_query: wq * (top / peak)}
 
     edge.of_first_trial = True

@@ -314,6 +314,7 @@ def loud_padding(first: dict) -> dict:
 
 
 loud_padding.of_first_trial = True
+loud_padding.loud_scores = True
 
 
 def _padding_masked_late(answer, inputs) -> bool:

@@ -500,11 +500,27 @@ def _half_guesses(answer, inputs) -> bool:
                                for half in (logits.astype(np.float16).astype(np.float64), _bfloat16(logits)))
 
 
+def _one_guess_squeezed(answer, inputs) -> bool:
+    """On sequences with one guess each (the one_digit trial), the fraction a squeeze that also drops the guesses'
+    axis gives: (batch,) guesses compared with (batch, 1) answers broadcast to a (batch, batch) table."""
+    got, want = float(np.asarray(next(iter(answer.values())), dtype=np.float64)), float(ref_accuracy(**inputs))
+    guesses, targets = _guesses(np.asarray(inputs["logits"]), np.asarray(inputs["tokens"]))
+    if guesses.shape[1] != 1 or len(targets) < 2:
+        return False
+    table = guesses.argmax(axis=-1)[:, 0][None, :] == targets[:, 0][:, None]
+    return got != want and bool(np.isclose(got, table.mean(), rtol=1e-6, atol=1e-9))
+
+
 ACCURACY_SIGNS = {"accuracy_rounded_down": _rounded_down, "targets_not_shifted": _not_shifted_at_guesses,
-                  "integer_overflow": _count_wrapped, "wrong_dtype": _half_guesses}
+                  "integer_overflow": _count_wrapped, "wrong_dtype": _half_guesses,
+                  "squeezed_axes": _one_guess_squeezed}
 
 ACCURACY_HINTS = {
     "hard_coded": TYPED_LENGTH_HINT,
+    "squeezed_axes": "On sequences with a one-digit prompt there is one guess per sequence, and a `.squeeze()` "
+    "drops that axis from one side of your comparison: (batch,) compared with (batch, 1) broadcasts to a (batch, "
+    "batch) table, every guess against every sequence's answer. Squeeze only the axis you mean (or nothing), so that "
+    "guesses and answers both have shape (batch, answers).",
     "integer_overflow": "Your count of right guesses wraps around: it is kept in a small integer type (int8 holds "
     "at most 127, uint8 255), so a batch with more right guesses than that comes out negative or far too small. "
     "Let `.sum()` count in its own int64, or take the mean of the comparison as floats (`.float().mean()`).",
@@ -654,14 +670,20 @@ separator_loudest.of_first_trial = True
 def one_digit(first: dict) -> dict:
     """An edge trial from the first random one: prompts of one digit, so one guess per sequence (guesses of shape
     (batch, 1)): a squeeze that drops that axis too, and then compares (batch,) with (batch, 1), shows. The first
-    half of the sequences guess right (a bonus on their answer), so that the fraction is neither 0 nor 1."""
+    half of the sequences guess right (a bonus on their answer), so that the fraction is neither 0 nor 1; drawn
+    again until the (batch, batch) comparison such a broadcast makes gives another fraction (by chance it gave the
+    same on one draw in twenty)."""
     logits = np.asarray(first["logits"])
     batch, digits = max(logits.shape[0], 3), logits.shape[-1] - 1
     rng = np.random.default_rng([batch, digits])
-    tokens = make_sequences(rng, batch, 1, digits)
-    logits = rng.normal(size=(*tokens.shape, digits + 1))
-    rows = np.arange((batch + 1) // 2)
-    logits[rows, 1, tokens[rows, 2]] += 6.0
+    for _ in range(100):
+        tokens = make_sequences(rng, batch, 1, digits)
+        logits = rng.normal(size=(*tokens.shape, digits + 1))
+        rows = np.arange((batch + 1) // 2)
+        logits[rows, 1, tokens[rows, 2]] += 6.0
+        guess, answer = logits[:, 1].argmax(-1), tokens[:, 2]
+        if abs(np.mean(guess == answer) - np.mean(guess[None, :] == answer[:, None])) > 1e-3:
+            break
     return {"logits": logits, "tokens": tokens}
 
 
