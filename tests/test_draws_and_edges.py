@@ -7,6 +7,7 @@
 - Two scores just below exp's limit: each exponential fits, their sum does not; a softmax written out there gives
   0s and no NaN, and the check says so.
 - 10.accuracy's exact ties: any way of breaking them is right, counting every tie right is not.
+- Wrong answers that passed on some draws (a NaN gradient, a squeezed comparison, a guarded softmax) fail on those.
 """
 
 import numpy as np
@@ -167,3 +168,59 @@ def test_the_kept_answers_are_shared_safely_between_grader_threads(monkeypatch):
     for t in threads:
         t.join()
     assert not errors, errors[:3]
+
+
+def _drawn(exercise: str, seed: int) -> np.random.Generator:
+    """The generator a student's check draws from with ``HELPERS_CHECK_SEED=seed``."""
+    import zlib
+
+    return np.random.default_rng([seed, zlib.crc32(exercise.encode())])
+
+
+@pytest.mark.parametrize("seed", [9, 10, 18, 21, 24])  # draws on which it passed (its loud trial ranked fifth)
+@pytest.mark.parametrize("framework", [pytest.param("tensorflow", marks=needs("tensorflow"))])
+def test_exponentials_selected_after_they_overflow_give_a_nan_gradient_on_every_draw(seed, framework):
+    import math
+
+    import tensorflow as tf
+
+    def tf_causal_attention(q, k, v):
+        n = tf.shape(q)[-2]
+        allowed = tf.range(n)[:, None] >= tf.range(n)[None, :]
+        s = tf.matmul(q, k, transpose_b=True) / math.sqrt(q.shape[-1])
+        m = tf.reduce_max(tf.where(allowed, s, tf.constant(-np.inf, s.dtype)), axis=-1, keepdims=True)
+        e = tf.where(allowed, tf.exp(s - m), tf.zeros_like(s))
+        return tf.matmul(e / tf.reduce_sum(e, axis=-1, keepdims=True), v)
+
+    ex = spec.REGISTRY["06.tf_causal_attention"]
+    outcome = judge(ex, {"tf_causal_attention": tf_causal_attention}, _drawn(ex.id, seed))
+    assert (outcome.status, outcome.diagnosis) == ("fail", "nan_gradient"), outcome.message
+
+
+@pytest.mark.parametrize("seed", [19, 39])  # draws on which the one-guess trial's broadcast gave the right fraction
+@pytest.mark.parametrize("framework", [pytest.param("torch", marks=needs("torch"))])
+def test_a_comparison_squeezed_to_a_table_is_named_on_every_draw(seed, framework):
+    def answer_accuracy(logits, tokens):
+        half = tokens.shape[1] // 2
+        guess = logits[:, half:-1].argmax(dim=-1, keepdim=True).squeeze()
+        return (guess == tokens[:, half + 1:]).float().mean()
+
+    ex = spec.REGISTRY["10.accuracy"]
+    outcome = judge(ex, {"answer_accuracy": answer_accuracy}, _drawn(ex.id, seed))
+    assert (outcome.status, outcome.diagnosis) == ("fail", "squeezed_axes"), outcome.message
+
+
+@pytest.mark.parametrize("seed", [53, 138])  # draws on which a row wholly far below 0 set the guard off
+def test_a_softmax_guarded_by_its_exponentials_fails_on_every_draw(seed):
+    def self_attention(x, w_query, w_key, w_value):
+        q, k, v = x @ w_query, x @ w_key, x @ w_value
+        s = q @ k.T / np.sqrt(k.shape[-1])
+        with np.errstate(over="ignore"):
+            e = np.exp(s)
+        if not np.isfinite(e).all() or (e.sum(axis=1) == 0).any():
+            e = np.exp(s - s.max(axis=1, keepdims=True))
+        return (e / e.sum(axis=1, keepdims=True)) @ v
+
+    ex = spec.REGISTRY["05.self_attention"]
+    outcome = judge(ex, {"self_attention": self_attention}, _drawn(ex.id, seed))
+    assert (outcome.status, outcome.diagnosis) == ("fail", "unstable_softmax"), outcome.message
