@@ -1562,6 +1562,15 @@ def _module_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
                                          f"asks for {ex.trainable} weights and nothing else. The others make another, "
                                          "larger model (training moves them too), even if its outputs agree while "
                                          "they keep their start (biases of 0, say): leave them out.")
+    if wide := [e for e in facts.get("param_dtypes") or () if e[0] in {p[0] for p in trainable}]:
+        kinds = sorted({str(e[1]) for e in wide})
+        verb = "is" if len(wide) == 1 else "are"
+        return _fail(ex, "wrong_dtype", f"`{ex.module}`'s weights {_listed([str(e[0]) for e in wide])} {verb} "
+                                        f"{' and '.join(kinds)}, not float32 as the course's tensors are: every "
+                                        "weight and its gradient takes that dtype's size, and a float32 input has to "
+                                        "be cast to meet them (a cast back at the end hides it). Make the weights "
+                                        "float32 (torch.rand's and nn.Linear's default): no `.double()` or `dtype=` "
+                                        "on them.")
     if facts.get("own_call"):
         return _fail(ex, "not_as_asked", f"`{ex.module}`'s class defines `__call__` itself instead of `forward`: "
                                          "calling the module then skips nn.Module's own call, which runs `forward` "

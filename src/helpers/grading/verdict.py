@@ -74,6 +74,9 @@ def _signal_name(sig: int) -> str:
         return f"signal {sig}"
 
 
+# the floating dtypes a module's parameters can be reported as (anything else is dropped)
+_FLOAT_DTYPES = ("float64", "float16", "bfloat16", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2")
+
 _SIGNAL_HINTS = {
     "SIGKILL": "killed — usually the memory or CPU-time limit",
     "SIGSEGV": "a segmentation fault",
@@ -377,6 +380,9 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
             if isinstance(module.get("training_parts"), list) else [],
             "own_call": module.get("own_call") is True,
             "keep_required": module.get("keep_required") is True,
+            "param_dtypes": [[_text(e[0], 100), e[1]] for e in (module.get("param_dtypes") or [])[:20]
+                             if isinstance(e, list) and len(e) == 2 and e[1] in _FLOAT_DTYPES]
+            if isinstance(module.get("param_dtypes"), list) else [],
         }
     probes = raw.get("probes")
     if isinstance(probes, dict):

@@ -1143,13 +1143,17 @@ def _module_facts(module: Any, reads: Iterable[str] = ()) -> dict[str, Any] | No
     if not callable(named):
         return None
     params = [[name, list(getattr(p, "shape", ())), bool(getattr(p, "requires_grad", False))] for name, p in named()]
+    # parameters of a floating dtype other than float32 (every module of the course is float32: a `.double()` on a
+    # weight doubles it and its gradient, and a float32 input must be cast to meet it)
+    wide = [[name, str(getattr(p, "dtype", "")).removeprefix("torch.")] for name, p in named()
+            if getattr(getattr(p, "dtype", None), "is_floating_point", False) and str(p.dtype) != "torch.float32"]
     plain = [name for name, value in vars(module).items()
              if framework_of(value) == "torch" and hasattr(value, "requires_grad") and not name.startswith("_")]
     # plain tensors made from a parameter by an operation (`nn.Parameter(...) / 2` is a plain tensor again)
     derived = [name for name in plain if getattr(vars(module)[name], "grad_fn", None) is not None]
     facts: dict[str, Any] = {"params": params, "plain_tensors": plain, "derived_tensors": derived,
                              "globals_read": [], "globals_in": None,
-                             "training": bool(getattr(module, "training", False))}
+                             "training": bool(getattr(module, "training", False)), "param_dtypes": wide[:20]}
     # a part still training under a module set to evaluation by hand (`model.training = False` reaches no submodule)
     parts = getattr(module, "named_modules", None)
     if not facts["training"] and callable(parts):
