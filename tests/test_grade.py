@@ -770,3 +770,35 @@ def test_the_grader_names_an_input_changed_through_a_view():
     right = _value_step_through_the_protocol("02.context_2_simple", namespace,
                                              "context_vec_2_simple = torch.zeros_like(query)\n" + loop)
     assert right.status == "pass", right.message
+
+
+def test_the_grader_names_a_module_whose_weights_are_float64():
+    """Simulation 38: 02.sa_v1 with float64 weights and its output cast back to float32 passed. The dtypes the sandbox
+    records about the module's parameters reach the verdict; float32 weights are right."""
+    torch = pytest.importorskip("torch")
+    from helpers.course.samples import answer_namespace
+
+    cell = ("class SelfAttentionV1(torch.nn.Module):\n"
+            "    def __init__(self, d_model, d_k):\n"
+            "        super().__init__()\n"
+            "        self.w_query = torch.nn.Parameter(torch.rand(d_model, d_k){cast})\n"
+            "        self.w_key = torch.nn.Parameter(torch.rand(d_model, d_k){cast})\n"
+            "        self.w_value = torch.nn.Parameter(torch.rand(d_model, d_k){cast})\n\n"
+            "    def forward(self, x):\n"
+            "        q, k, v = x.to(self.w_query.dtype) @ self.w_query, x.to(self.w_key.dtype) @ self.w_key, "
+            "x.to(self.w_value.dtype) @ self.w_value\n"
+            "        return (torch.softmax(q @ k.T / k.shape[-1] ** 0.5, dim=-1) @ v).float()\n\n"
+            "_ = torch.manual_seed(123)\nsa_v1 = SelfAttentionV1(d_model, d_k)\noutputs_v1 = sa_v1(x)\n")
+    ex = spec.get("02.sa_v1")
+
+    def through(cast: str) -> spec.Outcome:
+        namespace = answer_namespace(ex, None, "torch") | {"torch": torch}
+        namespace["x"] = torch.as_tensor(namespace["x"], dtype=torch.float32)
+        namespace.setdefault("d_model", namespace["x"].shape[1])
+        namespace.setdefault("d_k", 2)
+        return _value_step_through_the_protocol("02.sa_v1", namespace, cell.format(cast=cast))
+
+    wide = through(".double()")
+    assert (wide.status, wide.diagnosis) == ("fail", "wrong_dtype") and "float64" in wide.message, wide.message
+    right = through("")
+    assert right.status == "pass", right.message
