@@ -802,3 +802,44 @@ def test_the_grader_names_a_module_whose_weights_are_float64():
     assert (wide.status, wide.diagnosis) == ("fail", "wrong_dtype") and "float64" in wide.message, wide.message
     right = through("")
     assert right.status == "pass", right.message
+
+
+def test_the_grader_names_layers_not_started_as_nn_linear_draws_them():
+    """Simulation 40: 02.sa_v2 with its query and key layers zero-initialised (or scaled by 100) passed; the weights'
+    ranges the sandbox records reach the verdict. Layers left as nn.Linear draws them, in any order, are right."""
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+
+    def namespace(start, order=("w_query", "w_key", "w_value")):
+        class SelfAttentionV2(nn.Module):
+            def __init__(self, d_model, d_k):
+                super().__init__()
+                for name in order:
+                    setattr(self, name, nn.Linear(d_model, d_k, bias=False))
+                with torch.no_grad():
+                    start(self)
+
+            def forward(self, x):
+                q, k, v = self.w_query(x), self.w_key(x), self.w_value(x)
+                return torch.softmax(q @ k.T / k.shape[-1] ** 0.5, dim=-1) @ v
+
+        def attention_v2_with(x, w_query, w_key, w_value):
+            sa = SelfAttentionV2(*w_query.shape)
+            with torch.no_grad():
+                for name, w in (("w_query", w_query), ("w_key", w_key), ("w_value", w_value)):
+                    getattr(sa, name).weight.copy_(w.T)
+            return sa(x)
+
+        torch.manual_seed(123)
+        return {"attention_v2_with": attention_v2_with, "sa_v2": SelfAttentionV2(3, 2)}
+
+    def zero(sa):
+        sa.w_query.weight.zero_()
+        sa.w_key.weight.zero_()
+
+    for start, found in ((zero, "is 0"), (lambda sa: sa.w_value.weight.mul_(100), "beyond nn.Linear's")):
+        outcome = _through_the_sandbox_protocol("02.sa_v2", namespace(start))
+        assert (outcome.status, outcome.diagnosis) == ("fail", "not_as_asked") and found in outcome.message, \
+            outcome.message
+    right = _through_the_sandbox_protocol("02.sa_v2", namespace(lambda sa: None, ("w_value", "w_key", "w_query")))
+    assert right.status == "pass", right.message

@@ -163,6 +163,9 @@ class Exercise:
     exact_trainable: bool = False
     # value steps with a ``module``: the names its parameters must have, no more and no fewer (the TO-DO names them)
     parameters: tuple[str, ...] = ()
+    # steps with a ``module`` made of nn.Linear layers whose text promises their own start (02.sa_v2: uniform within
+    # ±1/√in_features, centred on 0): these layers' weights, as the module holds them, must look like that draw
+    default_init: tuple[str, ...] = ()
     probes: tuple[Probe, ...] = ()
     # one more trial (a value step: one more replay), a fresh draw cut to edge sizes (one query, a width of 1),
     # where the variants need not differ; it catches code right only while every axis is longer than 1 (a
@@ -1228,6 +1231,9 @@ def _grad_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
                                           "no optimizer can train it: a `requires_grad=False`, a `requires_grad_("
                                           "False)` or a `.detach_()` on it (in `forward` too, which runs it at every "
                                           "call). Leave requires_grad at its default (True).")
+    if ex.kind == "function" and ex.module and (problem := _init_problem(ex, {"param_ranges":
+                                                                              record.get("module_ranges")})):
+        return problem
     if not ex.keeps_grad:
         return None
     if ex.kind == "function" and ex.module:  # the function runs a module: the module's output must keep it
@@ -1571,6 +1577,8 @@ def _module_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
                                         "be cast to meet them (a cast back at the end hides it). Make the weights "
                                         "float32 (torch.rand's and nn.Linear's default): no `.double()` or `dtype=` "
                                         "on them.")
+    if problem := _init_problem(ex, facts):
+        return problem
     if facts.get("own_call"):
         return _fail(ex, "not_as_asked", f"`{ex.module}`'s class defines `__call__` itself instead of `forward`: "
                                          "calling the module then skips nn.Module's own call, which runs `forward` "
@@ -1590,6 +1598,38 @@ def _module_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
                                           "with and called on. Use what the module keeps (self.…, set in __init__ "
                                           "from its arguments) and the arguments forward is given.")
     return None
+
+
+def _init_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
+    """The layers of :attr:`Exercise.default_init` as the module holds them: nn.Linear's own start draws each weight
+    uniformly within ±1/√in_features. A layer beyond that bound, or all of whose weights are one number (zeros), or
+    layers whose weights are all of one sign (18 numbers of a centred draw: one chance in 10⁵) were started
+    otherwise: a re-initialisation the step does not ask for."""
+    if not ex.default_init:
+        return None
+    ranges = {str(r[0]): r for r in facts.get("param_ranges") or ()}
+    layers = [(n, ranges.get(f"{n}.weight")) for n in ex.default_init]
+    if any(r is None for _, r in layers):
+        return None  # not nn.Linear layers of those names: the step's own checks say so
+    why = ""
+    for name, (_, low, high, fan_in) in layers:
+        bound = 1.0 / float(np.sqrt(max(int(fan_in), 1)))
+        if low == high:
+            why = f"every weight of `self.{name}` is {low:g}"
+        elif max(abs(low), abs(high)) > bound * (1 + 1e-6):
+            why = (f"`self.{name}` holds weights up to {max(abs(low), abs(high)):.3g} in size, beyond nn.Linear's "
+                   f"±1/√{int(fan_in)} = ±{bound:.3g}")
+        if why:
+            break
+    if not why and (all(r[1] >= 0 for _, r in layers) or all(r[2] <= 0 for _, r in layers)):
+        why = f"the weights of {_listed([f'self.{n}' for n, _ in layers])} are all of one sign"
+    if not why:
+        return None
+    return _fail(ex, "not_as_asked", f"Your `{ex.module}` does not start from nn.Linear's own weights: {why}. The step "
+                                     "keeps the layer's start, numbers drawn uniformly between −1/√d_model and "
+                                     "1/√d_model, centred on 0 (a zero start makes every score, or every output, 0 "
+                                     "and leaves the other layers no gradient; a large one saturates the softmax). "
+                                     "Create the layers and leave their weights as nn.Linear draws them.")
 
 
 def _listed(names: Sequence[str]) -> str:
@@ -2131,6 +2171,10 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
                 ex, "weights_used_once", note=f" (Its second backward raised: {entry['reused_graph']})")
         if probe.kind == "module_grad" and isinstance(entry := measured.get(probe.kind), Mapping) \
                 and entry.get("ignores_input"):
+            # a module started at zero gives 0 whatever its input: that start, not its forward, is the cause
+            if problem := _init_problem(ex, {"param_ranges": record.get("module_ranges")
+                                             or (record.get("module") or {}).get("param_ranges")}):
+                return problem
             return _module_grad_carried(ex, "it gives the same output whatever input it is called with") or _fail(
                 ex, "reads_globals", f"`{ex.module}` gives the same output whatever input it is called with: its "
                                      "forward computes from something other than its argument (the notebook's `x`, "

@@ -74,6 +74,17 @@ def _signal_name(sig: int) -> str:
         return f"signal {sig}"
 
 
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _ranges(raw: Any) -> list[list[Any]]:
+    """A module's parameters as [name, smallest, largest, last size] (see ``collect._param_ranges``)."""
+    return [[_text(e[0], 100), float(e[1]), float(e[2]), int(e[3])] for e in (raw if isinstance(raw, list) else [])[:20]
+            if isinstance(e, list) and len(e) == 4 and all(_finite(v) for v in e[1:3])
+            and isinstance(e[3], int) and not isinstance(e[3], bool) and 0 < e[3] < 10**9]
+
+
 # the floating dtypes a module's parameters can be reported as (anything else is dropped)
 _FLOAT_DTYPES = ("float64", "float16", "bfloat16", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2")
 
@@ -233,6 +244,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
         record["module_stateful"] = stateful
     if ex.module and isinstance(raw.get("module_frozen"), list):
         record["module_frozen"] = [_text(n, 80) for n in raw["module_frozen"][:20]]
+    if ex.module:
+        record["module_ranges"] = _ranges(raw.get("module_ranges"))
     if ex.keeps_grad and raw.get("grad_inplace"):
         record["grad_inplace"] = _text(raw["grad_inplace"], 300)
     if ex.keeps_grad and isinstance(raw.get("grad_mismatch"), list):
@@ -380,6 +393,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
             if isinstance(module.get("training_parts"), list) else [],
             "own_call": module.get("own_call") is True,
             "keep_required": module.get("keep_required") is True,
+            "param_ranges": _ranges(module.get("param_ranges")),
             "param_dtypes": [[_text(e[0], 100), e[1]] for e in (module.get("param_dtypes") or [])[:20]
                              if isinstance(e, list) and len(e) == 2 and e[1] in _FLOAT_DTYPES]
             if isinstance(module.get("param_dtypes"), list) else [],

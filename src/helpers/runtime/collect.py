@@ -1135,6 +1135,18 @@ def _is_model(value: Any) -> bool:
                 or keras is not None and isinstance(value, keras.layers.Layer))
 
 
+def _param_ranges(module: Any) -> list[list[Any]]:
+    """Each floating parameter's name, smallest and largest entry and last size (a layer's fan-in): how it was
+    started (see ``spec._init_problem``). Empty when they cannot be listed."""
+    try:
+        return [[name, float(p.detach().min()), float(p.detach().max()), int(p.shape[-1])]
+                for name, p in list(module.named_parameters())[:20]
+                if getattr(getattr(p, "dtype", None), "is_floating_point", False) and p.numel() and p.dim() >= 1
+                and bool(p.detach().isfinite().all())]
+    except Exception:  # noqa: BLE001 — the student's module: anything can happen
+        return []
+
+
 def _module_facts(module: Any, reads: Iterable[str] = ()) -> dict[str, Any] | None:
     """The module's parameters (name, shape, trainable), its tensors that are plain attributes, and which of
     the notebook's names ``reads`` a method of its own class reads as a global (``p_drop`` in ``forward``
@@ -1154,6 +1166,7 @@ def _module_facts(module: Any, reads: Iterable[str] = ()) -> dict[str, Any] | No
     facts: dict[str, Any] = {"params": params, "plain_tensors": plain, "derived_tensors": derived,
                              "globals_read": [], "globals_in": None,
                              "training": bool(getattr(module, "training", False)), "param_dtypes": wide[:20]}
+    facts["param_ranges"] = _param_ranges(module)
     # a part still training under a module set to evaluation by hand (`model.training = False` reaches no submodule)
     parts = getattr(module, "named_modules", None)
     if not facts["training"] and callable(parts):
@@ -2875,6 +2888,7 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
         if framework == "torch" and plan.get("trials") and plan.get("module"):
             record["module_stateful"] = _module_stateful(namespace.get(plan["module"]), plan["trials"][0])
             record["module_frozen"] = _frozen(namespace.get(plan["module"]))
+            record["module_ranges"] = _param_ranges(namespace.get(plan["module"]))
         elif plan.get("keeps_grad") and framework == "torch" and plan.get("trials"):
             wanted = plan["keeps_grad"] if isinstance(plan["keeps_grad"], (list, tuple)) else None
             notes: dict[str, Any] = {}

@@ -1443,6 +1443,8 @@ PART_2 = [
                "global_max_subtraction": global_shift_sign(attention, _projected, 87.0)},
         dtype="float32",  # layers made float64 give other numbers than the float32 module of the notebook
         keeps_grad=True, module="sa_v2",  # the cell's sa_v2: its output must keep the gradient to its layers
+        # and its layers start as nn.Linear draws them, as the step's text says (a zero or a ×100 start passed)
+        default_init=("w_query", "w_key", "w_value"),
         # and it is trained: a forward that keeps its result (or its projections) for an input it has seen gives the
         # old numbers after a step of the optimizer, and its second backward raises
         probes=(Probe("module_grad", lambda rng: {"x": X}, lambda inputs: 0, "gradient_cut"),),
