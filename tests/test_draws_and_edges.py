@@ -7,7 +7,8 @@
 - Two scores just below exp's limit: each exponential fits, their sum does not; a softmax written out there gives
   0s and no NaN, and the check says so.
 - 10.accuracy's exact ties: any way of breaking them is right, counting every tie right is not.
-- Wrong answers that passed on some draws (a NaN gradient, a squeezed comparison, a guarded softmax) fail on those.
+- Wrong answers that passed on some draws (a NaN gradient, a squeezed comparison, a guarded softmax, a rounded
+  rotation) fail on those.
 """
 
 import numpy as np
@@ -224,3 +225,21 @@ def test_a_softmax_guarded_by_its_exponentials_fails_on_every_draw(seed):
     ex = spec.REGISTRY["05.self_attention"]
     outcome = judge(ex, {"self_attention": self_attention}, _drawn(ex.id, seed))
     assert (outcome.status, outcome.diagnosis) == ("fail", "unstable_softmax"), outcome.message
+
+
+@pytest.mark.parametrize("seed", [0, 9])  # draws on which it passed (float32's error on 600 positions beside it)
+@pytest.mark.parametrize("framework", [pytest.param("torch", marks=needs("torch"))])
+def test_a_rotation_rounded_to_four_decimals_is_named_on_every_draw(seed, framework):
+    import torch
+
+    def apply_rope(x, positions):
+        d = x.shape[-1]
+        theta = 10000 ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
+        angle = positions[:, None].float() * theta
+        cos, sin = torch.cos(angle), torch.sin(angle)
+        u, w = x[..., 0::2], x[..., 1::2]
+        return torch.stack([u * cos - w * sin, u * sin + w * cos], dim=-1).flatten(-2).round(decimals=4)
+
+    ex = spec.REGISTRY["08.rope"]
+    outcome = judge(ex, {"apply_rope": apply_rope}, _drawn(ex.id, seed))
+    assert (outcome.status, outcome.diagnosis) == ("fail", "rounded_answer"), outcome.message

@@ -3163,7 +3163,9 @@ def _rounded_to(got: np.ndarray, want: np.ndarray, step: float, grid: float = 1e
         return False
     scaled = got / step
     on_grid = np.abs(scaled - np.round(scaled)) <= 1e-3 + grid * np.abs(scaled)
-    near = np.abs(got - want) <= 0.5 * step * (1 + 1e-3) + 1e-6 * np.abs(want)
+    # (half a step, and a tenth more: float32's own error comes on top of the rounding, 2e-6 on 08.rope's angles of
+    # 600 positions, where half a step of 4 decimals is 5e-5)
+    near = np.abs(got - want) <= 0.55 * step + 1e-6 * np.abs(want)
     return bool(np.all(on_grid) and np.all(near))
 
 
