@@ -1602,34 +1602,36 @@ def _module_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
 
 def _init_problem(ex: Exercise, facts: Mapping[str, Any]) -> Outcome | None:
     """The layers of :attr:`Exercise.default_init` as the module holds them: nn.Linear's own start draws each weight
-    uniformly within ±1/√in_features. A layer beyond that bound, or all of whose weights are one number (zeros), or
-    layers whose weights are all of one sign (18 numbers of a centred draw: one chance in 10⁵) were started
-    otherwise: a re-initialisation the step does not ask for."""
+    uniformly within ±1/√in_features. A layer all of whose weights are one number (zeros: ``init_not_random``), or
+    beyond that bound (``init_unscaled``), or layers whose weights are all of one sign (18 numbers of a centred draw:
+    one chance in 10⁵; ``init_not_centred``) were started otherwise: a re-initialisation the step does not ask
+    for."""
     if not ex.default_init:
         return None
     ranges = {str(r[0]): r for r in facts.get("param_ranges") or ()}
     layers = [(n, ranges.get(f"{n}.weight")) for n in ex.default_init]
     if any(r is None for _, r in layers):
         return None  # not nn.Linear layers of those names: the step's own checks say so
-    why = ""
+    code, why = "", ""
     for name, (_, low, high, fan_in) in layers:
         bound = 1.0 / float(np.sqrt(max(int(fan_in), 1)))
         if low == high:
-            why = f"every weight of `self.{name}` is {low:g}"
+            code, why = "init_not_random", f"every weight of `self.{name}` is {low:g}"
         elif max(abs(low), abs(high)) > bound * (1 + 1e-6):
-            why = (f"`self.{name}` holds weights up to {max(abs(low), abs(high)):.3g} in size, beyond nn.Linear's "
-                   f"±1/√{int(fan_in)} = ±{bound:.3g}")
+            code, why = "init_unscaled", (f"`self.{name}` holds weights up to {max(abs(low), abs(high)):.3g} in "
+                                          f"size, beyond nn.Linear's ±1/√{int(fan_in)} = ±{bound:.3g}")
         if why:
             break
     if not why and (all(r[1] >= 0 for _, r in layers) or all(r[2] <= 0 for _, r in layers)):
-        why = f"the weights of {_listed([f'self.{n}' for n, _ in layers])} are all of one sign"
+        names = _listed([f"self.{n}" for n, _ in layers])
+        code, why = "init_not_centred", f"the weights of {names} are all of one sign"
     if not why:
         return None
-    return _fail(ex, "not_as_asked", f"Your `{ex.module}` does not start from nn.Linear's own weights: {why}. The step "
-                                     "keeps the layer's start, numbers drawn uniformly between −1/√d_model and "
-                                     "1/√d_model, centred on 0 (a zero start makes every score, or every output, 0 "
-                                     "and leaves the other layers no gradient; a large one saturates the softmax). "
-                                     "Create the layers and leave their weights as nn.Linear draws them.")
+    return _fail(ex, code, f"Your `{ex.module}` does not start from nn.Linear's own weights: {why}. The step keeps the "
+                           "layer's start, numbers drawn uniformly between −1/√d_model and 1/√d_model, centred on 0 (a "
+                           "zero start makes every score, or every output, 0 and leaves the other layers no gradient; "
+                           "a large one saturates the softmax). Create the layers and leave their weights as "
+                           "nn.Linear draws them.")
 
 
 def _listed(names: Sequence[str]) -> str:
