@@ -376,6 +376,11 @@ _ROWS = [
     ("rope_halves", "RoPE pairs taken from the two halves",
      "You turned feature i together with feature i + d/2 (the 'halves' layout some libraries use). Here, as in the "
      "RoFormer paper, a pair is two neighbours: features 2i and 2i+1 turn together."),
+    ("rope_angles_tiled", "the angles laid out for halves, the pairs neighbours",
+     "Your angles run θ_0, θ_1, …, θ_(d/2−1) and then again from θ_0 (a `.repeat(1, 2)` or a `cat` of the angles with "
+     "themselves): the layout for pairs made of the two halves. Here a pair is two neighbours, features 2i and "
+     "2i+1, which turn by one angle together: lay the angles out as θ_0, θ_0, θ_1, θ_1, … "
+     "(`.repeat_interleave(2, dim=-1)`)."),
     ("rope_wrong_sign", "rotated by minus the angle",
      "Your pairs turn the wrong way: the signs of the sine terms are swapped. Turning (u, w) by the angle φ gives "
      "(u·cos φ − w·sin φ, u·sin φ + w·cos φ)."),

@@ -117,6 +117,17 @@ def rope(x, positions, pairing="adjacent", sign=1.0, exponent="pair", put_back="
     return np.stack([ru, rw], axis=-1).reshape(x.shape)
 
 
+def rope_angles_tiled(x, positions):
+    """RoPE with neighbouring pairs whose per-feature angles are tiled (θ_0 … θ_(d/2−1), θ_0 … again: `.repeat(1, 2)`)
+    instead of repeated pair by pair (θ_0, θ_0, θ_1, θ_1, …): feature j turns by θ_(j mod d/2), not θ_(j // 2)."""
+    x = np.asarray(x, dtype=np.float64)
+    d = x.shape[-1]
+    angles = np.asarray(positions, dtype=np.float64)[:, None] * pair_frequencies(d, "pair", BASE, None)[None, :]
+    per_feature = np.concatenate([angles, angles], axis=-1)[:, :d]
+    partner = np.stack([-x[..., 1::2], x[..., 0::2]], axis=-1).reshape(x.shape)  # (−w, u) of each pair, in place
+    return x * np.cos(per_feature) + partner * np.sin(per_feature)
+
+
 def _grid(q_vec, k_vec, grid_positions, rotate_keys=True):
     m = len(grid_positions)
     qs = rope(np.tile(q_vec, (m, 1)), grid_positions)
@@ -511,6 +522,7 @@ def ref_rope(x, positions):
 
 ROPE_MISTAKES = {
     "rope_halves": lambda x, positions: rope(x, positions, pairing="halves"),
+    "rope_angles_tiled": rope_angles_tiled,
     "rope_wrong_sign": lambda x, positions: rope(x, positions, sign=-1.0),
     "rope_pairs_not_put_back": lambda x, positions: rope(x, positions, put_back="halves"),
     "rope_positions_ignored": lambda x, positions: rope(x, np.arange(x.shape[-2])),
