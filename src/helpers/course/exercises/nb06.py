@@ -822,11 +822,15 @@ def merge_heads_wrong_transpose(x):
     return x.transpose(0, 1, 3, 2).reshape(b, s, h * dh)
 
 
-def _heads_scores(x, w_query, w_key, w_value, num_heads, wrong_heads=False, scale="head", transposed=False):
-    """Queries, keys and values split into heads, and the scores of every head (``transposed``: x @ w.T)."""
+def _heads_scores(x, w_query, w_key, w_value, num_heads, wrong_heads=False, scale="head", transposed=False,
+                  raw_values=False):
+    """Queries, keys and values split into heads, and the scores of every head (``transposed``: x @ w.T;
+    ``raw_values``: the inputs split as they are, in place of the values)."""
     split = {False: split_heads, True: split_heads_wrong, "interleaved": split_heads_interleaved,
              "split_interleaved": split_heads_interleaved}[wrong_heads]
     q, k, v = (split(x @ (w.T if transposed else w), int(num_heads)) for w in (w_query, w_key, w_value))
+    if raw_values:
+        v = split(x, int(num_heads))
     scores = causal_scores(q, k, scale="d" if scale == "d" else scale == "head")
     if scale == "model":
         scores = scores / np.sqrt(x.shape[-1])
@@ -836,14 +840,15 @@ def _heads_scores(x, w_query, w_key, w_value, num_heads, wrong_heads=False, scal
 
 
 def _mha(x, w_query, w_key, w_value, w_out, num_heads, wrong_heads=False, scale="head", axis=-1, project=True,
-         wrong_merge=False, causal=False):
+         wrong_merge=False, causal=False, weights_t=False, raw_values=False):
     transposed = project == "all_transposed"
-    scores, v = _heads_scores(x, w_query, w_key, w_value, num_heads, wrong_heads, scale, transposed)
+    scores, v = _heads_scores(x, w_query, w_key, w_value, num_heads, wrong_heads, scale, transposed, raw_values)
     allowed = _lower(scores.shape[-1]) if causal else np.ones(scores.shape[-2:], dtype=bool)
     merge = merge_heads_interleaved if wrong_heads == "interleaved" or wrong_merge == "interleaved" else \
         merge_heads_all_axes if wrong_merge == "all_axes" else merge_heads if wrong_heads == "split_interleaved" else \
         merge_heads_wrong if wrong_heads or wrong_merge else merge_heads
-    merged = merge(_attend(scores, allowed, v, axis=axis))
+    weights = _masked_softmax(scores, allowed, "inf", axis)
+    merged = merge((np.swapaxes(weights, -1, -2) if weights_t else weights) @ v)
     return merged @ (w_out if project is True else w_out.T) if project else merged  # "transposed", "all_…": w_out.T
 
 
@@ -898,6 +903,10 @@ MHA_MISTAKES = {
     "scale_after_softmax": lambda **i: _mha(**i, scale="none") / np.sqrt(i["x"].shape[-1] // int(i["num_heads"])),
     # the heads "averaged": the merged output divided by their number
     "heads_averaged": lambda **i: _mha(**i) / int(i["num_heads"]),
+    # each head's (seq, seq) weights transposed before they mix the values (`weights.transpose(-2, -1) @ v`)
+    "weights_transposed": lambda **i: _mha(**i, weights_t=True),
+    # the inputs split into heads in place of the values (`v = split_heads(x, h)`: no x @ w_value)
+    "mixed_inputs_not_values": lambda **i: _mha(**i, raw_values=True),
 }
 
 
@@ -1268,7 +1277,10 @@ def _exercises() -> list[Exercise]:
                      "missing_output_projection": OUTPUT_PROJECTION_HINT,
                      "heads_merged_without_transpose": MERGE_ONLY_HINT, "scale_by_d": MHA_TWICE_HINT,
                      "scale_after_softmax": "You divided by √d_head after the softmax, so each head's weights no "
-                     "longer sum to 1. The division belongs inside: softmax(scores / √d_head).", **MHA_MIX_HINTS},
+                     "longer sum to 1. The division belongs inside: softmax(scores / √d_head).",
+                     "mixed_inputs_not_values": "Your heads mix the inputs x split into heads, not the values: the "
+                     "values are x projected by w_value (x @ w_value), then split into heads as the queries and keys "
+                     "are.", **MHA_MIX_HINTS},
            "explains": MHA_SCALE_EXPLAINS}
     return [
         Exercise("06.causal_attention", title="Causal attention", answers=("causal_attention",),
