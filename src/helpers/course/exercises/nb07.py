@@ -334,6 +334,8 @@ def _masks(block_size: int, mask: str) -> tuple[Allowed | None, Allowed | None]:
     local       in every block not above the diagonal, the keys j ≤ i counted within the block
     tile        in every block not above the diagonal, the keys j ≤ i mod b: the query's position counted
                 within its tile, the key's in the whole sequence
+    next        keys j ≤ i + 1 of the blocks not above the diagonal: each query also sees the next key (an
+                off-by-one, `cols > rows + 1`), except the last of its block
     """
     b = block_size
 
@@ -350,6 +352,7 @@ def _masks(block_size: int, mask: str) -> tuple[Allowed | None, Allowed | None]:
         "none": None,
         "local": lambda i, j: (j // b <= i // b) & (j % b <= i % b),
         "tile": lambda i, j: (j // b <= i // b) & (j <= i % b),
+        "next": lambda i, j: (j // b <= i // b) & (j <= i + 1),
     }[mask]
     zeroed = (lambda i, j: same_block(i, j) & (j > i)) if mask == "zero" else None
     return allowed, zeroed
@@ -403,6 +406,7 @@ CAUSAL_MISTAKES = {
     "mask_with_zero": lambda q, k, v, block_size: _causal(q, k, v, block_size, "zero"),
     "triangle_mask_every_block": lambda q, k, v, block_size: _causal(q, k, v, block_size, "local"),
     "tile_positions_local": lambda q, k, v, block_size: _causal(q, k, v, block_size, "tile"),
+    "causal_mask_sees_next": lambda q, k, v, block_size: _causal(q, k, v, block_size, "next"),
 }
 
 
@@ -911,6 +915,9 @@ register(
             "did instead is in brackets). For each tile of queries, go through the key blocks up to the diagonal one "
             "by one (exactly block_size keys each, the last one may be shorter), updating the tile's m, total and "
             "acc with each block as in 07.flash.",
+            "causal_mask_sees_next": "Your mask hides only the keys two or more places after the query (a "
+            "comparison such as `cols > rows + 1`): each query also sees the key right after it, where that key is "
+            "in a block the tile goes through. Key j is hidden from query i exactly when j > i.",
             "tile_positions_local": "Your mask compares the keys' positions in the whole sequence with the "
             "queries' positions inside their tile (0 … block_size − 1). Count both in the whole sequence: query "
             "row r of the tile starting at q_start is at position q_start + r.",
