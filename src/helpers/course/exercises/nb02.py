@@ -964,8 +964,13 @@ PART_1 = [
                                            lambda attn_weights_2, x, **_: attn_weights_2[:, None] * x),
                "sum_wrong_axis": _one("context_vec_2_simple",
                                       lambda attn_weights_2, x, **_: (attn_weights_2[:, None] * x).sum(axis=1)),
+               # the weighted inputs averaged (a `/ len(x)` after the loop, a `.mean(0)` of them)
+               "mean_instead_of_sum": _one("context_vec_2_simple",
+                                           lambda attn_weights_2, x, **_: attn_weights_2 @ x / len(x)),
            },
            hints={
+               "mean_instead_of_sum": "You averaged the weighted inputs (divided their sum by the number of words). "
+               "The weights already sum to 1: the context vector is the plain sum of the weighted inputs.",
                "sum_normalisation": "You weighted the embeddings with `attn_weights_2_sum`. Use the softmax "
                "weights, `attn_weights_2`.",
                "no_softmax": "You weighted the embeddings with the raw scores `attn_scores_2`. Use the softmax "
