@@ -202,6 +202,10 @@ _ROWS = [
     ("max_without_keepdim", "a row maximum without keepdims",
      "Your row maxima lost their axis (an (n,) vector), so NumPy lined them up with the columns: entry (i, j) "
      "was shifted by the maximum of row j, which the softmax does not cancel. Keep the axis: keepdims=True."),
+    ("scale_truncated", "√d_k cut to a whole number",
+     "Your scores are divided by √d_k cut to a whole number (`int(d_k ** 0.5)`, `math.isqrt(d_k)`): for d_k = 2 "
+     "or 3 that is 1, no scaling at all, and for d_k = 8 it is 2 instead of 2.83. Divide by the square root itself: "
+     "`d_k ** 0.5` or `math.sqrt(d_k)`."),
     ("power_precedence", "`** 1/2` for a square root",
      "`s / d_k ** 1/2` is (s / d_k) / 2: Python applies `** 1` first and then divides by 2, so no square "
      "root is taken. Write d_k ** 0.5 (or np.sqrt(d_k))."),

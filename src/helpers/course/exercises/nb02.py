@@ -235,6 +235,7 @@ ATTENTION_MISTAKES = {
     "scale_by_d": lambda **i: attention(**i, scale=float(i["w_key"].shape[-1])),
     "scale_by_d_model": lambda **i: attention(**i, scale=float(np.sqrt(i["x"].shape[-1]))),
     "fixed_scale": lambda **i: attention(**i, scale=float(np.sqrt(D_K))),
+    "scale_truncated": lambda **i: attention(**i, scale=float(np.floor(np.sqrt(i["w_key"].shape[-1])))),
     "transposed_scores": lambda **i: attention(**i, transpose=True),
     "softmax_wrong_axis": lambda **i: attention(**i, axis=0),
     "swapped_projections": lambda **i: attention(**i, swap_kv=True),
@@ -1208,6 +1209,8 @@ PART_2 = [
                                     softmax(attn_scores_2_qk / np.sqrt(values.shape[-1]))),
                "fixed_scale": _one("attn_weights_2_qk", lambda **i: _weights_2_qk(**i, scale=float(np.sqrt(D_K)))),
                "missing_scale": _one("attn_weights_2_qk", lambda **i: _weights_2_qk(**i, scale=1.0)),
+               "scale_truncated": _one("attn_weights_2_qk", lambda **i: _weights_2_qk(
+                   **i, scale=float(np.floor(np.sqrt(i["keys"].shape[-1]))))),
                "scale_by_d": _one("attn_weights_2_qk",
                                   lambda **i: _weights_2_qk(**i, scale=float(i["keys"].shape[-1]))),
                "scale_by_d_model": _one("attn_weights_2_qk",
