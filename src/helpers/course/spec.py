@@ -3815,6 +3815,12 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
                                  " on random inputs" if (record.get("nonfinite") or {}).get("trial") else ""):
         return _fail(ex, made[0], made[1]) if made[0] else Outcome(ex.id, "fail", 0, ex.points, made[1])
     if record.get("draws") is True:  # (no catalogued mistake explains it: a draw of its own, F.dropout left on)
+        if ex.framework == "tensorflow":
+            return _fail(ex, "draws_at_random", "Your function gives other numbers on the same inputs from one call "
+                                                "to the next: it draws at random somewhere (a `tf.nn.dropout` left "
+                                                "in, a Keras `Dropout` layer called with `training=True`, or a "
+                                                "`tf.random…` of its own). This step has no randomness: leave the "
+                                                "draw out.")
         return _fail(ex, "draws_at_random")
     return Outcome(ex.id, "fail", 0, ex.points, fail)
 

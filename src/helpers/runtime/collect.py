@@ -3037,6 +3037,8 @@ def _draws_at_random(fn: Callable[..., Any], inputs: Mapping[str, Any], framewor
                     torch.rand(1)
             return to_array(fn(*(to_framework(v, framework) for v in inputs.values())), "", finite=False)
 
+    if framework == "tensorflow":
+        return _draws_at_random_tf(once, first)
     try:
         moved = once(True)
         if isinstance(first, np.ndarray) and first.shape == moved.shape \
@@ -3048,6 +3050,43 @@ def _draws_at_random(fn: Callable[..., Any], inputs: Mapping[str, Any], framewor
     if first.shape != again.shape or not np.array_equal(first, again, equal_nan=True):
         return None
     return first.shape != moved.shape or not np.array_equal(first, moved, equal_nan=True)
+
+
+def _draws_at_random_tf(once: Callable[[bool], np.ndarray], first: Any = None) -> bool | None:
+    """:func:`_draws_at_random` for TensorFlow, whose random ops (`tf.nn.dropout`, `keras.layers.Dropout` called in
+    training) draw from seeds its context hands out: two calls that agree say no, and TensorFlow's state is not
+    touched (every right answer). Two that differ are called again, each after the same global seed (TensorFlow's
+    own reset, `tf.random.set_seed`): equal then, it draws at random; still different, it keeps a state of its own
+    (None). The context's seed and seed sequence are put back afterwards (not the kernels it cleared: a cell after a
+    wrong answer like this one may draw other numbers than it would have)."""
+    try:
+        a = once(False) if not isinstance(first, np.ndarray) else first
+        b = once(False)
+    except Exception:  # noqa: BLE001 — the student's function: anything can happen
+        return None
+    if a.shape == b.shape and np.array_equal(a, b, equal_nan=True):
+        return False
+    try:
+        import copy
+
+        import tensorflow as tf
+        from tensorflow.python.eager import context as tf_context
+
+        ctx = tf_context.context()
+        seed, rng = getattr(ctx, "_seed", None), copy.deepcopy(getattr(ctx, "_rng", None))
+    except Exception:  # noqa: BLE001 — another TensorFlow than this one was written for: cannot be told
+        return None
+    try:
+        runs = []
+        for _ in range(2):
+            tf.random.set_seed(20250)
+            runs.append(once(False))
+    except Exception:  # noqa: BLE001 — the student's function: anything can happen
+        return None
+    finally:
+        with contextlib.suppress(Exception):
+            ctx._seed, ctx._rng = seed, rng
+    return runs[0].shape == runs[1].shape and np.array_equal(runs[0], runs[1], equal_nan=True)
 
 
 def _grad_mode_differs(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> bool | None:
