@@ -1087,3 +1087,10 @@ MISTAKES: dict[str, Mistake] = {
     **{code: Mistake(code, title, hint, "property") for code, title, hint in _PROPERTY_ROWS},
     **{code: Mistake(code, title, hint, "process") for code, title, hint in _PROCESS_ROWS},
 }
+
+# a form of ``clamped`` that the softmax steps name in their own words (`clamped:scores`): the scores' negative
+# numbers set to 0 (a ReLU, `clamp(min=0)`) before the softmax
+CLAMPED_SCORES_HINT = ("You set the negative scores to 0 before the softmax (a ReLU, `clamp(min=0)`, `maximum(s, 0)`): "
+                       "every key that scored below 0 then gets the weight of a score of 0. A negative score is a "
+                       "real, low similarity, and the softmax turns it into a small weight by itself: apply it to "
+                       "the scores as they are.")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..mistakes import CLAMPED_SCORES_HINT
 from ..reference import (
     global_softmax,
     max_of_columns,
@@ -581,6 +582,7 @@ SOFTMAX_MISTAKES = {
     "scale_by_d": _weights(lambda s, keys=None, **_: softmax(s / _f(keys).shape[-1])),
     "unexpected_scale:typed": _weights(lambda s, **_: softmax(s / np.sqrt(3.0))),
     "scale_by_d:typed": _weights(lambda s, **_: softmax(s / 3.0)),
+    "clamped:scores": _weights(lambda s, **_: softmax(np.maximum(s, 0.0))),
 }
 
 
@@ -685,6 +687,7 @@ def _hints(framework: str) -> dict[str, dict[str, str]]:
             f"feature columns with feature columns. A score pairs a row of the queries with a row of the keys: {qk}.",
         },
         "softmax": {
+            "clamped:scores": CLAMPED_SCORES_HINT,
             "unexpected_scale": "You divided the scores by √d_k before the softmax. This notebook uses the "
             "unscaled scores: apply the softmax to attn_scores directly.",
             "scale_by_d": "You divided the scores by d_k before the softmax. This notebook uses the unscaled "

@@ -17,6 +17,7 @@ import functools
 
 import numpy as np
 
+from ..mistakes import CLAMPED_SCORES_HINT
 from ..reference import (
     global_softmax,
     max_of_columns,
@@ -943,6 +944,8 @@ PART_1 = [
                "softmax_of_weights": _one("attn_weights_2",
                                           lambda attn_weights_2_sum, **_: softmax(attn_weights_2_sum)),
                "exp_not_normalised": _one("attn_weights_2", lambda attn_scores_2, **_: np.exp(attn_scores_2)),
+               "clamped:scores": _one("attn_weights_2", lambda attn_scores_2, **_:
+                                      softmax(np.maximum(attn_scores_2, 0.0))),
                "unexpected_scale": _one("attn_weights_2", lambda attn_scores_2, x, **_:
                                         softmax(attn_scores_2 / np.sqrt(x.shape[-1]))),
                "unexpected_scale:typed": _one("attn_weights_2", lambda attn_scores_2, **_:
@@ -950,6 +953,7 @@ PART_1 = [
            },
            hints={
                "no_softmax": "These are the raw scores. Turn them into weights with a softmax.",
+               "clamped:scores": CLAMPED_SCORES_HINT,
                "unexpected_scale": _PART_1_UNSCALED,
                "softmax_of_weights": "You applied the softmax to `attn_weights_2_sum`, weights that were already "
                "divided by their sum. The softmax goes on the scores, `attn_scores_2`.",
@@ -1027,6 +1031,7 @@ PART_1 = [
                                                    max_without_keepdim_float32(attn_scores)),
                "global_softmax": _one("attn_weights", lambda attn_scores, **_: global_softmax(attn_scores)),
                "sum_normalisation": _one("attn_weights", lambda attn_scores, **_: sum_normalise(attn_scores)),
+               "clamped:scores": _one("attn_weights", lambda attn_scores, **_: softmax(np.maximum(attn_scores, 0.0))),
                "no_softmax": _one("attn_weights", lambda attn_scores, **_: attn_scores),
                "unexpected_scale": _one("attn_weights", lambda attn_scores, x, **_:
                                         softmax(attn_scores / np.sqrt(x.shape[-1]))),
@@ -1034,6 +1039,7 @@ PART_1 = [
                                               softmax(attn_scores / np.sqrt(D_MODEL))),
            },
            hints={
+               "clamped:scores": CLAMPED_SCORES_HINT,
                "softmax_wrong_axis": "Your rows are the columns of the right weights: a softmax down the columns "
                "(dim=0), a `.T` too many, or row sums divided (or a logsumexp subtracted) without keepdim=True "
                "(which lines each row's number up with a column). The scores are symmetric, so only those row "

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..mistakes import CLAMPED_SCORES_HINT
 from ..reference import (
     global_softmax,
     max_of_columns,
@@ -666,6 +667,7 @@ HINTS = {
         "the keys that must become columns.",
     },
     "softmax": {
+        "clamped:scores": CLAMPED_SCORES_HINT,
         "softmax_wrong_axis": "Your softmax normalised each column (dim=0). Each query's row must sum to 1: "
         "the axis of the keys, dim=1 (or -1).",
         "unexpected_scale": "You scaled the scores by √d_k before the softmax. This notebook uses the raw "
