@@ -220,10 +220,26 @@ def _outputs_reordered_again(x, w_query, w_key, w_value, perm, **_):
     return {"x_shuffled": x[perm], "outputs_shuffled": self_attention(x[perm], w_query, w_key, w_value)[perm]}
 
 
+def _shuffled_with(which: tuple[str, str, str]):
+    """The reordered sentence run through self_attention with its three weights handed over as ``which`` names them
+    (the query's and key's swapped: the transposed scores; the key's as the values')."""
+    def variant(x, perm, **weights):
+        xs = x[_index(perm)]
+        return {"x_shuffled": xs, "outputs_shuffled": self_attention(xs, *(weights[w] for w in which))}
+    return variant
+
+
 SHUFFLED_MISTAKES = {"permutation_inverted": _inverse_shuffled, "copied_answer": _copied_shuffled,
                      "permutation_not_applied": _unused_shuffled, "permutation_applied_twice": _twice_shuffled,
-                     "outputs_reordered_again": _outputs_reordered_again}
+                     "outputs_reordered_again": _outputs_reordered_again,
+                     "transposed_scores": _shuffled_with(("w_key", "w_query", "w_value")),
+                     "projection_reused": _shuffled_with(("w_query", "w_key", "w_key"))}
 SHUFFLED_HINTS = {
+    "transposed_scores": "Your call hands self_attention w_key where it takes w_query and w_query where it takes "
+    "w_key: every score becomes key · query, the transposed scores. Keep the order of the arguments: x_shuffled, "
+    "w_query, w_key, w_value.",
+    "projection_reused": "Your call hands self_attention w_key as the value weights: the outputs then mix the keys. "
+    "Keep the order of the arguments: x_shuffled, w_query, w_key, w_value.",
     "not_as_asked": "Your cell runs self_attention on x, in the original order, and reorders its outputs "
     "afterwards (`self_attention(x, …)[perm]`). The numbers are the same, which is just what this step is to "
     "show, but only if attention itself runs on the reordered inputs: give self_attention x_shuffled.",
