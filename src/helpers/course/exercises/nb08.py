@@ -394,8 +394,12 @@ POSITIONAL_MISTAKES = {
                                                                        w_key, w_value),
     "embeddings_scaled": lambda x, w_query, w_key, w_value, pe: self_attention(x * np.sqrt(x.shape[-1]) + pe,
                                                                                w_query, w_key, w_value),
+    "positions_reversed": lambda x, w_query, w_key, w_value, pe: self_attention(x + pe[::-1], w_query, w_key,
+                                                                                w_value),
 }
 POSITIONAL_HINTS = {
+    "positions_reversed": "Your encoding's rows run backwards: the first token got the row of the last position "
+    "(a flip of pe). Token t takes row t of pe: x + pe, in order.",
     "scale_by_d_model": "You divided the scores by √d_model, the square root of the tokens' width. The scale is the "
     "square root of the width of the queries and keys (d_k, the keys' last axis), which differs from d_model as soon "
     "as the projections are not square.",
@@ -461,8 +465,15 @@ LEARNED_MISTAKES = {
     "positions_concatenated": lambda x, table: np.concatenate(
         [x, np.broadcast_to(table[: x.shape[-2]], x.shape)], axis=-1),
     "positions_not_added": lambda x, table: x,
+    # the token vectors scaled by √d_model first (the original Transformer's habit for its embeddings)
+    "embeddings_scaled": lambda x, table: x * np.sqrt(x.shape[-1]) + table[: x.shape[-2]],
+    "positions_reversed": lambda x, table: x + table[: x.shape[-2]][::-1],
 }
 LEARNED_HINTS = {
+    "positions_reversed": "Your positions run backwards: the first token got row n − 1 of the table. Token t takes "
+    "row t: the first n rows, in order.",
+    "embeddings_scaled": "You multiplied the token vectors by √d_model before adding the positions (as the original "
+    "Transformer does with its embeddings). This step adds the table's rows to the vectors as they are.",
     "positions_from_one": "Your rows got the vectors of positions 1 to n. The first token is at position 0: "
     "it gets row 0 of the table, the n tokens rows 0 to n − 1.",
     "positions_not_added": "Your result is x itself: no position vector was added. Add the first rows of the "
