@@ -699,7 +699,8 @@ DROPOUT_MISTAKES = {
 def _dropout_factor(ex, trials, record=None) -> str | None:
     """An explain for ``dropout_wrong_scale``: on every trial the answer is wrong on, the dropped weights are 0 and
     every kept weight is multiplied by one factor, another than 1 / (1 − p) (a factor of 1 + p, one rounded to a
-    whole number, the fraction of this draw's weights kept, a `//` that rounds the kept weights down to 0)."""
+    whole number, 1 / √(1 − p), the fraction of this draw's weights kept, a `//` that rounds the kept weights down to
+    0)."""
     said = None
     for got, inputs in trials:
         g = np.asarray(got.get("inverted_dropout"), dtype=np.float64)
@@ -732,6 +733,8 @@ def _dropout_factor(ex, trials, record=None) -> str | None:
             why = ": 1 + p, not 1 / (1 − p)"
         elif factor == round(1.0 / (1.0 - p)) and not np.isclose(factor, 1.0 / (1.0 - p), rtol=1e-4):
             why = ": 1 / (1 − p) rounded to a whole number"
+        elif np.isclose(factor, 1.0 / np.sqrt(1.0 - p), rtol=1e-4):
+            why = ": 1 / √(1 − p), a scale that keeps the spread of the weights, not their expected value"
         else:
             return None
         if said is None:
