@@ -202,9 +202,6 @@ _ROWS = [
     ("max_without_keepdim", "a row maximum without keepdims",
      "Your row maxima lost their axis (an (n,) vector), so NumPy lined them up with the columns: entry (i, j) "
      "was shifted by the maximum of row j, which the softmax does not cancel. Keep the axis: keepdims=True."),
-    ("scale_floor_division", "the scores divided with // (floor division)",
-     "Your scores were divided by √d_k with `//`, floor division: every scaled score is rounded down to a whole "
-     "number, so scores that differ by less than 1 get the same weight. Divide with `/`."),
     ("scale_truncated", "√d_k cut to a whole number",
      "Your scores are divided by √d_k cut to a whole number (`int(d_k ** 0.5)`, `math.isqrt(d_k)`): for d_k = 2 "
      "or 3 that is 1, no scaling at all, and for d_k = 8 it is 2 instead of 2.83. Divide by the square root itself: "

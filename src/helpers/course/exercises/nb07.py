@@ -108,7 +108,6 @@ VECTORISED_MISTAKES = {
     # the weights (or the outputs) divided by √d_k instead of the scores
     "scale_after_softmax": lambda q, k, v: attention(q, k, v, scale=1.0) / np.sqrt(q.shape[-1]),
     "scale_multiplied": lambda q, k, v: attention(q, k, v, scale=1.0 / np.sqrt(q.shape[-1])),
-    "scale_floor_division": lambda q, k, v: softmax(np.floor(q @ _t(k) / np.sqrt(q.shape[-1]))) @ v,
 }
 
 
