@@ -686,6 +686,21 @@ def wide_keys(first: dict) -> dict:
 wide_keys.of_first_trial = True
 
 
+def spread_row(first: dict) -> dict:
+    """An edge trial from the first replay: the first row of scores spread so that, once scaled by √d_k (if the step
+    reads the keys), its weights run from about 1 down to 2e-9 (the others spaced evenly between, in the exponent:
+    1.3e-3 and 1.7e-6 for 4 tokens). Weights set to 0 below a threshold (`w[w < 1e-4] = 0`) show; the random replays'
+    few tokens rarely give a weight below 1e-3."""
+    s = np.array(first["attn_scores"], dtype=float)
+    scale = float(np.sqrt(np.shape(first["keys"])[-1])) if "keys" in first else 1.0
+    s[0] = s[0].max() - np.linspace(0.0, 20.0, s.shape[1]) * scale
+    return _with_scores(first, s)
+
+
+spread_row.of_first_trial = True
+
+
+
 def far_row(first: dict) -> dict:
     """An edge trial from the first replay: in the second row of scores, every score but the largest moved 4 000
     below it, so that their exponentials are exactly 0 (even divided by √d_k), the largest's a normal number. The
@@ -767,7 +782,8 @@ register(
            lambda attn_scores, **_: {"fixed_weights": softmax(attn_scores)}, reads=("attn_scores",),
            # a row of scores all far below 0: small exponentials skipped show; a row with exponentials of exactly 0:
            # a division that skips them without out= shows
-           edge=(low_row, far_row, deep_row, tied_keys),  # and tied scores (`np.unique` shows)
+           edge=(low_row, far_row, deep_row, tied_keys,  # and tied scores (`np.unique` shows)
+                 spread_row),  # and weights down to 2e-9: small ones set to 0 show
            mistakes=FIXED_WEIGHTS_MISTAKES,
            hints={
                "global_softmax": "That is the original's bug again (your weights equal attention_weights): "
@@ -812,7 +828,7 @@ register(
            reads=("attn_scores", "keys"), mistakes=SCALED_WEIGHTS_MISTAKES, world_fn=world_any_n,
            # exponentials of exactly 0: a division that skips them without out= shows; keys 12 wide: a square
            # root cut to a whole number shows; a row far below 0: an epsilon in the sums shows
-           edge=(far_row, wide_keys, deep_row),
+           edge=(far_row, wide_keys, deep_row, spread_row),  # and weights down to 2e-9: small ones set to 0 show
            hints={
                "missing_scale": "These are the weights of the raw scores (your fixed_weights again). Divide "
                "attn_scores by √d_k before the softmax.",
