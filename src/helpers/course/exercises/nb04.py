@@ -1479,11 +1479,15 @@ def _far_past_factor(s: np.ndarray) -> int | None:
     if s.max() <= 0:
         return None
     factor = int(np.floor(np.sqrt(nb01.FAR_PAST / s.max())))
-    return factor if factor >= 1 and s.max() * factor**2 >= 700.0 else None
+    # (720 and more: from 700, a draw below float64's limit of 709.8 let a softmax written out in float64 pass)
+    return factor if factor >= 1 and s.max() * factor**2 >= FAR_PAST_LOW else None
+
+
+FAR_PAST_LOW = 720.0  # the lowest largest score of the far-past replays: past float64's exp() limit (709.8)
 
 
 def far_past_weights(inputs: dict) -> dict:
-    """An edge replay whose largest scaled score lies between 700 and 800, past exp()'s limit in float64 too: a
+    """An edge replay whose largest scaled score lies between 720 and 800, past exp()'s limit in float64 too: a
     softmax written out in float64 (and cast back) overflows."""
     return _scaled_words(inputs, 800, _far_past_factor)
 
@@ -1566,6 +1570,20 @@ def _first_row_past_factor(s: np.ndarray) -> int | None:
     return factor if factor >= 1 and first >= 120.0 and first - second >= 2.0 else None
 
 
+def _first_row_far_factor(s: np.ndarray) -> int | None:
+    top = float(s[0].max())
+    if top <= 0:
+        return None
+    factor = int(np.floor(np.sqrt(nb01.FAR_PAST / top)))
+    return factor if factor >= 1 and top * factor**2 >= FAR_PAST_LOW else None
+
+
+def word_1_far_past(inputs: dict) -> dict:
+    """An edge replay whose word 1 scores a key between 720 and 800 (scaled), past exp()'s limit in float64 too: a
+    softmax of word 1's scores written out in float64 (and cast back) overflows."""
+    return _scaled_words(inputs, 801, _first_row_far_factor)
+
+
 def word_1_past_limit(inputs: dict) -> dict:
     """An edge replay whose word 1 scores a key between 120 and 200 (scaled), where tf.exp overflows float32: a
     softmax of word 1's scores written out without their maximum (a log-sum-exp too) fails."""
@@ -1644,7 +1662,8 @@ def _exercises() -> list[Exercise]:
               # and word 1's scores past float32's exp limit: a softmax written out without the maximum fails
               # and word 1's two largest scores alike, just below the limit (their sum past it), or all far below 0
               dtype="float32", widths=True,
-              edge=(narrow_keys, zero_key_entry, word_1_past_limit, tied_near_limit, word_1_far_below), **TIGHT),
+              edge=(narrow_keys, zero_key_entry, word_1_past_limit, tied_near_limit, word_1_far_below,
+                    word_1_far_past), **TIGHT),
         value("04.attention_1", "The output of word 1", ("output_1",), ref_output_1,
               reads=("attn_weights_1", *values), mistakes=OUTPUT_1_MISTAKES, hints=OUTPUT_1_HINTS,
               computed_with=("attn_weights_1",),  # the weights of the step before, not made again in this cell
