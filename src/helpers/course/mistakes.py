@@ -949,6 +949,11 @@ _PROCESS_ROWS = [
      "Your function gives other numbers on the same inputs from one call to the next: it draws at random somewhere "
      "(a dropout left on, such as `F.dropout(w, p)`, whose `training` is True unless you say otherwise, or a "
      "`torch.rand…` / `np.random…` of its own). This step has no randomness: leave the draw out."),
+    ("dropout_other_generator", "a dropout drawn from another generator than torch's",
+     "Your dropout draws from another random generator than torch's (NumPy's `np.random`, Python's `random`, a "
+     "`torch.Generator` of its own): `torch.manual_seed` does not repeat it, so a run the notebook seeds with "
+     "`torch.manual_seed(…)` cannot be reproduced. Draw with torch's own generator: `torch.rand(w.shape) >= p`, or "
+     "`F.dropout`."),
     ("reseeds_generator", "a random generator seeded anew at every call",
      "Your function seeds a random generator each time it runs (`torch.manual_seed`, `np.random.seed`, "
      "`random.seed`), so that generator is back in the same state after every call and every later random draw "

@@ -2248,6 +2248,9 @@ def _module_probe_problem(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -
                          or (_RESEEDED_MODULE if entry.get("rng_reset") else _SAME_DRAW_MODULE), reset)
         if entry.get("repeats"):
             return _fail(ex, "generator_put_back", _REPEATED_DRAW_MODULE)
+        if entry.get("seed_repeats") is False:
+            return _fail(ex, "dropout_other_generator", note=f" ({where} in training mode, keep=None, called twice "
+                                                             "after the same torch.manual_seed, dropped differently.)")
         if np.allclose(tr, tr[:1], rtol=ex.rtol, atol=ex.atol):  # every copy dropped the same way
             return _fail(ex, "dropout_draw_shared", note=f" ({where} in training mode, keep=None, gives every copy "
                                                          "the same output.)")

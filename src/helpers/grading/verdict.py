@@ -412,7 +412,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                     {**{k: decode_array(entry[k]) for k in ("eval", "train", "without_buffer")
                         if entry.get(k) is not None},
                      **{k: entry[k] for k in ("same_draw", "rng_reset", "keep_ignored", "changes_itself", "repeats",
-                                           "keep_reused", "mode_after_train")
+                                           "seed_repeats", "keep_reused", "mode_after_train")
                         if type(entry.get(k)) is bool},
                      # how the module's own draw is shaped: axes it is shared by, or a shape not of the weights
                      **({"draw_shared": [a for a in entry["draw_shared"] if a in ("batch", "heads", "query", "key")]}

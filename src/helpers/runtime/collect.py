@@ -1655,8 +1655,9 @@ def _draw_facts(module: Any, args: list[Any]) -> dict[str, Any]:
     torch's generator, give the same outputs (a seed set inside forward); ``rng_reset``, those calls leave the
     generator in the same state (torch.manual_seed inside forward); ``keep_ignored``, two calls with the same
     draw handed in (every weight kept) give different outputs (a draw of its own made anyway); ``repeats``, a third
-    call, from the state the second left, gives the second's output (the generator never moves on); ``draw_shared``, the
-    axes of the weights its own draw is shared by (see :func:`_draw_shared_axes`). A fact that cannot be measured
+    call, from the state the second left, gives the second's output (the generator never moves on); ``seed_repeats``,
+    a call from the first state again gives the first's output (its draw follows torch.manual_seed); ``draw_shared``,
+    the axes of the weights its own draw is shared by (see :func:`_draw_shared_axes`). A fact that cannot be measured
     (the call raised, no ``num_heads``) is left out."""
     import torch
 
@@ -1681,6 +1682,10 @@ def _draw_facts(module: Any, args: list[Any]) -> dict[str, Any]:
         # under `torch.random.fork_rng()`, or its state set back) comes out the same at every call
         with contextlib.redirect_stdout(io.StringIO()):
             out["repeats"] = _same_tensor(results[1], module(*args))
+            # and from the first seed again: a draw from torch's generator comes out as it did (one from NumPy's or
+            # Python's generator, or a torch.Generator of its own, does not follow torch.manual_seed)
+            torch.manual_seed(20231)
+            out["seed_repeats"] = _same_tensor(results[0], module(*args))
     except Exception:  # noqa: BLE001 — the student's module: anything can happen
         pass
     heads, x = getattr(module, "num_heads", None), args[0] if args else None
