@@ -949,6 +949,9 @@ _PROCESS_ROWS = [
      "Your function gives other numbers on the same inputs from one call to the next: it draws at random somewhere "
      "(a dropout left on, such as `F.dropout(w, p)`, whose `training` is True unless you say otherwise, or a "
      "`torch.rand…` / `np.random…` of its own). This step has no randomness: leave the draw out."),
+    ("gradient_graph_kept", "gradients that keep their own graph",
+     "Your training step keeps the graph of its gradients (`create_graph=True`): every step builds a second graph "
+     "that is never used and holds it in memory. Call `loss.backward()` as it is."),
     ("dropout_other_generator", "a dropout drawn from another generator than torch's",
      "Your dropout draws from another random generator than torch's (NumPy's `np.random`, Python's `random`, a "
      "`torch.Generator` of its own): `torch.manual_seed` does not repeat it, so a run the notebook seeds with "

@@ -2457,6 +2457,12 @@ def _step_probe_problem(ex: Exercise, record: Mapping[str, Any], right: bool) ->
                      "of about 30, on a stand-in): a step skipped when the loss is large. One step of training "
                      "always updates: a large loss is what training is there to bring down (and what a learning "
                      "rate that is too large shows).")
+    if entry.get("grad_graph") is True:
+        return _fail(ex, "gradient_graph_kept",
+                     f"Your `{name}` leaves gradients that keep the graph that made them (`loss.backward("
+                     "create_graph=True)`, or `torch.autograd.grad(…, create_graph=True)`): each step then builds a "
+                     "second graph for nothing, keeps it in memory, and ties every parameter to its own gradient in "
+                     "a reference cycle. A training step needs plain gradients: `loss.backward()`.")
     if entry.get("one_late") is True:
         return _fail(ex, "step_before_backward",
                      f"Your `{name}` updates the weights one call late. Run three times on a stand-in, it leaves "

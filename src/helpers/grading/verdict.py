@@ -459,7 +459,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                        if isinstance(entry.get("rows"), list) and type(entry.get("batch")) is int else {}),
                     "training_after": entry.get("training_after") is not False,
                     "rng_reset": entry.get("rng_reset") is True,
-                    **({k: entry[k] for k in ("one_late", "confident_changed", "wrong_changed", "large_moved_otherwise")
+                    **({k: entry[k] for k in ("one_late", "confident_changed", "wrong_changed", "large_moved_otherwise",
+                                              "grad_graph")
                         if type(entry.get(k)) is bool}),
                     **({"large_norm": float(entry["large_norm"])} if type(entry.get("large_norm")) is float else {}),
                     # (a dtype's name, one of those lower than float32, or nothing the student's code can choose)

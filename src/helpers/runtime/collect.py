@@ -2230,7 +2230,10 @@ def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dic
                 out = {"steps": optimizer.steps, "modes": model.modes, "rows": model.rows,
                        "lr_after": float(optimizer.param_groups[0].get("lr", float("nan"))),
                        "batch": int(tokens.shape[0]), "training_after": bool(model.training),
-                       "changed": any(moved.values()), "unchanged": [n for n, m in moved.items() if not m]}
+                       "changed": any(moved.values()), "unchanged": [n for n, m in moved.items() if not m],
+                       # gradients that keep the graph that made them (`backward(create_graph=True)`)
+                       "grad_graph": any(p.grad is not None and bool(p.grad.requires_grad)
+                                         for p in model.parameters())}
         out["rng_reset"] = bool(torch.equal(states[0], states[1]))
         # three steps with SGD, next to three plain steps (zero_grad, the step's own loss function, backward, step)
         # on a copy: a parameter that moves otherwise has its gradients cleared, or used, differently (a `break`
