@@ -908,6 +908,7 @@ register(
                   {"sum_wrong_axis": _axis("sum_axis", 0), "sum_over_features": _axis("sum_axis", 2)}, ndim=3),
     _value("outputs", "The outputs", ("outputs",), ref_outputs, reads=("weighted_values", "sum_axis"),
            framework="torch", mistakes=OUTPUT_MISTAKES, computed_with=("weighted_values",),
+           dtype="float32",  # as its neighbours: a float64 sum makes the cell's own comparison raise
            # one token: a squeeze shows; values one wide, narrower than the tokens are many: a cut of the token
            # axis to d_v shows
            edge=(large_numbers, one_token, narrow_values, loud_values),  # and values in the thousands: a clip
