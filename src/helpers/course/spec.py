@@ -1546,9 +1546,10 @@ def _module_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
         derived = [n for n in facts.get("derived_tensors", []) if n in plain]
         if derived:
             why = (f"`{', '.join(derived)}` {'is a plain tensor' if len(derived) == 1 else 'are plain tensors'} "
-                   "computed from a parameter (an operation on `nn.Parameter(...)`, such as a division after it, "
-                   "returns a plain tensor, which the module does not register): do the operation inside "
-                   "nn.Parameter(...), `nn.Parameter(torch.randn(d, d) / math.sqrt(d))`")
+                   "computed from a parameter (an operation on `nn.Parameter(...)`, such as a division after it or "
+                   "an index into it, `self.w[0]`, returns a plain tensor, which the module does not register): do "
+                   "the operation inside nn.Parameter(...), `nn.Parameter(torch.randn(d, d) / math.sqrt(d))`, and "
+                   "make each weight a parameter of its own")
         elif plain:
             why = (f"`{', '.join(plain)}` {'is a plain tensor' if len(plain) == 1 else 'are plain tensors'}, not "
                    "registered with the module: wrap each weight in nn.Parameter(...)")
