@@ -86,3 +86,11 @@ def test_a_bfloat16_tensor_converts_to_its_values():
     torch = pytest.importorskip("torch")
     got = to_array(torch.tensor([[1.0, 0.5], [2.0, -3.0]], dtype=torch.bfloat16), "x")
     assert got.dtype == np.float64 and np.array_equal(got, [[1.0, 0.5], [2.0, -3.0]])
+
+
+def test_a_sparse_tensor_is_named_as_such():
+    """Simulation 40: `x.to_sparse()` was told "a torch tensor I cannot read", which sounds like the checker's fault."""
+    torch = pytest.importorskip("torch")
+    with pytest.raises(AnswerError) as err:
+        to_array(torch.eye(3).to_sparse(), "x")
+    assert "sparse tensor" in str(err.value) and "to_dense()" in str(err.value)

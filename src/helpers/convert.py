@@ -72,8 +72,12 @@ def _from_torch(obj: Any, name: str) -> np.ndarray:
     except AnswerError:
         raise
     except Exception as exc:  # e.g. a meta tensor or a sparse layout
+        layout = str(getattr(obj, "layout", "torch.strided")).removeprefix("torch.")
+        if layout != "strided":  # a sparse tensor (`.to_sparse()`): its numbers are there, in another layout
+            raise AnswerError("not_array", f"`{name}` is a sparse tensor (layout {layout}): keep it an ordinary "
+                                           "dense tensor (no `.to_sparse()`; `.to_dense()` turns one back).") from None
         raise AnswerError(
-            "not_array", f"`{name}` is a torch tensor I cannot read ({type(exc).__name__}: {exc})."
+            "not_array", f"`{name}` is a torch tensor whose numbers cannot be read ({type(exc).__name__}: {exc})."
         ) from None
 
 
