@@ -95,15 +95,17 @@ def _weights(x, w_query, w_key, num_heads, *, causal="lower", scale="head", how=
 
 
 def attention(x, w_query, w_key, w_value, w_out, num_heads, keep=None, p=0.0, *, causal="lower", scale="head",
-              how="inf", wrong_heads=False, project=True, dropout="none", axis=-1, out_transposed=False):
-    """Causal multi-head self-attention; ``dropout`` says what happens to the weights (``none``: nothing)."""
+              how="inf", wrong_heads=False, project=True, dropout="none", axis=-1, out_transposed=False,
+              wrong_merge=False):
+    """Causal multi-head self-attention; ``dropout`` says what happens to the weights (``none``: nothing);
+    ``wrong_merge``: the heads merged by a reshape alone, without moving the heads axis back first."""
     weights = _weights(x, w_query, w_key, num_heads, causal=causal, scale=scale, how=how, wrong_heads=wrong_heads,
                        axis=axis, scores_times=keep / (1 - p) if dropout == "scores" else 1.0)
     if dropout not in ("none", "scores"):
         weights = {"train": weights * keep / (1 - p), "no_rescale": weights * keep,
                    "times_keep": weights * keep * (1 - p), "by_p": weights * keep / p}[dropout]
     v = split_heads(x @ w_value, int(num_heads), wrong_heads)
-    merged = merge_heads(weights @ v, wrong_heads)
+    merged = merge_heads(weights @ v, wrong_heads or wrong_merge)
     if not project:
         return merged
     return merged @ (w_out.T if out_transposed else w_out)
@@ -211,6 +213,8 @@ ATTENTION_MISTAKES = {
     "softmax_wrong_axis": _layer_variant(axis=-2),
     "softmax_over_heads": _layer_variant(axis=1),  # dim=1, the last axis of a 2-D matrix, is the heads here
     "heads_reshaped_without_transpose": _layer_variant(wrong_heads=True),
+    # split right, merged by a reshape alone: (batch, heads, seq, d_head) read as if it were (batch, seq, …)
+    "heads_merged_without_transpose": _layer_variant(wrong_merge=True),
     "missing_output_projection": _layer_variant(project=False),
     "output_projection_transposed": _layer_variant(out_transposed=True),
     # the scores dropped (in training mode), then masked and the softmax taken
