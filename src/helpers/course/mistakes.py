@@ -954,7 +954,7 @@ _PROCESS_ROWS = [
      "that is never used and holds it in memory. Call `loss.backward()` as it is."),
     ("dropout_other_generator", "a dropout drawn from another generator than torch's",
      "Your dropout draws from another random generator than torch's (NumPy's `np.random`, Python's `random`, a "
-     "`torch.Generator` of its own): `torch.manual_seed` does not repeat it, so a run the notebook seeds with "
+     "`torch.Generator` of its own): `torch.manual_seed` does not repeat it, so the runs this notebook seeds with "
      "`torch.manual_seed(…)` cannot be reproduced. Draw with torch's own generator: `torch.rand(w.shape) >= p`, or "
      "`F.dropout`."),
     ("reseeds_generator", "a random generator seeded anew at every call",

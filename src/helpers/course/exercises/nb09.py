@@ -821,27 +821,8 @@ def decode_inputs(rng: np.random.Generator | None = None) -> dict:
     names = world(rng)
     out = {k: v for k, v in names.items() if k != "decoded"}
     if rng is not None:
-        # values of another width than the keys (d_v ≠ d_k): a value cache made d_k wide shows
-        d_model, d_k = out["w_key"].shape
-        d_v = int(rng.choice([w for w in range(2, 7) if w != d_k]))
-        out["w_value"] = rng.normal(size=(d_model, d_v)) / np.sqrt(d_model)
-        out["values"] = np.zeros((out["n"], d_v))
-        out["full_out"] = np.zeros((out["n"], d_v))
         out |= {k: np.full_like(out[k], np.nan) for k in WHOLE_SEQUENCE}
     return out
-
-
-def narrow_values(first: dict) -> dict:
-    """An edge trial from the first random one: values one number wide (d_v = 1): a `.squeeze()` of the stacked
-    outputs, (n, 1, 1) or (n, 1), drops that axis too."""
-    d_model = np.shape(first["w_key"])[0]
-    rng = np.random.default_rng([*np.shape(first["x_seq"]), d_model, 1])
-    n = int(first["n"])
-    return {**first, "w_value": rng.normal(size=(d_model, 1)) / np.sqrt(d_model),
-            "values": np.full((n, 1), np.nan), "full_out": np.full((n, 1), np.nan)}
-
-
-narrow_values.of_first_trial = True
 
 
 DECODE_READS = ("x_seq", "pos_table", "w_query", "w_key", "w_value")
@@ -1324,7 +1305,6 @@ def _exercises() -> list[Exercise]:
             points=2,
             budgets=DECODE_BUDGETS,
             computed_with=("cached_attention",),  # "computed with your cached_attention"
-            edge=narrow_values,  # values one number wide: a squeeze of the stacked rows shows
         ),
         Exercise("09.kv_cache_bytes", title="The size of a KV cache", answers=("kv_cache_bytes",),
                  inputs=cache_bytes_inputs, reference=ref_cache_bytes, mistakes=CACHE_BYTES_MISTAKES,

@@ -1151,6 +1151,7 @@ def _exercises() -> list[Exercise]:
             module="mhsa",
             trainable=4,
             dtype="float32",
+            torch_seeded=True,  # its own dropout draws are the ones `torch.manual_seed(3)` repeats in the notebook
             # its own draw when given none; and its causal mask read from the buffer, which part 6 switches off
             # (a mask made again in forward, or the fused function's is_causal, would keep the model honest there)
             probes=(Probe("module_dropout", layer_probe_inputs, lambda inputs: 0, "missing_dropout",
