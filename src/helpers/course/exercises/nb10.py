@@ -181,29 +181,6 @@ def layer_fill_far(inputs: dict) -> dict:
     return {**inputs, "x_demo": x, "w_query": wq, "w_key": -wq, "w_value": wv}
 
 
-FAINT = 11.5  # how far the faint key of :func:`faint_loud_key` scores below the other: a weight of 1.0e-5
-
-
-def faint_loud_key(inputs: dict) -> dict:
-    """An edge replay: in the first sequence, the second query sees the first key with a weight of 1.0e-5 (it scores
-    that key 0 and its own key FAINT, in every head: x₀ = e₀ and x₁ = c·e₁, the first row of w_key 0, its second row
-    and w_query's second row all 1/√d) and that key's value is 10⁵ in every feature (the first row of w_value): the
-    faint weight moves the second output by about 1. Weights below a threshold set to 0 (`w[w < 1e-4] = 0`) show,
-    where the random replays' weights rarely go below 1e-3."""
-    x = np.array(inputs["x_demo"], dtype=np.float64)
-    wq, wk, wv = (np.array(inputs[n], dtype=np.float64) for n in ("w_query", "w_key", "w_value"))
-    d, h = x.shape[-1], int(inputs["num_heads"])
-    if x.ndim != 3 or x.shape[1] < 2 or d < 2:
-        return inputs
-    x[0, :2] = 0.0
-    x[0, 0, 0] = 1.0
-    x[0, 1, 1] = np.sqrt(FAINT * d / np.sqrt(d // h))  # each head's score of its own key: c² · √(d/h) / d = FAINT
-    wq[1] = wk[1] = 1.0 / np.sqrt(d)
-    wk[0] = 0.0
-    wv[0] = 1e5
-    return {**inputs, "x_demo": x, "w_query": wq, "w_key": wk, "w_value": wv}
-
-
 def _layer_fill_leaks(answer, inputs) -> bool:
     """A sign of ``mask_fill_too_small`` on :func:`layer_fill_far`'s replay: the first token's output (evaluation
     mode) is not 0, and every other output is right."""
@@ -1141,7 +1118,7 @@ def _exercises() -> list[Exercise]:
             # inputs 8 times larger: an unshifted softmax overflows, clamped outputs show; a vector of zeros: hidden
             # as padding shows
             # and a first query at −10⁶ whose every other key is hidden: a fill of −1e4 shows
-            edge=(loud_layer, zero_vector, layer_fill_far, faint_loud_key),  # and a weight of 1e-5 on a loud value
+            edge=(loud_layer, zero_vector, layer_fill_far),
             signs={"mask_fill_too_small": _layer_fill_leaks},
             reference=ref_layer,
             reads=ATTENTION_READS,
