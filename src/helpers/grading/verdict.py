@@ -116,7 +116,7 @@ def _scalars(value: Any) -> dict[str, float]:
     if not isinstance(value, dict):
         return {}
     return {k: float(v) for k, v in list(value.items())[:20] if isinstance(k, str) and k.isidentifier()
-            and len(k) <= 100 and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+            and len(k) <= 100 and _finite(v)}
 
 
 def _index(value: Any) -> int | None:
@@ -168,7 +168,7 @@ def _typed_lists(value: Any) -> list[list[float]]:
         return []
     return [[float(x) for x in item] for item in value[:20]
             if isinstance(item, list) and len(item) <= 64
-            and all(isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x) for x in item)]
+            and all(_finite(x) for x in item)]
 
 
 def _session(raw: Mapping[str, Any]) -> dict[str, Any]:

@@ -1570,18 +1570,10 @@ def _first_row_past_factor(s: np.ndarray) -> int | None:
     return factor if factor >= 1 and first >= 120.0 and first - second >= 2.0 else None
 
 
-def _first_row_far_factor(s: np.ndarray) -> int | None:
-    top = float(s[0].max())
-    if top <= 0:
-        return None
-    factor = int(np.floor(np.sqrt(nb01.FAR_PAST / top)))
-    return factor if factor >= 1 and top * factor**2 >= FAR_PAST_LOW else None
-
-
 def word_1_far_past(inputs: dict) -> dict:
     """An edge replay whose word 1 scores a key between 720 and 800 (scaled), past exp()'s limit in float64 too: a
     softmax of word 1's scores written out in float64 (and cast back) overflows."""
-    return _scaled_words(inputs, 801, _first_row_far_factor)
+    return _scaled_words(inputs, 801, lambda s: _far_past_factor(s[:1]))  # word 1's row alone
 
 
 def word_1_past_limit(inputs: dict) -> dict:
