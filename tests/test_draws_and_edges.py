@@ -243,3 +243,23 @@ def test_a_rotation_rounded_to_four_decimals_is_named_on_every_draw(seed, framew
     ex = spec.REGISTRY["08.rope"]
     outcome = judge(ex, {"apply_rope": apply_rope}, _drawn(ex.id, seed))
     assert (outcome.status, outcome.diagnosis) == ("fail", "rounded_answer"), outcome.message
+
+
+@pytest.mark.parametrize("framework", [pytest.param("torch", marks=needs("torch"))])
+def test_weights_set_to_0_below_1e_6_are_named_on_every_draw(framework):
+    """Inside the tolerance as they are, they show only where some weight lies between float32's noise and 1e-6: an
+    edge replay now holds one (a random draw may hold none: ✅ on such a draw)."""
+    import torch
+
+    from helpers.course.samples import answer_namespace
+
+    def cell(attn_scores, **_):
+        w = torch.softmax(torch.as_tensor(attn_scores, dtype=torch.float32), dim=-1)
+        return {"attn_weights": w.where(w > 1e-6, torch.zeros(()))}
+
+    ex = spec.REGISTRY["01.softmax"]
+    ns = answer_namespace(ex, None, "torch")
+    ns.update(cell(ns["attn_scores"]))
+    verdicts = {(o.status, o.diagnosis) for seed in range(30)
+                for o in [judge(ex, ns, _drawn(ex.id, seed), cell=cell)]}
+    assert verdicts == {("fail", "small_values_zeroed")}, verdicts

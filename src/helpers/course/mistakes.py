@@ -1023,6 +1023,11 @@ _PROCESS_ROWS = [
      "Your additive mask puts its large negative number on the real keys and 0 on the padding, so a padded "
      "sentence attends to its <pad> keys only. Add it where the key is padding (j ≥ enc_lengths[b]), e.g. "
      "(1 − real) · (−1e9), and 0 where the key is real."),
+    ("padding_from_zero_keys", "the padding found from keys of zeros instead of from the lengths",
+     "Your mask hides the keys that are all zeros, as if a key's contents said it is padding (besides the lengths, "
+     "or instead of them). A real token's key can be 0 too, and it is then hidden (a sentence may lose every key it "
+     "has); padding need not be zeros either. The lengths alone say which keys are real: key j of sentence b is "
+     "real when j < its length."),
     ("padding_mask_one_length", "every sentence masked with one length (the shortest)",
      "Every sentence of your batch hides the keys from the shortest length on, not from its own: a loop over the "
      "lengths that masks `scores[:, :, L:]` for the whole batch does that. Sentence b hides only its own "

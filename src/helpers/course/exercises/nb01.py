@@ -299,6 +299,27 @@ def far_past_scores(inputs: dict) -> dict:
     return {name: full[name] for name in inputs}
 
 
+def faint_factor(s: np.ndarray) -> float | None:
+    """The smallest whole number (up to 40, the largest score staying at 60 or below) that gives some row of ``s``
+    a weight between 1.5e-7 and 9e-7, or None."""
+    for factor in range(1, 41):
+        t = s * factor
+        if t.max() > 60.0:
+            return None
+        w = softmax(t)
+        if ((w >= 1.5e-7) & (w <= 9e-7)).any():
+            return float(factor)
+    return None
+
+
+def faint_weight_scores(inputs: dict) -> dict:
+    """An edge replay whose weights include one between 1.5e-7 and 9e-7 (scores exact in float32, none above 60):
+    weights set to 0 below a threshold of 1e-6 or more (`w[w < 1e-6] = 0`) show, inside the tolerance as that is,
+    where a random draw may hold no weight that small."""
+    full = _world_of(*_drawn_scaled(inputs, 7, faint_factor, flip=True))
+    return {name: full[name] for name in inputs}
+
+
 PAST_HALF = 70_000.0  # past float16's largest number (65 504), and far from a multiple of bfloat16's 256 there
 
 
@@ -825,7 +846,8 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
               # and three-decimal numbers: a softmax sent through float16 shows
               # and a token said twice (equal columns of scores merged, `unique`, show)
               edge=(large_numbers, near_limit_scores, past_limit_scores, small_numbers, one_token, far_past_scores,
-                    far_below_scores, precise_numbers, repeated_numbers, past_half_scores),  # and past float16
+                    far_below_scores, precise_numbers, repeated_numbers, past_half_scores,  # and past float16
+                    faint_weight_scores),  # and a weight below 1e-6: weights set to 0 below a threshold show
               signs={"unstable_softmax": overflow_sign(ref_softmax, scores_of, 88.0),
                      "global_max_subtraction": global_shift_sign(ref_softmax, scores_of, 87.0)}, **own),
         # numbers with seven decimals too: values sent through float16 show (the other replays' halves are exact in it)

@@ -296,6 +296,18 @@ def _causal_fill_leaks(answer, inputs) -> bool:
     return _fill_leaks(answer, inputs, _lower(q.shape[-2]), ref_causal(q, k, v))
 
 
+def _zero_keys_hidden(answer, inputs) -> bool:
+    """A sign of ``padding_from_zero_keys``: the numbers of a mask that hides the keys of zeros as well as the
+    padding, or instead of it (on random trials, whose padding is not zeros, the latter hides nothing; on
+    :func:`real_zero_key`'s, both hide a real key)."""
+    q, k, v = (np.asarray(inputs[n], dtype=np.float64) for n in ("q", "k", "v"))
+    lengths = inputs["lengths"]
+    got = np.asarray(next(iter(answer.values())), dtype=np.float64)
+    return any(got.shape == wrong.shape and bool(np.allclose(got, wrong, rtol=1e-4, atol=1e-5))
+               for allowed in (key_allowed(lengths, k.shape[-2]) & nonzero_keys(k), nonzero_keys(k))
+               for wrong in (_padded(q, k, v, lengths, allowed=allowed),))
+
+
 def _padded_fill_leaks(answer, inputs) -> bool:
     q, k, v = (np.asarray(inputs[n], dtype=np.float64) for n in ("q", "k", "v"))
     lengths = inputs["lengths"]
@@ -342,10 +354,12 @@ same_lengths_wider.of_first_trial = True
 def real_zero_key(first: dict) -> dict:
     """An edge trial from the first random one: every sentence's first key (always a real token) all zeros, so it
     scores exactly 0 with every query: a mask that also hides the keys of zeros (as the notebook's padding is) hides
-    a real token."""
+    a real token. Every sentence at least two tokens long (where the batch is that long), so such a mask leaves each
+    query a key and its numbers show what it did (one real key hidden: NaN, a cause of its own)."""
     k = np.array(first["k"], dtype=float)
     k[..., 0, :] = 0.0
-    return {**first, "k": k}
+    lengths = np.maximum(np.asarray(first["lengths"]), min(2, k.shape[-2]))
+    return {**first, "k": k, "lengths": lengths}
 
 
 real_zero_key.of_first_trial = True
@@ -623,6 +637,11 @@ def _real(lengths, n, off_by_one=False):
 def key_allowed(lengths, n, off_by_one=False):
     """(batch, 1, n): True where key j is a real token of its sentence."""
     return _real(lengths, n, off_by_one)[:, None, :]
+
+
+def nonzero_keys(k):
+    """(batch, 1, n): True where key j is not all zeros (a mask of the padding by its contents)."""
+    return np.any(np.asarray(k) != 0, axis=-1)[:, None, :]
 
 
 def query_allowed(lengths, n):
@@ -1311,7 +1330,7 @@ def _exercises() -> list[Exercise]:
             # and a batch of one sentence: a result squeezed loses its batch axis
             edge=(large_scores, far_below, one_real_key_far, real_zero_key, loud_padding, long_padded,
                   batch_of_one("q", "k", "v", "lengths"), same_lengths_wider),  # and a mask kept by the lengths
-            signs={"mask_fill_too_small": _padded_fill_leaks},
+            signs={"mask_fill_too_small": _padded_fill_leaks, "padding_from_zero_keys": _zero_keys_hidden},
             **torch_,
         ),
         Exercise(

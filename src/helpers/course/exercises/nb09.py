@@ -235,7 +235,10 @@ def _padded(q, k, v, enc_lengths, *, padding="keys", causal=False, how="inf", sc
                # the source's lengths applied to the decoder's queries (rows): a row past the length has no key
                "queries": np.arange(n_q)[None, :, None] < np.asarray(enc_lengths)[:, None, None],
                # every sentence masked from the shortest length on (a loop over the lengths without the index b)
-               "shortest": _real_keys(np.full_like(np.asarray(enc_lengths), np.min(enc_lengths)), n_k)}[padding]
+               "shortest": _real_keys(np.full_like(np.asarray(enc_lengths), np.min(enc_lengths)), n_k),
+               # the keys of zeros hidden (the padding found from the keys' contents), with the lengths or without
+               "zero_keys": _real_keys(enc_lengths, n_k) & np.any(np.asarray(k) != 0, axis=-1)[:, None, :],
+               "zero_keys_only": np.any(np.asarray(k) != 0, axis=-1)[:, None, :]}[padding]
     if causal:
         allowed = allowed & np.tril(np.ones((n_q, n_k), bool))
     if how == "penalty_on_real":  # −1e9 added to the real keys' scores, in float32 (the student's tensors)
@@ -273,6 +276,15 @@ PADDED_MISTAKES = {
     "softmax_wrong_axis": lambda **i: _padded(**i, axis=-2),
     "padding_mask_one_length": lambda **i: _padded(**i, padding="shortest"),
 }
+
+
+def _zero_keys_hidden(answer, inputs) -> bool:
+    """A sign of ``padding_from_zero_keys``: the numbers of a mask that hides the keys of zeros as well as the
+    padding, or instead of it (on random trials, whose padding is not zeros, the latter hides nothing; on
+    :func:`_real_zero_key`'s, both hide a real key)."""
+    got = np.asarray(next(iter(answer.values())), dtype=np.float64)
+    return any(got.shape == wrong.shape and bool(np.allclose(got, wrong, rtol=1e-4, atol=1e-5))
+               for wrong in (_padded(**inputs, padding="zero_keys"), _padded(**inputs, padding="zero_keys_only")))
 
 
 def _penalty_on_real_keys(answer, inputs) -> bool:
@@ -686,10 +698,11 @@ _late_loud_key.of_first_trial = True
 def _real_zero_key(first: dict) -> dict:
     """An edge trial from the first random one: every source's first key (always a real token) all zeros, so that it
     scores exactly 0 with every query: a mask made from the scores' values (`scores == 0` hidden, as padding that
-    was zeroed) hides a real key."""
+    was zeroed) or from the keys' (keys of zeros hidden) hides a real key."""
     k = np.array(first["k"], dtype=np.float64)
     k[:, 0, :] = 0.0
-    return {**first, "k": k}
+    # every source at least two tokens long (where it is that long): such a mask then leaves each query a key
+    return {**first, "k": k, "enc_lengths": np.maximum(np.asarray(first["enc_lengths"]), min(2, k.shape[-2]))}
 
 
 _real_zero_key.of_first_trial = True
@@ -1239,6 +1252,7 @@ def _exercises() -> list[Exercise]:
                        _equal_lengths, _one_padded_sentence,
                        _fill_far(_padded_seen)),  # and −1e6 against padding at 0: a fill of −1e4 shows
               "signs": {"padding_penalty_on_real_keys": _penalty_on_real_keys,
+                        "padding_from_zero_keys": _zero_keys_hidden,
                         "padding_masked_late": _padding_masked_late,
                         "unstable_softmax": overflow_sign(ref_padded, _scores_of(_visible_padded), 88.0),
                         "global_max_subtraction": global_shift_sign(ref_padded, _scores_of(_visible_padded), 87.0),

@@ -96,11 +96,17 @@ def _weights(x, w_query, w_key, num_heads, *, causal="lower", scale="head", how=
 
 def attention(x, w_query, w_key, w_value, w_out, num_heads, keep=None, p=0.0, *, causal="lower", scale="head",
               how="inf", wrong_heads=False, project=True, dropout="none", axis=-1, out_transposed=False,
-              wrong_merge=False):
+              wrong_merge=False, zero_below=0.0, renormalised=False):
     """Causal multi-head self-attention; ``dropout`` says what happens to the weights (``none``: nothing);
-    ``wrong_merge``: the heads merged by a reshape alone, without moving the heads axis back first."""
+    ``wrong_merge``: the heads merged by a reshape alone, without moving the heads axis back first;
+    ``zero_below``: the weights below it set to 0 before the dropout (``renormalised``: each row then divided by its
+    new sum)."""
     weights = _weights(x, w_query, w_key, num_heads, causal=causal, scale=scale, how=how, wrong_heads=wrong_heads,
                        axis=axis, scores_times=keep / (1 - p) if dropout == "scores" else 1.0)
+    if zero_below:
+        weights = np.where(weights < zero_below, 0.0, weights)
+        if renormalised:
+            weights = weights / weights.sum(axis=-1, keepdims=True)
     if dropout not in ("none", "scores"):
         weights = {"train": weights * keep / (1 - p), "no_rescale": weights * keep,
                    "times_keep": weights * keep * (1 - p), "by_p": weights * keep / p}[dropout]
@@ -181,6 +187,46 @@ def layer_fill_far(inputs: dict) -> dict:
     return {**inputs, "x_demo": x, "w_query": wq, "w_key": -wq, "w_value": wv}
 
 
+FAINT = 10.5  # how far the faint key of :func:`faint_key` scores below the other one: a weight of 2.75e-5
+FAINT_VALUE = 32.0  # that key's value in every feature: the faint weight moves the second output by about 1e-3
+
+
+def faint_key(inputs: dict) -> dict:
+    """An edge replay: in the first sequence, the second query sees the first key with a weight of 2.75e-5 (it
+    scores that key 0 and its own key FAINT, in every head: x₀ = e₀ and x₁ = c·e₁, the first row of w_key 0, its
+    second row and w_query's second row all 1/√d), and that key's value is 32 in every feature (the first row of
+    w_value): weights set to 0 below a threshold of 1e-4 or more (`w[w < 1e-4] = 0`) move that output by about 1e-3,
+    where the random replays' weights rarely go below 1e-3. (A value of 32, not more: every later query of that
+    sequence sees it with an ordinary weight, and float32's rounding of outputs that size stays far inside the
+    tolerance.)"""
+    x = np.array(inputs["x_demo"], dtype=np.float64)
+    wq, wk, wv = (np.array(inputs[n], dtype=np.float64) for n in ("w_query", "w_key", "w_value"))
+    d, h = x.shape[-1], int(inputs["num_heads"])
+    if x.ndim != 3 or x.shape[1] < 2 or d < 2:
+        return inputs
+    x[0, :2] = 0.0
+    x[0, 0, 0] = 1.0
+    x[0, 1, 1] = np.sqrt(FAINT * d / np.sqrt(d // h))  # each head's score of its own key: c² · √(d/h) / d = FAINT
+    wq[1] = wk[1] = 1.0 / np.sqrt(d)
+    wk[0] = 0.0
+    wv[0] = FAINT_VALUE
+    names = {**inputs, "x_demo": x, "w_query": wq, "w_key": wk, "w_value": wv}
+    names |= ref_layer(**names)
+    return {n: names[n] for n in inputs}
+
+
+def _weights_zeroed(answer, inputs) -> bool:
+    """A sign of ``small_values_zeroed``: both outputs are those of the layer whose weights below a threshold (one
+    of 1e-2 … 1e-6) are set to 0 after the softmax, with or without each row divided by its new sum."""
+    for t in (1e-2, 1e-3, 1e-4, 1e-5, 1e-6):
+        for renormalised in (False, True):
+            variant = _layer(**{n: inputs[n] for n in ATTENTION_READS}, zero_below=t, renormalised=renormalised)
+            if all(np.allclose(np.asarray(answer[n], dtype=np.float64), variant[n], rtol=1e-4, atol=2e-5)
+                   for n in variant):
+                return True
+    return False
+
+
 def _layer_fill_leaks(answer, inputs) -> bool:
     """A sign of ``mask_fill_too_small`` on :func:`layer_fill_far`'s replay: the first token's output (evaluation
     mode) is not 0, and every other output is right."""
@@ -222,6 +268,9 @@ ATTENTION_MISTAKES = {
 }
 
 ATTENTION_HINTS = {
+    "small_values_zeroed": "Your layer sets its small attention weights to 0 (below a threshold, after the softmax): "
+    "a query's faint weight on a key whose value is large then no longer counts, and a row of weights no longer sums "
+    "to 1. Keep every weight the softmax gives; a small weight is still a weight.",
     "power_precedence": "Your scores are divided by 2·d_head, not by √d_head: `d_head ** -1/2` is (d_head ** -1) / 2 "
     "(and `s / d_head ** 1/2` is (s / d_head) / 2), because Python raises to the power before it divides. Write "
     "`d_head ** -0.5`, or divide by `math.sqrt(d_head)`.",
@@ -1118,8 +1167,9 @@ def _exercises() -> list[Exercise]:
             # inputs 8 times larger: an unshifted softmax overflows, clamped outputs show; a vector of zeros: hidden
             # as padding shows
             # and a first query at −10⁶ whose every other key is hidden: a fill of −1e4 shows
-            edge=(loud_layer, zero_vector, layer_fill_far),
-            signs={"mask_fill_too_small": _layer_fill_leaks},
+            # and a query whose weight on a key is 2.75e-5: weights set to 0 below a threshold show
+            edge=(loud_layer, zero_vector, layer_fill_far, faint_key),
+            signs={"mask_fill_too_small": _layer_fill_leaks, "small_values_zeroed": _weights_zeroed},
             reference=ref_layer,
             reads=ATTENTION_READS,
             mistakes=ATTENTION_MISTAKES,
