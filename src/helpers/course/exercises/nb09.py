@@ -838,6 +838,17 @@ def decode_inputs(rng: np.random.Generator | None = None) -> dict:
     return out
 
 
+def one_wide(inputs: dict) -> dict:
+    """An edge replay of the same length, with queries, keys and values one number wide (d_k = 1, as a head can be):
+    the outputs are (n, 1), and a result squeezed (`torch.stack(rows).squeeze()`) loses that axis. From a generator
+    seeded by the replay's own sizes."""
+    x = np.asarray(inputs["x_seq"])
+    n, d_model = x.shape
+    rng = np.random.default_rng([n, d_model, 1])
+    out = {k: v for k, v in world(rng, (n, d_model, 1, np.shape(inputs["pos_table"])[0])).items() if k != "decoded"}
+    return out | {k: np.full_like(out[k], np.nan) for k in WHOLE_SEQUENCE}
+
+
 DECODE_READS = ("x_seq", "pos_table", "w_query", "w_key", "w_value")
 
 
@@ -1318,6 +1329,7 @@ def _exercises() -> list[Exercise]:
             atol=1e-5,
             points=2,
             budgets=DECODE_BUDGETS,
+            edge=one_wide,  # keys and values one number wide: a result squeezed loses their axis
             computed_with=("cached_attention",),  # "computed with your cached_attention"
         ),
         Exercise("09.kv_cache_bytes", title="The size of a KV cache", answers=("kv_cache_bytes",),
