@@ -263,3 +263,14 @@ def test_weights_set_to_0_below_1e_6_are_named_on_every_draw(framework):
     verdicts = {(o.status, o.diagnosis) for seed in range(30)
                 for o in [judge(ex, ns, _drawn(ex.id, seed), cell=cell)]}
     assert verdicts == {("fail", "small_values_zeroed")}, verdicts
+
+
+@pytest.mark.parametrize("seed", [21, 40])  # draws whose 20-token replay had a row of equal scores: weights of 0.05
+@pytest.mark.parametrize("framework", [pytest.param("torch", marks=needs("torch"))])
+def test_weights_rounded_by_the_students_own_code_are_named_on_every_draw(seed, framework):
+    from helpers.course.samples import answer_namespace, student_cell
+
+    ex = spec.REGISTRY["01.outputs"]
+    ns, cell = answer_namespace(ex, "self_rounded_weights", "torch"), student_cell(ex, "self_rounded_weights", "torch")
+    outcome = judge(ex, ns, np.random.default_rng(seed), cell=cell)
+    assert (outcome.status, outcome.diagnosis) == ("fail", "self_rounded_weights"), outcome.message

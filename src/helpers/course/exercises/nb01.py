@@ -401,10 +401,16 @@ def twenty_tokens(inputs: dict) -> dict:
     """An edge replay of 20 tokens of small halves (the other replays have at most 5; the long, loud one is kept
     from the outputs step, whose tolerance its products in the hundreds exceed): code that keeps only each query's
     few largest weights (a top-16, "sparse attention") shows. Drawn from a generator seeded by the replay's own
-    inputs."""
+    inputs. Drawn again while some weight lies within 1e-4 of a rounding tie at one decimal (a row of 20 equal
+    scores gives 0.05 each, which float64 rounds down and float32, a hair above, rounds up: weights rounded by the
+    student's own code would then be told apart from the same mistake by the float32 bit alone)."""
     rng = _edge_rng(inputs)
-    x = fresh_numbers(rng, (20, 4))
-    wq, wk = (fresh_numbers(rng, (4, 3)) / 2 for _ in range(2))
+    for _ in range(200):
+        x = fresh_numbers(rng, (20, 4))
+        wq, wk = (fresh_numbers(rng, (4, 3)) / 2 for _ in range(2))
+        tenths = 10.0 * softmax((x @ wq) @ (x @ wk).T)
+        if not (np.abs(tenths - np.floor(tenths) - 0.5) < 1e-3).any():
+            break
     full = _world_of(x, wq, wk, fresh_numbers(rng, (4, 4), top=2.0), _rounded_rows(rng, 20))
     return {name: full[name] for name in inputs}
 
