@@ -1024,8 +1024,9 @@ _PROCESS_ROWS = [
      "sentence attends to its <pad> keys only. Add it where the key is padding (j ≥ enc_lengths[b]), e.g. "
      "(1 − real) · (−1e9), and 0 where the key is real."),
     ("padding_from_zero_keys", "the padding found from keys of zeros instead of from the lengths",
-     "Your mask hides the keys that are all zeros, as if a key's contents said it is padding (besides the lengths, "
-     "or instead of them). A real token's key can be 0 too, and it is then hidden (a sentence may lose every key it "
+     "Your mask hides the keys that are all zeros (found from the keys themselves, or from scores of 0), as if a "
+     "key's contents said it is padding (besides the lengths, or instead of them). A real token's key can be 0 too, "
+     "and it is then hidden (a sentence may lose every key it "
      "has); padding need not be zeros either. The lengths alone say which keys are real: key j of sentence b is "
      "real when j < its length."),
     ("padding_mask_one_length", "every sentence masked with one length (the shortest)",

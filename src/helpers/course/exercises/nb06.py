@@ -308,6 +308,12 @@ def _zero_keys_hidden(answer, inputs) -> bool:
                for wrong in (_padded(q, k, v, lengths, allowed=allowed),))
 
 
+# (an answer right where a real key is all zeros has not hidden such keys: a mask skipped for some batches, say, whose
+# numbers are those of a mask that finds no key of zeros to hide)
+_zero_keys_hidden.shows = lambda inputs: bool((~nonzero_keys(inputs["k"]) & key_allowed(
+    inputs["lengths"], np.shape(inputs["k"])[-2])).any())
+
+
 def _padded_fill_leaks(answer, inputs) -> bool:
     q, k, v = (np.asarray(inputs[n], dtype=np.float64) for n in ("q", "k", "v"))
     lengths = inputs["lengths"]

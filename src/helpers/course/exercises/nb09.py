@@ -287,6 +287,12 @@ def _zero_keys_hidden(answer, inputs) -> bool:
                for wrong in (_padded(**inputs, padding="zero_keys"), _padded(**inputs, padding="zero_keys_only")))
 
 
+# (an answer right where a real key is all zeros has not hidden such keys: a mask skipped for some batches, say, whose
+# numbers are those of a mask that finds no key of zeros to hide)
+_zero_keys_hidden.shows = lambda inputs: bool((~np.any(np.asarray(inputs["k"]) != 0, axis=-1)[:, None, :] & _real_keys(
+    inputs["enc_lengths"], np.shape(inputs["k"])[-2])).any())
+
+
 def _penalty_on_real_keys(answer, inputs) -> bool:
     """An additive mask without its `1 −`: −1e9 on the real keys, 0 on the padding. Where every sentence is padded
     it gives the numbers of the inverted mask (padding_mask_inverted); a full sentence, every key pushed down
