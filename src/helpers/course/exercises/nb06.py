@@ -28,6 +28,7 @@ from ..spec import (
     loud_future,
     only_first_token_off,
     register,
+    scaled_by,
     upstream_of,
 )
 
@@ -355,6 +356,10 @@ def same_lengths_wider(first: dict) -> dict:
 
 
 same_lengths_wider.of_first_trial = True
+
+
+# scores of about 1e-6: a fill of the hidden scores relative to the scores themselves (−100 · max |s|) is about 0
+QUIET_QUERIES = scaled_by("q", 2.0**-20)
 
 
 def real_zero_key(first: dict) -> dict:
@@ -1296,8 +1301,10 @@ def _exercises() -> list[Exercise]:
               # and a query whose visible first key scores 200 above its own: a shift by the diagonal shows
               # and 8 sentences of 3 tokens: a length taken from the batch axis shows; and the last value 10⁷ times
               # larger: a weight of 1e-9 left on the future shows
+              # and scores of about 1e-6 (the queries times 2⁻²⁰): a fill relative to the scores (−100 · max |s|)
+              # is then about 0, and the hidden keys get weight
               "edge": (causal_edge, far_below, loud_future, long_sequence, loud_pair, loud_past, many_sentences,
-                       loud_last_value, first_far), "signs": CAUSAL_SIGNS,
+                       loud_last_value, first_far, QUIET_QUERIES), "signs": CAUSAL_SIGNS,
               "explains": scale_explains(CAUSAL_OTHER_SCALE)}
     mha = {"inputs": mha_inputs, "reference": ref_mha, "mistakes": MHA_MISTAKES, "atol": 1e-5,
            "edge": loud_head,  # one head's scores 150, the others' a few units: a max over the heads shows
@@ -1334,7 +1341,7 @@ def _exercises() -> list[Exercise]:
             # and a real key of zeros: a mask by value shows
             # and padding that scores far above the words: the padding hidden after the softmax shows
             # and a batch of one sentence: a result squeezed loses its batch axis
-            edge=(large_scores, far_below, one_real_key_far, real_zero_key, loud_padding, long_padded,
+            edge=(large_scores, far_below, one_real_key_far, real_zero_key, loud_padding, long_padded, QUIET_QUERIES,
                   batch_of_one("q", "k", "v", "lengths"), same_lengths_wider),  # and a mask kept by the lengths
             signs={"mask_fill_too_small": _padded_fill_leaks, "padding_from_zero_keys": _zero_keys_hidden},
             **torch_,

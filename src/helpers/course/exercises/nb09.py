@@ -1267,7 +1267,9 @@ def _exercises() -> list[Exercise]:
                        _past_limit("q", _qk, quiet_padding=True), _other_lengths, _long_sources, _far_below_padded,
                        # and every length the same, and a batch of one: a mask skipped there ("no padding") shows
                        _equal_lengths, _one_padded_sentence,
-                       _fill_far(_padded_seen)),  # and −1e6 against padding at 0: a fill of −1e4 shows
+                       _fill_far(_padded_seen),  # and −1e6 against padding at 0: a fill of −1e4 shows
+                       # and scores of about 1e-6: a fill relative to the scores (−100 · max |s|) is about 0
+                       scaled_by("q", 2.0**-20)),
               "signs": {"padding_penalty_on_real_keys": _penalty_on_real_keys,
                         "padding_from_zero_keys": _zero_keys_hidden,
                         "padding_masked_late": _padding_masked_late,
@@ -1313,7 +1315,9 @@ def _exercises() -> list[Exercise]:
                  # and a new token's next key far louder than its own: the future hidden after the softmax shows
                  # and scores up to 200 in the first sentence: a softmax without each row's maximum fails; and a
                  # query whose visible scores all lie at -115 or below: a finite fill above them shows
+                 # and scores of about 1e-6: a fill relative to the scores (−100 · max |s|) is about 0
                  edge=(_one_query, _louder("q", _qk), _heads_and_zero_key, _without_batch("q", "k", "v"),
+                       scaled_by("q", 2.0**-20),
                        loud_future, _past_limit("q", _qk, last_row=True), _far_below_first_query, _long_cache,
                        _prefill,  # and nothing cached yet: a mask skipped when t = 0 shows
                        _fill_far(_cached_seen)),  # and −1e6 against the future at 0: a fill of −1e4 shows
