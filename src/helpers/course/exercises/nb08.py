@@ -339,9 +339,34 @@ def _exponent_sign(answer, inputs) -> bool:
     # (of the vectors' size: an angle off by 1e-3 moves an entry by 1e-3 of the vector's length)
     atol = 3e-3 * max(1.0, float(np.abs(right).max()))
     if np.allclose(wrong[cells], right[cells], atol=atol):  # far positions, few columns: only the first pair
-        return bool(np.allclose(got[cells], wrong[cells], atol=atol))  # (frequency 1) is left, the same for both:
+        # (frequency 1) is left, the same for both: the trial cannot tell, as long as the answer is far off where the
+        # angles are large (a growing frequency leaves no digit there; an answer off by float32's 2π alone, a
+        # remainder taken with it, is not)
+        return bool(np.allclose(got[cells], wrong[cells], atol=atol) and not np.allclose(got, right, atol=atol))
     return bool(np.allclose(got[cells], wrong[cells], atol=atol)  # the trial cannot tell
                 and not np.allclose(got[cells], right[cells], atol=atol))
+
+
+def _half_positions(answer, inputs) -> bool:
+    """A sign of positions sent through float16 (or bfloat16): the answer is the rotation at the positions those
+    dtypes round to (float16 holds whole numbers exactly only up to 2 048, bfloat16 up to 256)."""
+    got = np.asarray(next(iter(answer.values())), dtype=np.float64)
+    x, positions = inputs["x"], np.asarray(inputs["positions"])
+    right = rope(x, positions)
+    for rounded in (positions.astype(np.float16).astype(np.float64), _bfloat16(positions)):
+        if (rounded != positions).any():
+            wrong = rope(x, rounded)
+            if got.shape == wrong.shape and np.allclose(got, wrong, atol=1e-4) \
+                    and not np.allclose(got, right, atol=1e-4):
+                return True
+    return False
+
+
+def _bfloat16(a: np.ndarray) -> np.ndarray:
+    """``a`` rounded to bfloat16 (8 bits of mantissa: float32's top 16 bits, rounded to nearest even)."""
+    bits = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16
+    return bits.astype(np.uint32).view(np.float32).astype(np.float64)
 
 
 SINUSOID_HINTS = {
@@ -507,6 +532,19 @@ def far_positions(inputs: dict) -> dict:
 far_positions.of_first_trial = True
 
 
+def past_half_positions(first: dict) -> dict:
+    """An edge trial from the first random one: its vectors cut to 4 features (frequencies 1 and 1/100, both exact
+    enough in float32 that a right rotation stays far inside the tolerance) at odd positions from 2 049 on, which
+    float16 cannot hold (its whole numbers stop at 2 048; bfloat16's at 256): positions sent through float16 turn
+    every token by a radian or more."""
+    x = np.asarray(first["x"], dtype=np.float64)[..., :4]
+    n = np.shape(first["positions"])[0]
+    return {**first, "x": x, "positions": 2049 + 2 * np.arange(n)}
+
+
+past_half_positions.of_first_trial = True
+
+
 def wide_rope(inputs: dict) -> dict:
     """An edge trial from the first random one: vectors 128 wide (a head's width in real models; the other trials
     are at most 12 wide): a frequency 10000^(-2i/d) computed through 10000^(2i), which overflows once 2i > 77,
@@ -562,6 +600,10 @@ ROPE_MISTAKES = {
     "rope_positions_consecutive": lambda x, positions: rope(x, np.asarray(positions)[0] + np.arange(x.shape[-2])),
 }
 ROPE_HINTS = {
+    "wrong_dtype:positions": "Your positions went through float16 (or bfloat16) on the way: float16 holds whole "
+    "numbers exactly only up to 2 048 (bfloat16 only up to 256), so position 2 049 becomes 2 048 and its token is "
+    "turned by the wrong angle. Keep the positions as integers, or in float32 (`positions.float()`), before "
+    "multiplying them by the frequencies.",
     "pe_exponent_doubled": "Your angles use the exponent 2·(2i)/d, twice the formula's: the 2i doubled again (the "
     "numbers 0, 2, 4, … that `arange(0, d, 2)` gives are already 2i), or 2i divided by d/2 instead of d. "
     "θ_i = 1 / 10000^(2i/d), so the exponents run 0, 2/d, 4/d, ….",
@@ -684,7 +726,9 @@ def _exercises() -> list[Exercise]:
         Exercise(
             "08.rope", title="The rotation of RoPE", answers=("apply_rope",), inputs=rope_inputs,
             reference=ref_rope, mistakes=ROPE_MISTAKES, hints=ROPE_HINTS, dtype="float32", atol=5e-5, points=2,
-            signs={"pe_exponent_sign": _exponent_sign}, edge=(far_positions, wide_rope, long_rope, huge_vectors),
+            signs={"pe_exponent_sign": _exponent_sign, "wrong_dtype:positions": _half_positions},
+            # and odd positions past 2 048: positions sent through float16 show
+            edge=(far_positions, wide_rope, long_rope, huge_vectors, past_half_positions),
             keeps_grad=True,  # the queries and keys it turns are trained through it
             **fn,
         ),
