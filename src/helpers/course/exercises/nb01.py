@@ -17,6 +17,7 @@ import numpy as np
 
 from ..mistakes import CLAMPED_SCORES_HINT
 from ..reference import (
+    global_shift_float32,
     global_softmax,
     max_of_columns,
     max_without_keepdim,
@@ -25,7 +26,7 @@ from ..reference import (
     sum_normalise,
 )
 from ..roles import ROLES, mix_ups
-from ..spec import Exercise, global_shift_sign, overflow_sign, register, upstream_of
+from ..spec import Exercise, global_rounding_sign, global_shift_sign, overflow_sign, register, upstream_of
 
 NOTEBOOK = "01_illustrated_self_attention"
 SEED = "000_6403dcf444e40cb5.txt"  # every number it prints must appear in the stored outputs
@@ -317,6 +318,38 @@ def faint_weight_scores(inputs: dict) -> dict:
     weights set to 0 below a threshold of 1e-6 or more (`w[w < 1e-6] = 0`) show, inside the tolerance as that is,
     where a random draw may hold no weight that small."""
     full = _world_of(*_drawn_scaled(inputs, 7, faint_factor, flip=True))
+    return {name: full[name] for name in inputs}
+
+
+APART = 2.0**19  # how far above and below 0 :func:`apart_rows` puts two rows of scores
+
+
+def apart_arrays(inputs: dict) -> tuple[np.ndarray, ...]:
+    """Tokens with one row of scores near +2¹⁹ and another near −2¹⁹, each spread over a few units in
+    sixteenths (a feature of 1 in every token, read by the keys, and the queries' weight on another feature 2¹⁹):
+    every score is exact in float32, but the lower row minus the largest score of all lies past 2²⁰, where float32
+    keeps only eighths. One maximum of the whole matrix subtracted before a library softmax (which subtracts each
+    row's own again) rounds that row's differences, and its weights move by a few percent. Drawn from a generator
+    seeded by the replay's own inputs; returns x, w_query, w_key, w_value and rounded weights."""
+    rng = _edge_rng(inputs)
+    for _ in range(400):
+        n = int(rng.choice([3, 4, 5]))
+        x = fresh_numbers(rng, (n, 4))
+        x[:, 0], x[0, 1], x[1, 1] = 1.0, 1.0, -1.0
+        wq, wk = fresh_numbers(rng, (4, 3)), fresh_numbers(rng, (4, 3))
+        wq[:, 0], wq[1, 0] = 0.0, APART
+        wk[0], wk[1:, 0] = 0.0, 0.0
+        wk[0, 0] = 1.0
+        s = (x @ wq) @ (x @ wk).T
+        shifted = s[1] - s.max()
+        if (shifted.astype(np.float32) != shifted).any() and 1.0 <= np.ptp(s[1]) <= 30.0:
+            break
+    return x, wq, wk, fresh_numbers(rng, (4, int(rng.choice([4, 5]))), top=2.0), _rounded_rows(rng, n)
+
+
+def apart_rows(inputs: dict) -> dict:
+    """An edge replay with two rows of scores 2²⁰ apart (see :func:`apart_arrays`)."""
+    full = _world_of(*apart_arrays(inputs))
     return {name: full[name] for name in inputs}
 
 
@@ -853,9 +886,13 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
               # and a token said twice (equal columns of scores merged, `unique`, show)
               edge=(large_numbers, near_limit_scores, past_limit_scores, small_numbers, one_token, far_past_scores,
                     far_below_scores, precise_numbers, repeated_numbers, past_half_scores,  # and past float16
-                    faint_weight_scores),  # and a weight below 1e-6: weights set to 0 below a threshold show
+                    faint_weight_scores,  # and a weight below 1e-6: weights set to 0 below a threshold show
+                    apart_rows),  # and rows 2²⁰ apart: one maximum of the whole matrix subtracted first shows
               signs={"unstable_softmax": overflow_sign(ref_softmax, scores_of, 88.0),
-                     "global_max_subtraction": global_shift_sign(ref_softmax, scores_of, 87.0)}, **own),
+                     "global_max_subtraction": global_shift_sign(ref_softmax, scores_of, 87.0),
+                     "global_max_rounding": global_rounding_sign(
+                         ref_softmax, lambda attn_scores, **_: global_shift_float32(attn_scores))},
+              **own),
         # numbers with seven decimals too: values sent through float16 show (the other replays' halves are exact in it)
         # and small numbers: outputs set to 0 below a threshold show
         # (the TensorFlow half's cell makes the weights too: from a softmax that overflows, its outputs are 🟡)

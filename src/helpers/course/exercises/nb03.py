@@ -25,6 +25,7 @@ import numpy as np
 
 from ..mistakes import CLAMPED_SCORES_HINT
 from ..reference import (
+    global_shift_float32,
     global_softmax,
     max_of_columns,
     max_without_keepdim,
@@ -36,6 +37,7 @@ from ..reference import (
 )
 from ..spec import (
     Exercise,
+    global_rounding_sign,
     global_shift_sign,
     loud_token,
     more_rows,
@@ -208,6 +210,19 @@ def past_half_scores(inputs: dict) -> dict:
     """An edge replay whose largest score lies between 65 600 and 70 000 (see :func:`nb01.past_half_scores`)."""
     lists = {name: inputs[name] for name in ("x_list", "w_query_list", "w_key_list", "w_value_list")}
     return _lists_world(inputs, nb01._drawn_scaled(lists, int(nb01.PAST_HALF), nb01.past_half_factor, flip=True))
+
+
+def apart_rows(inputs: dict) -> dict:
+    """An edge replay with two rows of scores 2²⁰ apart (see :func:`nb01.apart_arrays`): one maximum of the whole
+    matrix subtracted before the library's softmax shows."""
+    lists = {name: inputs[name] for name in ("x_list", "w_query_list", "w_key_list", "w_value_list")}
+    return _lists_world(inputs, nb01.apart_arrays(lists))
+
+
+def _global_shift_along(attn_scores, softmax_axis, **_):
+    """:func:`global_shift_float32` along the step's softmax axis."""
+    s = np.moveaxis(np.asarray(attn_scores, dtype=np.float64), int(softmax_axis), -1)
+    return np.moveaxis(global_shift_float32(s), -1, int(softmax_axis))
 
 
 def far_below_scores(inputs: dict) -> dict:
@@ -889,9 +904,11 @@ register(
            # and a token of zeros; scores up to 800 and a row far below 0 (see nb01's softmax)
            # and the largest score in the last column; and a token said twice (equal columns merged show)
            edge=(large_numbers, near_limit_scores, past_limit_scores, small_numbers, far_past_scores, past_half_scores,
-                 far_below_scores, precise_numbers, last_key_loud_scores, repeated_numbers),
+                 far_below_scores, precise_numbers, last_key_loud_scores, repeated_numbers,
+                 apart_rows),  # and rows 2²⁰ apart: one maximum of the whole matrix subtracted first shows
            signs={"unstable_softmax": overflow_sign(ref_softmax_along, nb01.scores_of, 88.0),
-                  "global_max_subtraction": global_shift_sign(ref_softmax_along, nb01.scores_of, 87.0)}),
+                  "global_max_subtraction": global_shift_sign(ref_softmax_along, nb01.scores_of, 87.0),
+                  "global_max_rounding": global_rounding_sign(ref_softmax_along, _global_shift_along)}),
     _predict_shape("predict_weighted", "Prediction: the shape of the weighted values", "weighted_shape",
                    ref_weighted_shape, PREDICT_WEIGHTED_MISTAKES),
     _value("weighted_values", "The weighted values, by broadcasting", ("weighted_values",), ref_weighted_values,
