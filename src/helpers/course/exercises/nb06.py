@@ -1438,7 +1438,9 @@ def _exercises() -> list[Exercise]:
                                                       "lengths": module_example()["lengths_pad"]},
                           lambda inputs: 0, "gradient_cut")),
             again=module_again,
-            edge=module_fill_far,  # and a query at −10⁶ whose every other key is hidden: a fill of −1e4 shows
+            # and a query at −10⁶ whose every other key is hidden: a fill of −1e4 shows; and the query weights times
+            # 2⁻²⁰ (scores of about 1e-6): a fill relative to the scores (−100 · max |s|) is then about 0
+            edge=(module_fill_far, scaled_by("w_query", 2.0**-20)),
             signs={"mask_fill_too_small": _module_fill_leaks},
             given_as=MODULE_GIVEN,
             raised_hints=((rf"size of tensor [ab] \({MAX_LEN}\)",
