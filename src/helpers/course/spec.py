@@ -1916,6 +1916,15 @@ def _mutation_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None
     views = record.get("mutated_views") or {}
     if through := [(n, views[n]) for n in mutated if n in views]:
         name, view = through[0]
+        # (a view of `x` written into, `x` changed by the replays too, and `query = x[1]`, another view, with it)
+        if len(shared := [n for n in mutated if n not in views or views[n] == view]) > 1:
+            names = " and ".join(f"`{n}`" for n in shared)
+            return _fail(ex, "mutates_input", f"{where} changes {names} in place through `{view}`, which shares their "
+                                              "memory (indexing or slicing a tensor shares its memory, it does not "
+                                              f"copy it): writing into `{view}` (`.zero_()`, `+=`, `[...] =`) writes "
+                                              f"into {names} too. Start from a new tensor instead "
+                                              f"(`torch.zeros_like({view})`, or `{view}.clone()`), then run again the "
+                                              f"cells that make {names}: they hold the changed values now.")
         return _fail(ex, "mutates_input", f"{where} changes `{name}` in place through `{view}`, which is a view of "
                                           f"`{name}` (indexing or slicing a tensor shares its memory, it does not "
                                           f"copy it): writing into `{view}` (`.zero_()`, `+=`, `[...] =`) writes into "
@@ -4135,8 +4144,9 @@ def _keeps_length(ex: Exercise, name: str, axis: int, length: int,
 
 # errors about the numbers an input holds, not its sizes: an input of other sizes that raised one of these says
 # nothing about sizes (a Categorical of negative scores, a square root of a negative number)
+# (and a singular matrix handed to an inverse or a solve: its numbers, not its sizes)
 _VALUE_ERROR = re.compile(r"constraint|invalid values|negative(?! dimension)|math domain error|"
-                          r"must be (?:positive|finite)|contains (?:NaN|inf)", re.I)
+                          r"must be (?:positive|finite)|contains (?:NaN|inf)|singular|LinAlgError", re.I)
 
 
 def _raised_on_other_sizes(ex: Exercise, plan: Plan, trial: Any, message: str, note: str = "",
