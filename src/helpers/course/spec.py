@@ -1266,12 +1266,20 @@ def _grad_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     if ex.kind == "function" and isinstance(nan := record.get("nan_grad"), Mapping) and nan.get("inputs"):
         listed = ", ".join(f"`{n}`" for n in nan["inputs"])
         where = "the notebook's example" if not nan.get("trial") else f"random inputs ({nan.get('shapes')})"
+        calls = record.get("calls")
+        # (a function that selects nothing, where no select can be the cause: an inf reached some other way)
+        selects = not isinstance(calls, list) or bool(set(calls) & _SELECTS)
         return _fail(ex, "nan_gradient",
                      f"`{ex.answers[0]}` gives the right numbers, but on {where} the gradient that flows back to "
-                     f"{listed} is NaN (or inf), so one training step there would ruin the weights. Often an "
-                     "exponential of every score, hidden ones too, that overflows (inf) before a select (`where`, "
-                     "`.tril()`, a mask) removes it: the select sends 0 back, and 0 · inf is NaN. Hide the scores "
-                     "before the exponential (fill them with −inf, then the softmax), so nothing overflows.")
+                     f"{listed} is NaN (or inf), so one training step there would ruin the weights. "
+                     + ("Often an exponential of every score, hidden ones too, that overflows (inf) before a select "
+                        "(`where`, `.tril()`, a mask) removes it: the select sends 0 back, and 0 · inf is NaN. Hide "
+                        "the scores before the exponential (fill them with −inf, then the softmax), so nothing "
+                        "overflows." if selects else
+                        "Somewhere on the way an exponential overflows (inf), and what comes after it sends back a "
+                        "gradient of 0 (a 1 / inf, an inf that a later step leaves out): 0 · inf is NaN, though the "
+                        "numbers come out right. Keep every exponent at most 0 (subtract each row's maximum first, as "
+                        "the softmax does), or use the library's softmax."))
     if ex.kind == "function" and (wrong := record.get("grad_mismatch")):
         listed = ", ".join(f"`{n}`" for n in wrong)
         return _fail(ex, "gradient_wrong",
@@ -1461,6 +1469,9 @@ def _low_precision_problem(ex: Exercise, record: Mapping[str, Any],
 
 
 # what a function calls where its numbers may go through float32 (a cast, another framework's tensors)
+# the calls of a function that can remove an overflowed exponential after it is made (see nan_gradient)
+_SELECTS = {"where", "tril", "triu", "band_part", "masked_fill", "masked_fill_", "boolean_mask", "select", "gather",
+            "take", "index_select", "masked_select", "multiply", "mul", "logical_and", "logical_not"}
 _THROUGH_FLOAT32 = {"astype", "float32", "float16", "single", "half", "float", "array", "asarray", "tensor",
                     "as_tensor", "from_numpy", "constant", "convert_to_tensor", "cast", "to", "type", "numpy", "view"}
 
