@@ -19,6 +19,7 @@ import numpy as np
 
 from ..mistakes import CLAMPED_SCORES_HINT
 from ..reference import (
+    global_shift_float32,
     global_softmax,
     max_of_columns,
     max_without_keepdim,
@@ -34,6 +35,7 @@ from ..roles import mix_ups
 from ..spec import (
     Exercise,
     Probe,
+    global_rounding_sign,
     global_shift_sign,
     loud_token,
     more_rows,
@@ -572,6 +574,22 @@ def longer_word(first: dict) -> dict:
     return _lined_up(first, 1.0)
 
 
+def towering_word(first: dict) -> dict:
+    """An edge trial from the first random one: the first word 2 048 along a feature no other word has (the others'
+    first feature set to 0), so its score with itself is 2²² and with every other word 0, while the other rows stay
+    a few units wide near 0. One maximum of the whole matrix (2²²) subtracted before the library's softmax leaves
+    those rows near −2²², where float32 keeps only halves: their differences are rounded, and their weights move."""
+    x = np.array(first["x"], dtype=np.float64)
+    word = 0 if JOURNEY != 0 else -1
+    x[:, 0] = 0.0
+    x[word] = 0.0
+    x[word, 0] = 2048.0
+    return _rebuilt(first, x=x)
+
+
+towering_word.of_first_trial = True
+
+
 def zero_word(first: dict) -> dict:
     """An edge trial from the first random one: the first word's embedding all zeros (a padding-like token), so its
     score with every word is exactly 0: a softmax that drops the zero scores (`to_sparse()`, a mask of `s == 0`)
@@ -1019,11 +1037,15 @@ PART_1 = [
            # scores up to 85: a clamp shows; up to 190: a softmax that does not subtract each row's maximum fails
            edge=(near_limit_embeddings, past_limit_embeddings, far_past_embeddings,
                  opposite_word, longer_word,  # a shift by each row's largest |score|, or by its diagonal
-                 longer_last_word, zero_word),  # and a row maximum that leaves the last key out; scores of 0
+                 longer_last_word, zero_word,  # and a row maximum that leaves the last key out; scores of 0
+                 towering_word),  # and one score of 2²², the others near 0: one maximum of them all subtracted shows
            signs={"unstable_softmax": overflow_sign(lambda attn_scores, **_: softmax(attn_scores),
                                                     lambda attn_scores, **_: attn_scores, 88.0),
                   "global_max_subtraction": global_shift_sign(lambda attn_scores, **_: softmax(attn_scores),
-                                                              lambda attn_scores, **_: attn_scores, 87.0)},
+                                                              lambda attn_scores, **_: attn_scores, 87.0),
+                  "global_max_rounding": global_rounding_sign(
+                      lambda attn_scores, **_: softmax(attn_scores),
+                      lambda attn_scores, **_: global_shift_float32(attn_scores))},
            mistakes={
                "softmax_wrong_axis": _one("attn_weights", lambda attn_scores, **_: softmax(attn_scores, axis=0)),
                "max_without_keepdim": _one("attn_weights", lambda attn_scores, **_: max_without_keepdim(attn_scores)),
