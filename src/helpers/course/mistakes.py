@@ -504,6 +504,9 @@ _ROWS = [
     ("cache_tokens_short_by_one", "the cache of n − 1 tokens",
      "Your count holds n − 1 tokens' keys and values. Every token of the sequence, the newest too, keeps its key "
      "and value in the cache: n of them."),
+    ("cache_extra_token", "the cache of n + 1 tokens",
+     "Your count holds n + 1 tokens' keys and values (a slot for the next token, say). The cache holds the keys and "
+     "values of the n tokens seen so far: n of them."),
     ("cache_extra_layer", "one layer too many in the cache",
      "Your count has num_layers + 1 layers (the embeddings counted as one, say). Only the attention layers keep "
      "keys and values: num_layers of them."),

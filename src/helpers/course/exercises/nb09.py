@@ -972,6 +972,8 @@ CACHE_BYTES_MISTAKES = {
         2 * num_layers * num_heads * n * d_head * bytes_per_number / 2**30,
     "cache_tokens_short_by_one": lambda num_layers, num_heads, n, d_head, bytes_per_number:
         2 * num_layers * num_heads * (n - 1) * d_head * bytes_per_number,
+    "cache_extra_token": lambda num_layers, num_heads, n, d_head, bytes_per_number:
+        2 * num_layers * num_heads * (n + 1) * d_head * bytes_per_number,
     "cache_extra_layer": lambda num_layers, num_heads, n, d_head, bytes_per_number:
         2 * (num_layers + 1) * num_heads * n * d_head * bytes_per_number,
     "cache_heads_for_layers": lambda num_layers, num_heads, n, d_head, bytes_per_number:
