@@ -3188,8 +3188,10 @@ def _zeroed_small(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]
                  "Your numbers are right except that the small ones are set to 0: "
                  + (f"one of them, {largest:.3g}, is 0 where it should not be" if zeroed == 1 else
                     f"{zeroed} of them, the largest {largest:.3g}, are 0 where they should not be")
-                 + " (a line such as `x[x.abs() < 1e-3] = 0` or a "
-                 "`where` that keeps only the larger ones). Keep every number as it is computed: a small weight is "
+                 + " (a line such as `x[x.abs() < 1e-3] = 0` or a `where` that keeps only the larger ones, or a "
+                 "number that underflowed to 0 on the way: exp of a number far below 0 is 0 in float32, and a power "
+                 "or a product taken after it cannot bring it back). Keep every number as it is computed: a small "
+                 "weight is "
                  "still a weight (without it a row of weights no longer sums to 1), and a small output is not 0.")
 
 

@@ -478,6 +478,36 @@ def far_below_query(first: dict) -> dict:
     return _rebuilt(first, x=x, w_query=_grid(wq * (120.0 / -float(row.max())), 1 / 16), w_key=wk)
 
 
+def wide_keys_query(first: dict) -> dict:
+    """An edge trial from the first random one with keys 256 wide (√d_k = 16) and query 2's scores spread over 125,
+    so that its lowest word lies 125 below its highest: exp of that gap is 0 in float32, but the scaled gap, 7.8,
+    leaves that word a weight of about 4e-4. The scaling done after the softmax (its weights raised to the power
+    1/√d_k, then normalised) keeps that 0. From a generator seeded by the first trial's sizes."""
+    x = np.asarray(first["x"], dtype=np.float64)
+    rng = np.random.default_rng([*x.shape, 256])
+    wk = rng.normal(size=(x.shape[1], 256))
+    if not float(x[JOURNEY] @ x[JOURNEY]):
+        return first
+    for _ in range(500):  # the scores are x @ u (u = wk @ q2, for the query q2 chosen below)
+        u = rng.normal(size=x.shape[1])
+        spread = float(np.ptp(x @ u))
+        if spread < 1e-6:
+            continue
+        u *= 125.0 / spread
+        w = softmax(x @ u / 16.0)
+        # two words that share the weight (no one-hot answer) beside the one far below
+        if np.sort(w)[-2] >= 0.05:
+            break
+    else:
+        return first
+    q2 = np.linalg.lstsq(wk, u, rcond=None)[0]
+    wq = np.outer(x[JOURNEY], q2) / float(x[JOURNEY] @ x[JOURNEY])  # x[JOURNEY] @ wq = q2
+    return _rebuilt(first, w_query=wq, w_key=wk)
+
+
+wide_keys_query.of_first_trial = True
+
+
 def lead_query(first: dict) -> dict:
     """An edge trial from the first random one with query 2's weights scaled so that its largest scaled score leads
     the next by 12: the next weight is then about 6e-6, which a shortcut that keeps only the top weight once the lead
@@ -1230,7 +1260,7 @@ PART_2 = [
            dtype="float32",  # the next step multiplies it with the float32 values
            # scaled scores up to 85: a clamp shows; up to 190: a softmax that does not subtract the maximum fails
            edge=(near_limit_query, past_limit_query, far_past_query, far_below_query, zero_word,  # a key of 0
-                 lead_query),
+                 lead_query, wide_keys_query),  # and keys 256 wide: the scaling done after the softmax shows
            signs={"unstable_softmax": overflow_sign(_weights_2_qk, _scaled_2_qk, 88.0)},
            mistakes={
                "scale_by_d_v": _one("attn_weights_2_qk", lambda attn_scores_2_qk, values, **_:
