@@ -1468,10 +1468,10 @@ def _low_precision_problem(ex: Exercise, record: Mapping[str, Any],
                                      f"This step asks for {asked}: leave out the cast to {half}.")
 
 
-# what a function calls where its numbers may go through float32 (a cast, another framework's tensors)
 # the calls of a function that can remove an overflowed exponential after it is made (see nan_gradient)
 _SELECTS = {"where", "tril", "triu", "band_part", "masked_fill", "masked_fill_", "boolean_mask", "select", "gather",
             "take", "index_select", "masked_select", "multiply", "mul", "logical_and", "logical_not"}
+# what a function calls where its numbers may go through float32 (a cast, another framework's tensors)
 _THROUGH_FLOAT32 = {"astype", "float32", "float16", "single", "half", "float", "array", "asarray", "tensor",
                     "as_tensor", "from_numpy", "constant", "convert_to_tensor", "cast", "to", "type", "numpy", "view"}
 
@@ -3191,8 +3191,8 @@ def _zeroed_small(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]
                  + " (a line such as `x[x.abs() < 1e-3] = 0` or a `where` that keeps only the larger ones, or a "
                  "number that underflowed to 0 on the way: exp of a number far below 0 is 0 in float32, and a power "
                  "or a product taken after it cannot bring it back). Keep every number as it is computed: a small "
-                 "weight is "
-                 "still a weight (without it a row of weights no longer sums to 1), and a small output is not 0.")
+                 "weight is still a weight (without it a row of weights no longer sums to 1), and a small output is "
+                 "not 0.")
 
 
 def _rounded_to(got: np.ndarray, want: np.ndarray, step: float, grid: float = 1e-6) -> bool:
