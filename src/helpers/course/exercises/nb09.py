@@ -226,6 +226,11 @@ def _real_keys(enc_lengths, n_k, off_by_one=False, short=False):
     return (j <= lengths if off_by_one else j < lengths - 1 if short else j < lengths)[:, None, :]
 
 
+def _nonzero_keys(k) -> np.ndarray:
+    """(batch, 1, n_k): True where key j is not all zeros (a mask of the padding by its contents)."""
+    return np.any(np.asarray(k) != 0, axis=-1)[:, None, :]
+
+
 def _padded(q, k, v, enc_lengths, *, padding="keys", causal=False, how="inf", scale=True, axis=-1):
     n_q, n_k = q.shape[-2], k.shape[-2]
     allowed = {"keys": _real_keys(enc_lengths, n_k), "none": np.ones((1, 1, n_k), bool),
@@ -237,8 +242,8 @@ def _padded(q, k, v, enc_lengths, *, padding="keys", causal=False, how="inf", sc
                # every sentence masked from the shortest length on (a loop over the lengths without the index b)
                "shortest": _real_keys(np.full_like(np.asarray(enc_lengths), np.min(enc_lengths)), n_k),
                # the keys of zeros hidden (the padding found from the keys' contents), with the lengths or without
-               "zero_keys": _real_keys(enc_lengths, n_k) & np.any(np.asarray(k) != 0, axis=-1)[:, None, :],
-               "zero_keys_only": np.any(np.asarray(k) != 0, axis=-1)[:, None, :]}[padding]
+               "zero_keys": _real_keys(enc_lengths, n_k) & _nonzero_keys(k),
+               "zero_keys_only": _nonzero_keys(k)}[padding]
     if causal:
         allowed = allowed & np.tril(np.ones((n_q, n_k), bool))
     if how == "penalty_on_real":  # −1e9 added to the real keys' scores, in float32 (the student's tensors)
@@ -289,7 +294,7 @@ def _zero_keys_hidden(answer, inputs) -> bool:
 
 # (an answer right where a real key is all zeros has not hidden such keys: a mask skipped for some batches, say, whose
 # numbers are those of a mask that finds no key of zeros to hide)
-_zero_keys_hidden.shows = lambda inputs: bool((~np.any(np.asarray(inputs["k"]) != 0, axis=-1)[:, None, :] & _real_keys(
+_zero_keys_hidden.shows = lambda inputs: bool((~_nonzero_keys(inputs["k"]) & _real_keys(
     inputs["enc_lengths"], np.shape(inputs["k"])[-2])).any())
 
 
