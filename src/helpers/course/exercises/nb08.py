@@ -557,6 +557,20 @@ def wide_rope(inputs: dict) -> dict:
 wide_rope.of_first_trial = True
 
 
+def small_angles(inputs: dict) -> dict:
+    """An edge trial from the first random one: vectors 128 wide, entries 8 times the others', at positions 1 to n
+    (the lowest frequency, about 1.2e-4, turns them by 1e-4 to 1e-3 radians): a sine taken as √(1 − cos²) keeps
+    almost no digit of such an angle in float32 (cos rounds near 1), where the right rotation, at these positions,
+    stays far inside the tolerance."""
+    x = np.asarray(inputs["x"], dtype=np.float64)
+    rng = np.random.default_rng([*x.shape, 8])
+    n = np.shape(inputs["positions"])[0]
+    return {**inputs, "x": 8.0 * rng.normal(size=(*x.shape[:-1], 128)), "positions": np.arange(1, n + 1)}
+
+
+small_angles.of_first_trial = True
+
+
 def huge_vectors(inputs: dict) -> dict:
     """An edge trial from the first random one: its vectors 10⁵ times longer (the other trials' entries are of order
     1), every one at position 0, where the rotation leaves it as it is (exactly, in float32 too: cos 0 = 1, sin 0 =
@@ -728,7 +742,8 @@ def _exercises() -> list[Exercise]:
             reference=ref_rope, mistakes=ROPE_MISTAKES, hints=ROPE_HINTS, dtype="float32", atol=5e-5, points=2,
             signs={"pe_exponent_sign": _exponent_sign, "wrong_dtype:positions": _half_positions},
             # and odd positions past 2 048: positions sent through float16 show
-            edge=(far_positions, wide_rope, long_rope, huge_vectors, past_half_positions),
+            # and small angles on long vectors: a sine taken as √(1 − cos²) shows
+            edge=(far_positions, wide_rope, long_rope, huge_vectors, past_half_positions, small_angles),
             keeps_grad=True,  # the queries and keys it turns are trained through it
             **fn,
         ),
