@@ -304,9 +304,9 @@ def _zero_keys_hidden(answer, inputs) -> bool:
     q, k, v = (np.asarray(inputs[n], dtype=np.float64) for n in ("q", "k", "v"))
     lengths = inputs["lengths"]
     got = np.asarray(next(iter(answer.values())), dtype=np.float64)
-    return any(got.shape == wrong.shape and bool(np.allclose(got, wrong, rtol=1e-4, atol=1e-5))
-               for allowed in (key_allowed(lengths, k.shape[-2]) & nonzero_keys(k), nonzero_keys(k))
-               for wrong in (_padded(q, k, v, lengths, allowed=allowed),))
+    wrongs = (_padded(q, k, v, lengths, allowed=allowed)
+              for allowed in (key_allowed(lengths, k.shape[-2]) & nonzero_keys(k), nonzero_keys(k)))
+    return any(got.shape == wrong.shape and bool(np.allclose(got, wrong, rtol=1e-4, atol=1e-5)) for wrong in wrongs)
 
 
 # (an answer right where a real key is all zeros has not hidden such keys: a mask skipped for some batches, say, whose
