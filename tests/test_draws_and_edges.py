@@ -274,3 +274,36 @@ def test_weights_rounded_by_the_students_own_code_are_named_on_every_draw(seed, 
     ns, cell = answer_namespace(ex, "self_rounded_weights", "torch"), student_cell(ex, "self_rounded_weights", "torch")
     outcome = judge(ex, ns, np.random.default_rng(seed), cell=cell)
     assert (outcome.status, outcome.diagnosis) == ("fail", "self_rounded_weights"), outcome.message
+
+
+_ROUNDED_CELL = """q = x_np @ w_query_np
+k = x_np @ w_key_np
+v = x_np @ w_value_np
+s = q @ k.T / np.sqrt(k.shape[-1])
+e = np.exp(s - s.max(axis=-1, keepdims=True))
+outputs_np = e / e.sum(axis=-1, keepdims=True) @ v
+outputs_np = np.round(outputs_np, 6)
+"""
+
+
+def test_numbers_rounded_to_6_decimals_are_named_so_on_every_draw_and_the_check_warns_nothing():
+    """In float64, a rounding to 6 decimals was told "went through float32" on draws whose moved numbers were all
+    above 0.5, "rounded to 1 decimal" where the only trial wrong at the step's tolerance sat on that grid, and a clamp
+    where two rounded numbers were equal; and an all-zero edge made the check print NumPy's "Mean of empty slice"."""
+    import warnings
+
+    ex = spec.REGISTRY["04.numpy"]
+    verdicts = set()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for seed in [*range(28, 30), 53]:  # seeds on which it was told float32 (default_rng(seed))
+            ns = {"np": np, **ex.inputs(None)}
+            exec(_ROUNDED_CELL, ns)
+            verdicts.add(judge(ex, ns, np.random.default_rng(seed), cell=_ROUNDED_CELL).message)
+        for seed in (6, 8):  # seeds on which it was told 1 decimal, a clamp (HELPERS_CHECK_SEED)
+            ns = {"np": np, **ex.inputs(None)}
+            exec(_ROUNDED_CELL, ns)
+            verdicts.add(judge(ex, ns, _drawn(ex.id, seed), cell=_ROUNDED_CELL).message)
+    assert verdicts == {"Your numbers are the right ones rounded to 6 decimals. Keep them at full precision: round "
+                        "only what you print."}, verdicts
+    assert not [str(w.message) for w in caught], [str(w.message) for w in caught]

@@ -26,6 +26,7 @@ import dataclasses
 import inspect
 import re
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -3034,11 +3035,10 @@ def _rounded_answer(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, An
     answer is wrong (beyond ``tol``, the step's own tolerance by default): every entry a multiple of 10^-k, within
     half of it of the reference's. A float64 step's numbers must sit on the grid to double precision."""
     rtol, atol = tol or (ex.rtol, ex.atol)
-    wrong = []
+    wrong, right = [], []
     for got, inputs in trials:
         want = ex.expected(inputs)
-        if not _close(got, want, ex.answers, rtol, atol):
-            wrong.append((got, want))
+        (right if _close(got, want, ex.answers, rtol, atol) else wrong).append((got, want))
     if not wrong:
         return None
     grid = 1e-12 if ex.dtype == "float64" else 1e-6  # float32 cannot hold 6 decimals exactly
@@ -3057,7 +3057,15 @@ def _rounded_answer(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, An
                         raise ValueError
                     rounded.add(n)
                     entries += int(np.sum(~np.isclose(g, w, rtol=rtol, atol=atol)))
-                    seen = seen or _grid_seen(g, w, step)
+                    seen = seen or _grid_seen(g, w, step, grid)
+            # a rounding rounds every trial: one whose numbers are right within the tolerance but off this grid (a
+            # rounding to 6 decimals, on a trial of large numbers, against a trial whose few wrong numbers happen to
+            # sit on a grid of 0.1) says the rounding is another
+            for got, want in right:
+                for n in ex.answers:
+                    g, w = np.asarray(got[n], float), np.asarray(want[n], float)
+                    if g.shape == w.shape and not np.array_equal(g, w) and not _rounded_to(g, w, step, grid):
+                        raise ValueError
         except (KeyError, TypeError, ValueError):
             continue
         if rounded and not seen:  # (numbers so large that this grid cannot be told: no rounding to k decimals seen)
@@ -3202,15 +3210,17 @@ def _rounded_to(got: np.ndarray, want: np.ndarray, step: float, grid: float = 1e
     on_grid = np.abs(scaled - np.round(scaled)) <= 1e-3 + grid * np.abs(scaled)
     # (half a step, and a tenth more: float32's own error comes on top of the rounding, 2e-6 on 08.rope's angles of
     # 600 positions, where half a step of 4 decimals is 5e-5)
-    near = np.abs(got - want) <= 0.55 * step + 1e-6 * np.abs(want)
+    # (a float64 step's numbers sit on the grid to its ``grid`` of 1e-12, and a float64 rounding moves them by half a
+    # step and nothing more: float32's slack of 1e-6 of a number would take 3.0000018 for 3.000001 rounded there)
+    near = np.abs(got - want) <= 0.55 * step + max(grid, 1e-12) * np.abs(want)
     return bool(np.all(on_grid) and np.all(near))
 
 
-def _grid_seen(got: np.ndarray, want: np.ndarray, step: float) -> bool:
-    """Does some entry that moved lie where a step of that grid can be seen (:func:`_rounded_to` allows 1e-6 of a
-    number: a number of a million is near every number within 1 of it, so a rounding to 1 decimal cannot be told
-    there)?"""
-    return bool(np.any((got != want) & (1e-6 * np.abs(want) < 0.5 * step)))
+def _grid_seen(got: np.ndarray, want: np.ndarray, step: float, grid: float = 1e-6) -> bool:
+    """Does some entry that moved lie where a step of that grid can be seen (:func:`_rounded_to` allows ``grid`` of
+    a number: in float32, a number of a million is near every number within 1 of it, so a rounding to 1 decimal
+    cannot be told there; in float64 a number of 5 is not near every number within 5e-6 of it)?"""
+    return bool(np.any((got != want) & (grid * np.abs(want) < 0.5 * step)))
 
 
 def _rounded(ex: Exercise, inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -3558,6 +3568,8 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
         code = None  # zeros from another cause (a tf.Variable reset after the cell made it its answer): no cast
     if code:
         return _fail(ex, code, note=note)
+    if rounded := _rounded_answer(ex, trials):  # (before a clamp: numbers rounded to 6 decimals, two of them equal,
+        return rounded                          # can read as a bound those two reach)
     if shortcut := _cut_or_clamped(ex, trials, note):
         return shortcut
     if fail0 is None and (unused := _unused_names_problem(ex, record)):
@@ -3571,8 +3583,6 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
         return explained
     if discarded := _discarded_problem(ex, record, note):
         return discarded
-    if rounded := _rounded_answer(ex, trials):
-        return rounded
     if drawn := _draw_problem(ex, plan, record):
         return drawn
     if low := _low_precision_problem(ex, record, trials) or _float32_precision_problem(ex, trials, record):
@@ -3807,6 +3817,8 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
                                                                     f"size from the arguments {_shape_example(ex)}."))
     if code:
         return _fail(ex, code)
+    if rounded := _rounded_answer(ex, trials):  # (before a clamp, as for a value step)
+        return rounded
     if shortcut := _cut_or_clamped(ex, trials):
         return shortcut
     if _nearly_right(ex, _finite_trials(trials)) and (how := _unused_problem(ex, record)):
@@ -3815,8 +3827,6 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
         return explained
     if discarded := _discarded_problem(ex, record):
         return discarded
-    if rounded := _rounded_answer(ex, trials):
-        return rounded
     if typed := _typed_argument(ex, plan, answers):
         value = plan.inputs[0][typed]
         if held := [*(record.get("globals_read") or []), *(record.get("containers_read") or [])]:
@@ -3933,7 +3943,9 @@ def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
                                         "float32 tensors fail or mix dtypes. Leave the default alone (float32, the "
                                         "default) and ask for another dtype only where you need it "
                                         "(`dtype=torch.float64`).")
-    outcome = _evaluate(ex, plan, record)
+    with warnings.catch_warnings():  # the check's own arithmetic (a mean of a row of NaN, say) prints nothing
+        warnings.simplefilter("ignore")
+        outcome = _evaluate(ex, plan, record)
     if outcome.status != "fail" or ex.framework not in ("torch", None):
         return outcome
     if record.get("default_dtype") and not record.get("default_dtype_own"):
