@@ -1865,6 +1865,37 @@ def _kept_for_shapes(ex: Exercise, plan: Plan | None, record: Mapping[str, Any])
         return False
 
 
+def _answer_given_again(ex: Exercise, plan: Plan, answers: Sequence[Any],
+                        record: Mapping[str, Any]) -> Outcome | None:
+    """A function that, on the first trial where it is wrong, returns exactly (bit for bit) what it returned, right,
+    on an earlier random trial whose right answer is another: a result kept from that call (a cache keyed by the
+    bytes of an array, which another shape shares, or by anything but the numbers and their shape). Not the
+    notebook's own answer (trial 0: a function that reads the notebook's arrays gives that one for any inputs)."""
+    if record.get("globals_read") or record.get("containers_read") or record.get("scalars_read") \
+            or record.get("mutated"):
+        return None
+    name = ex.answers[0]
+    for i, got in enumerate(answers):
+        want = ex.expected(plan.inputs[i])
+        if _compare(ex, got, want) is None:
+            continue
+        g = got.get(name) if isinstance(got, Mapping) else None
+        if not isinstance(g, np.ndarray) or g.size < 2:
+            return None
+        for j in range(1, i):
+            earlier = answers[j].get(name) if isinstance(answers[j], Mapping) else None
+            if isinstance(earlier, np.ndarray) and earlier.shape == g.shape and np.array_equal(earlier, g) \
+                    and _compare(ex, answers[j], ex.expected(plan.inputs[j])) is None:
+                return _fail(ex, "stale_value",
+                             f"`{name}` gives back an answer it kept from an earlier call: called on other inputs "
+                             f"({_describe_inputs(plan.inputs[i])}), it returned exactly what it returned for "
+                             "earlier ones, which call for another answer (a cache keyed by the arrays' bytes, which "
+                             "another shape can share, or by anything but the numbers and their shape). Compute the "
+                             "answer from the inputs on every call.")
+        return None
+    return None
+
+
 def _overwritten_problem(ex: Exercise, record: Mapping[str, Any], plan: Plan | None = None) -> Outcome | None:
     if _kept_for_shapes(ex, plan, record):
         return _fail(ex, "stale_value",
@@ -2520,7 +2551,8 @@ def _step_probe_problem(ex: Exercise, record: Mapping[str, Any], right: bool) ->
     if len(entry.get("modes") or []) > 1 and not parts:
         return _fail(ex, "forward_twice", ex.hints.get("forward_twice"),
                      f" (Given a stand-in model, `{name}` called it {len(entry['modes'])} times.)")
-    if not all(entry.get("modes") or [True]) or not entry.get("training_after", True):
+    # (left in evaluation mode after the step: wrong only if the next call then trains in it, without `model.train()`)
+    if not all(entry.get("modes") or [True]) or not all(entry.get("modes_next", [entry.get("training_after", True)])):
         return _fail(ex, "trained_in_eval_mode", ex.hints.get("trained_in_eval_mode"))
     if entry.get("rng_reset"):
         return _fail(ex, "reseeded_each_call", ex.hints.get("reseeded_each_call"))
@@ -2855,7 +2887,9 @@ def _nonfinite_origin(ex: Exercise, record: Mapping[str, Any], answers: Sequence
         then = ", and what comes of an infinity next (inf / inf, inf − inf, inf · 0) is NaN" if shown == "NaN" else ""
         return "exp_overflow", (f"{head}: an exponential overflowed first ({how}){then}. Hand exp only numbers of at "
                                 "most 0: subtract from each score the largest score of its row before exp (that "
-                                "changes no result, and the largest exponential is then exp(0) = 1).")
+                                "changes no result, and the largest exponential is then exp(0) = 1). The maximum is "
+                                "that of the very numbers exp is handed: of the scaled scores if the scores are "
+                                "scaled, not of the raw ones.")
     if shown == "NaN" and kind == "zero_by_zero" and after.get("kind") == "underflow":
         dtype, x, exp = str(after.get("dtype") or ""), after.get("value"), str(after.get("op") or "")
         if isinstance(x, float) and dtype in _EXP_BELOW and exp.isidentifier():
@@ -3061,10 +3095,12 @@ def _rounded_answer(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, An
             # a rounding rounds every trial: one whose numbers are right within the tolerance but off this grid (a
             # rounding to 6 decimals, on a trial of large numbers, against a trial whose few wrong numbers happen to
             # sit on a grid of 0.1) says the rounding is another
+            # (its numbers that moved: a function's answer may hold a rounded total beside a maximum left as it is)
             for got, want in right:
                 for n in ex.answers:
                     g, w = np.asarray(got[n], float), np.asarray(want[n], float)
-                    if g.shape == w.shape and not np.array_equal(g, w) and not _rounded_to(g, w, step, grid):
+                    moved = g != w if g.shape == w.shape else None
+                    if moved is not None and moved.any() and not _rounded_to(g[moved], w[moved], step, grid):
                         raise ValueError
         except (KeyError, TypeError, ValueError):
             continue
@@ -3732,6 +3768,8 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
             and kept.diagnosis == "stale_value":
         # its wrong numbers are answers kept from before (a function that changes its inputs in place is told that)
         return kept
+    if fail is not None and (again := _answer_given_again(ex, plan, answers, record)):
+        return again
     if fail is not None and (kept := _function_state(ex, record)):  # (what it keeps, where the above cannot tell)
         return kept
     if fail is None and (alike := record.get("module_alike")):  # right, but the cell's module starts two weights alike
@@ -3817,8 +3855,6 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
                                                                     f"size from the arguments {_shape_example(ex)}."))
     if code:
         return _fail(ex, code)
-    if rounded := _rounded_answer(ex, trials):  # (before a clamp, as for a value step)
-        return rounded
     if shortcut := _cut_or_clamped(ex, trials):
         return shortcut
     if _nearly_right(ex, _finite_trials(trials)) and (how := _unused_problem(ex, record)):
@@ -3827,6 +3863,8 @@ def _evaluate_function(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> O
         return explained
     if discarded := _discarded_problem(ex, record):
         return discarded
+    if rounded := _rounded_answer(ex, trials):
+        return rounded
     if typed := _typed_argument(ex, plan, answers):
         value = plan.inputs[0][typed]
         if held := [*(record.get("globals_read") or []), *(record.get("containers_read") or [])]:

@@ -458,6 +458,8 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                     **({"rows": [r for r in entry["rows"][:100] if type(r) is int], "batch": entry["batch"]}
                        if isinstance(entry.get("rows"), list) and type(entry.get("batch")) is int else {}),
                     "training_after": entry.get("training_after") is not False,
+                    **({"modes_next": [m is True for m in entry["modes_next"][:100]]}
+                       if isinstance(entry.get("modes_next"), list) else {}),
                     "rng_reset": entry.get("rng_reset") is True,
                     **({k: entry[k] for k in ("one_late", "confident_changed", "wrong_changed", "large_moved_otherwise",
                                               "grad_graph")

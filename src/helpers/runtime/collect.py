@@ -2168,7 +2168,8 @@ def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dic
     scores and a shift added to every row, in training mode) with an SGD optimizer that counts its calls, twice,
     from two states of torch's generator: ``steps``, how often the optimizer stepped; ``changed``, whether a
     parameter changed; ``unchanged``, the parameters that did not (``table``, ``shift``); ``modes``,
-    the model's mode at each forward; ``training_after``, its mode after the step; ``rng_reset``, whether the
+    the model's mode at each forward; ``training_after``, its mode after the step; ``modes_next``, the modes of a
+    second call on the model as the first left it; ``rng_reset``, whether the
     two runs left torch's generator in the same state (a seed set inside the step); ``state_steps``, the step count
     an Adam optimizer keeps after three calls of the step (3, unless the step clears the optimizer's state). Torch's
     generator is left as it was. Also: ``low_precision``, the precision of a product inside the model's forward
@@ -2227,13 +2228,20 @@ def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dic
             if not out:
                 moved = {"table": not bool(torch.equal(model.table.detach(), table)),
                          "shift": bool(model.shift.detach().abs().sum() > 0)}
-                out = {"steps": optimizer.steps, "modes": model.modes, "rows": model.rows,
+                out = {"steps": optimizer.steps, "modes": list(model.modes), "rows": list(model.rows),
                        "lr_after": float(optimizer.param_groups[0].get("lr", float("nan"))),
                        "batch": int(tokens.shape[0]), "training_after": bool(model.training),
                        "changed": any(moved.values()), "unchanged": [n for n, m in moved.items() if not m],
                        # gradients that keep the graph that made them (`backward(create_graph=True)`)
                        "grad_graph": any(p.grad is not None and bool(p.grad.requires_grad)
                                          for p in model.parameters())}
+                # the next call, on the model as the step left it: a step that ends in `model.eval()` trains the
+                # next time in evaluation mode unless it calls `model.train()` first (which makes ending so harmless)
+                before = len(model.modes)
+                with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    step(model, optimizer, tokens.clone())
+                out["modes_next"] = model.modes[before:]
         out["rng_reset"] = bool(torch.equal(states[0], states[1]))
         # three steps with SGD, next to three plain steps (zero_grad, the step's own loss function, backward, step)
         # on a copy: a parameter that moves otherwise has its gradients cleared, or used, differently (a `break`

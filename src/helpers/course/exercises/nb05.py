@@ -131,6 +131,10 @@ def world(rng: np.random.Generator | None = None, vary_n: bool = False, n: int |
         d_k5 = int(rng.choice([2, 5, 6, 7]))
         emb = {**{w: rng.standard_normal((D_MODEL, d_k5)) / np.sqrt(D_MODEL) for w in ("w_query", "w_key", "w_value")},
                "x": rng.standard_normal((4, D_MODEL))}
+        # and values of another width than the keys (the notebook's are both 3): a √d_v for √d_k shows (drawn last,
+        # so that every other number is what it was)
+        d_v5 = int(rng.choice([w for w in (2, 5, 6, 7) if w != d_k5]))
+        emb["w_value"] = rng.standard_normal((D_MODEL, d_v5)) / np.sqrt(D_MODEL)
     attn_scores = queries @ keys.T
     original = global_softmax(attn_scores)
     fixed = softmax(attn_scores)
@@ -165,8 +169,17 @@ def rows_reversed_scores(first: dict) -> dict:
     return {**first, "scores": scores[::-1].copy()} if scores.ndim == 2 and len(scores) > 1 else first
 
 
+def one_row_of_all(first: dict) -> dict:
+    """An edge trial after :func:`quarter_scores`: its scores as one row (the same numbers in the same order: the
+    same bytes, another shape), whose softmax is another: a softmax that keeps its results by the scores' bytes
+    (`scores.tobytes()`) hands back the earlier, wrong-shaped, weights."""
+    scores = quarter_scores(first)["scores"]
+    return {**first, "scores": np.ascontiguousarray(scores).reshape(1, -1)} if scores.ndim == 2 else first
+
+
 quarter_scores.of_first_trial = True
 rows_reversed_scores.of_first_trial = True
+one_row_of_all.of_first_trial = True
 
 
 def world_any_n(rng: np.random.Generator | None = None) -> dict:
@@ -563,6 +576,8 @@ WEIGHTS_MISTAKES = {
     "scale_after_softmax": lambda x, w_query, w_key, **_: {
         "attn_weights": _weights_from(x, w_query, w_key, scale="none")["attn_weights"] / np.sqrt(w_key.shape[-1])},
     "power_precedence": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key, scale=2.0 * w_key.shape[-1]),
+    "scale_by_d_v": lambda x, w_query, w_key, w_value, **_: _weights_from(x, w_query, w_key,
+                                                                          scale=float(np.sqrt(w_value.shape[-1]))),
     "softmax_base_two": lambda x, w_query, w_key, **_: _weights_from(  # 2 ** s is e ** (s ln 2)
         x, w_query, w_key, scale=np.sqrt(w_key.shape[-1]) / np.log(2.0)),
     "scale_multiplied": lambda x, w_query, w_key, **_: _weights_from(
@@ -667,6 +682,18 @@ def deep_row(first: dict) -> dict:
 
 
 deep_row.of_first_trial = True
+
+
+def sunk_row(first: dict) -> dict:
+    """An edge trial from the first replay: the first row of scores moved down so that its largest is -800, past
+    exp's reach (exp(-800) is 0 in float64) but not once scaled (-800 / √d_k is above -600 for keys 2 wide or more):
+    exponentials taken before the scaling (`np.exp(s) ** (1 / np.sqrt(d_k))`) are all 0 there, and 0 / 0."""
+    s = np.array(first["attn_scores"], dtype=float)
+    s[0] -= s[0].max() + 800.0
+    return _with_scores(first, s)
+
+
+sunk_row.of_first_trial = True
 
 
 def wide_keys(first: dict) -> dict:
@@ -780,6 +807,7 @@ register(
                   "one sum per token."}),
     _value("05.fixed_weights", "The bug fixed: a softmax for each row of the raw scores", ("fixed_weights",),
            lambda attn_scores, **_: {"fixed_weights": softmax(attn_scores)}, reads=("attn_scores",),
+           world_fn=world_any_n,  # other numbers of tokens: a 4 typed in (`np.ones((4, 1))`, `range(4)`) shows
            # a row of scores all far below 0: small exponentials skipped show; a row with exponentials of exactly 0:
            # a division that skips them without out= shows
            edge=(low_row, far_row, deep_row, tied_keys,  # and tied scores (`np.unique` shows)
@@ -828,7 +856,8 @@ register(
            reads=("attn_scores", "keys"), mistakes=SCALED_WEIGHTS_MISTAKES, world_fn=world_any_n,
            # exponentials of exactly 0: a division that skips them without out= shows; keys 12 wide: a square
            # root cut to a whole number shows; a row far below 0: an epsilon in the sums shows
-           edge=(far_row, wide_keys, deep_row, spread_row),  # and weights down to 2e-9: small ones set to 0 show
+           edge=(far_row, wide_keys, deep_row, spread_row,  # and weights down to 2e-9: small ones set to 0 show
+                 sunk_row),  # and a row at -800: exponentials taken before the scaling show
            hints={
                "missing_scale": "These are the weights of the raw scores (your fixed_weights again). Divide "
                "attn_scores by √d_k before the softmax.",
@@ -875,7 +904,7 @@ register(
         edge=(one_row("scores"), far_above, far_below, all_very_negative, far_above_last, far_above_last_wide,
               past_half_rows, huge_rows, level_rows,
               # and one trial's rows in reverse: a result kept by the scores' shape and sum shows
-              quarter_scores, rows_reversed_scores,
+              quarter_scores, rows_reversed_scores, one_row_of_all,  # (and its bytes as one row: kept by bytes)
               twin_near_limit,  # and two scores of a row just below exp's limit: their sum past it
               two_wide),  # and rows of two scores only
         points=2,
@@ -916,6 +945,9 @@ register(
                   "missing_scale": "Your scores were not divided by √d_k. Divide them by √d_k, the square root "
                   "of the width of a key (3 here), before the softmax.",
                   "scale_by_d": "You divided by d_k itself. The scaling divides by its square root, √d_k.",
+                  "scale_by_d_v": "You divided by the square root of the values' width (w_value.shape[1]). Here it "
+                  "is 3, like d_k, but the scores are dot products of queries and keys: divide by √d_k, with d_k = "
+                  "k.shape[-1].",
                   "fixed_scale": "You divided by 2 whatever the keys: √4, the square root of the number of tokens "
                   "(k.shape[0], len(tokens)), or a 2 typed in. The scaling is about the width of one key: divide by "
                   "√d_k, with d_k = k.shape[-1] (3 here).",

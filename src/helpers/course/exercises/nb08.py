@@ -545,6 +545,19 @@ def past_half_positions(first: dict) -> dict:
 past_half_positions.of_first_trial = True
 
 
+def million_positions(first: dict) -> dict:
+    """An edge trial from the first random one: its vectors cut to 2 features (one pair, turned at frequency 1, so
+    every angle is its position, a whole number that float32 holds exactly) at positions near a million (a long
+    context): a right rotation is as exact there as at position 3, while angles wrapped into [0, 2π) by float32's
+    2π (6.2831855, not 6.2831853…) drift by 1.7e-7 radians a turn, some 0.03 radians after 166 000 turns."""
+    x = np.asarray(first["x"], dtype=np.float64)[..., :2]
+    n = np.shape(first["positions"])[0]
+    return {**first, "x": x, "positions": 1_048_573 + 3 * np.arange(n)}
+
+
+million_positions.of_first_trial = True
+
+
 def wide_rope(inputs: dict) -> dict:
     """An edge trial from the first random one: vectors 128 wide (a head's width in real models; the other trials
     are at most 12 wide): a frequency 10000^(-2i/d) computed through 10000^(2i), which overflows once 2i > 77,
@@ -743,7 +756,9 @@ def _exercises() -> list[Exercise]:
             signs={"pe_exponent_sign": _exponent_sign, "wrong_dtype:positions": _half_positions},
             # and odd positions past 2 048: positions sent through float16 show
             # and small angles on long vectors: a sine taken as √(1 − cos²) shows
-            edge=(far_positions, wide_rope, long_rope, huge_vectors, past_half_positions, small_angles),
+            # and positions near a million, at frequency 1: angles wrapped by float32's 2π show
+            edge=(far_positions, wide_rope, long_rope, huge_vectors, past_half_positions, small_angles,
+                  million_positions),
             keeps_grad=True,  # the queries and keys it turns are trained through it
             **fn,
         ),

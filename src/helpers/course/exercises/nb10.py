@@ -1134,8 +1134,9 @@ TRAIN_HINTS = {
     "never called): an update written by hand, or an optimizer made inside the step, trains with plain gradient "
     "descent or a learning rate of its own, whatever the caller chose (train() passes AdamW with lr 0.003). Use "
     "the `optimizer` argument: optimizer.zero_grad(), then the loss and loss.backward(), then optimizer.step().",
-    "trained_in_eval_mode": "Your train_step switches the model to evaluation mode (`model.eval()`), so every "
-    "training step runs with dropout off: the model trains without the regularisation it was given. Leave the "
+    "trained_in_eval_mode": "Your train_step switches the model to evaluation mode (`model.eval()`), so its "
+    "training steps run with dropout off (every one after the first, where the switch ends the step): the model "
+    "trains without the regularisation it was given. Leave the "
     "mode to the caller (train() calls model.train() once, before the steps); evaluation mode is for part 5.",
     "reseeded_each_call": "Your train_step seeds the random generator (torch.manual_seed) at every step, so every "
     "step of training draws the same dropout, and the notebook's own generator is reset each time. Seed once, "
