@@ -3650,6 +3650,19 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
             return _fail(ex, "reads_globals", f"Your cell gives the same {names} whatever its inputs: it computes from "
                                               f"{', '.join(owners)}, not from what this step starts from"
                                               f"{f' ({starts})' if starts else ''}.", note)
+        shape0 = {n: np.shape(got0[n]) for n in ex.answers if isinstance(got0.get(n), np.ndarray)}
+        if shape0 and not (record.get("how") or {}).get("typed_numbers") \
+                and all(any(np.shape(ex.expected(inputs).get(n)) != shape for n, shape in shape0.items())
+                        for inputs in plan.inputs[1:]):
+            # of the example's shape where every replay calls for another: the sizes, at least, are typed in (a
+            # `torch.rand(3, 2)` after the seed gives the same numbers on every run)
+            starts = ", ".join(f"`{n}`" for n in ex.reads)
+            shapes = ", ".join(dict.fromkeys(str(v) for v in shape0.values()))
+            return _fail(ex, "example_sizes_only",
+                         f"Your cell gives the same {names} whatever its inputs, of this notebook's shape "
+                         f"{shapes}, where other inputs call for other shapes: "
+                         "its sizes are typed in (or taken from something that equals them only here). Take every "
+                         f"size from what the step starts from{f' ({starts})' if starts else ''}.", note)
         return _fail(ex, "hard_coded", f"Your cell gives the same {names} whatever its inputs: it does not compute "
                                        "from them. Compute the answer from the variables the step starts from "
                                        "(the numbers are there to check against, not to type in).", note)

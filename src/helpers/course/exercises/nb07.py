@@ -509,6 +509,13 @@ def faint_stream(inputs: dict) -> dict:
     return {"scores": np.concatenate([[0.0], -np.linspace(10.0, 20.0, 600)])}
 
 
+def faint_tail(inputs: dict) -> dict:
+    """An edge trial: one score of 0, then 2 000 from 17 to 18 below it: each adds 4e-8 to 1.5e-8 to a total of about
+    1, less than half of float32's spacing there (6e-8), 5e-5 of it together. A running total kept in float32 stays
+    at exactly 1 (every addition rounds away); in float64 it keeps them all."""
+    return {"scores": np.concatenate([[0.0], -np.linspace(17.0, 18.0, 2000)])}
+
+
 def lowest_stream(inputs: dict) -> dict:
     """The edge trial: the fresh stream (near FAR_BELOW) scaled to near −10³⁰⁰, below any finite stand-in for −∞ a
     student types as the maximum's start (−1e30, −1e300) but still far above float64's lowest number, −1.8e308.
@@ -535,6 +542,22 @@ def _stuck_start(answer, inputs) -> bool:
     the scores (every exp(score − m) underflowed)."""
     m, total = np.asarray(answer["online_normaliser"], dtype=np.float64).ravel()
     return bool(np.isfinite(m) and m > np.max(np.asarray(inputs["scores"], dtype=np.float64)) and total == 0.0)
+
+
+def _float32_total(answer, inputs) -> bool:
+    """The right maximum with the total a running sum kept in float32 gives (each term and each rescaling rounded
+    to float32), off the right total."""
+    m, total = np.asarray(answer["online_normaliser"], dtype=np.float64).ravel()
+    scores = np.asarray(inputs["scores"], dtype=np.float64)
+    if m != scores.max():
+        return False
+    run, top = np.float32(0.0), -np.inf
+    for s in scores:
+        new = max(top, s)
+        run = run * np.float32(np.exp(top - new)) + np.float32(np.exp(s - new))
+        top = new
+    right = _running(scores)[1]
+    return bool(np.isclose(total, float(run), rtol=1e-6, atol=0.0) and not np.isclose(total, right, rtol=4e-6))
 
 
 def long_stream(rng):
@@ -794,13 +817,14 @@ register(
         reference=lambda scores: _running(scores),
         mistakes=ONLINE_MISTAKES,
         not_with=NOT_NUMPY,
-        edge=(lowest_stream, zero_maximum, plain_stream, late_jump, tiny_stream, faint_stream),
+        # (and a faint tail of 2 000 scores: a total kept in float32 loses it)
+        edge=(lowest_stream, zero_maximum, plain_stream, late_jump, tiny_stream, faint_stream, faint_tail),
         # total ≥ 1 is computed in float64: right code agrees to 2e-6 (a running log-sum-exp near 4·10⁹, the worst),
         # a total rounded to 4 decimals like the notebook's table does not (1.2122 is 4e-5 off); and the maximum is
         # one of the scores, exactly: no absolute slack (a maximum rounded to 6 decimals is off by less than 1e-6)
         rtol=4e-6, atol=1e-12,
         # a start at another finite number than the variant's −1e9 (−9999, −1e30): the m it returns is that number
-        signs={"finite_max_start": _stuck_start},
+        signs={"finite_max_start": _stuck_start, "wrong_dtype:float32_total": _float32_total},
         probes=(Probe("one_pass", long_stream, lambda inputs: 64, "not_one_pass", stream="scores"),
                 # read once but kept whole (a list of 5 000 floats is about 160 KiB): not an online softmax either
                 Probe("peak_memory", long_stream, lambda inputs: 32 * 1024, "not_one_pass")),
@@ -819,6 +843,10 @@ register(
             "exp(m − m_new) belongs to what was summed before (measured against the old maximum), not to the new "
             "term exp(s − m_new), already measured against the new one (and the first term, rescaled by exp(−∞), "
             "is lost). total = total · exp(m − m_new) + exp(s − m_new).",
+            "wrong_dtype:float32_total": "Your running total is kept in float32. After a large score, a long tail "
+            "of small ones adds terms of about 1e-8 each to a total near 1, less than half of float32's spacing "
+            "there: every addition rounds away, and the total stays 1 where the terms add up to 5e-5. Keep m and the "
+            "total as Python floats (float64).",
             "not_as_asked:not_with": "`online_normaliser` uses {names}: Part 3 is NumPy and plain Python. Go "
             "through the stream with one loop, keeping m and total as Python (or NumPy) numbers.",
         },
