@@ -2235,13 +2235,6 @@ def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dic
                        # gradients that keep the graph that made them (`backward(create_graph=True)`)
                        "grad_graph": any(p.grad is not None and bool(p.grad.requires_grad)
                                          for p in model.parameters())}
-                # the next call, on the model as the step left it: a step that ends in `model.eval()` trains the
-                # next time in evaluation mode unless it calls `model.train()` first (which makes ending so harmless)
-                before = len(model.modes)
-                with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    step(model, optimizer, tokens.clone())
-                out["modes_next"] = model.modes[before:]
         out["rng_reset"] = bool(torch.equal(states[0], states[1]))
         # three steps with SGD, next to three plain steps (zero_grad, the step's own loss function, backward, step)
         # on a copy: a parameter that moves otherwise has its gradients cleared, or used, differently (a `break`
@@ -2346,6 +2339,18 @@ def _train_step_probe(step: Callable[..., Any], probe: Mapping[str, Any]) -> dic
             wrong = torch.zeros(n_vocab, n_vocab)
             wrong[sure[0, length:-1], (sure[0, length + 1:] + 1) % n_vocab] = 30.0
             out["wrong_changed"] = updates(wrong)
+        # two calls, the second on the model as the first left it: a step that ends in `model.eval()` trains the next
+        # time in evaluation mode unless it calls `model.train()` first (which makes ending so harmless). (Last: what
+        # a step keeps on itself between calls is as the measurements above left it.)
+        torch.manual_seed(20236)
+        model = Table().train()
+        sgd = torch.optim.SGD(model.parameters(), lr=float(inputs["lr"]))
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            step(model, sgd, tokens.clone())
+            before = len(model.modes)
+            step(model, sgd, tokens.clone())
+        out["modes_next"] = model.modes[before:]
     except Exception as exc:  # noqa: BLE001 — the student's function: anything can happen
         if out:  # what the first runs measured stands
             return out

@@ -154,10 +154,11 @@ def _attend(scores, v, allowed=None, how="inf", axis=-1, empty="nan"):
 
 
 def _cross(x_dec, x_enc, w_query, w_key, w_value, *, q_from="dec", kv_from="enc", scale=True, axis=-1,
-           weights=True, values_from_key=False, causal=False):
+           weights=True, values_from_key=False, causal=False, keys_from_query=False):
     src = {"dec": x_dec, "enc": x_enc}
     q = src[q_from] @ w_query
-    k, v = src[kv_from] @ w_key, src[kv_from] @ (w_key if values_from_key else w_value)
+    k = src[kv_from] @ (w_query if keys_from_query else w_key)
+    v = src[kv_from] @ (w_key if values_from_key else w_value)
     if scale == "model":
         scale = np.sqrt(x_dec.shape[-1])
     if not weights:  # the raw scores times the values
@@ -184,7 +185,11 @@ CROSS_MISTAKES = {
     "scale_after_softmax": lambda **i: _cross(**i, scale=False) / np.sqrt(np.shape(i["w_key"])[-1]),
     # dim=1: the keys' axis of one sentence's (n_q, n_k) scores, the decoder tokens' of a batch's (b, n_q, n_k)
     "softmax_wrong_axis:dim1": lambda **i: _cross(**i, axis=1 if np.ndim(i["x_dec"]) == 3 else -1),
+    # no dim given (`F.softmax(scores)`): torch takes dim 0 for 3-D scores, the batch, and the last for 2-D ones
+    "softmax_wrong_axis:implicit": lambda **i: _cross(**i, axis=0 if np.ndim(i["x_dec"]) == 3 else -1),
     "no_softmax": lambda **i: _cross(**i, weights=False),
+    # the keys made with w_query (a line copied from the queries')
+    "projection_reused:keys_from_query": lambda **i: _cross(**i, keys_from_query=True),
     # the values made with w_key (the same width as w_value in the notebook, not in general)
     "swapped_projections": lambda **i: _cross(**i, values_from_key=True),
     "cross_causal_mask": lambda **i: _cross(**i, causal=True),
@@ -1155,6 +1160,11 @@ SCALE_HINT = ("Your scores were not divided by √d_k. Divide them by the square
 LIBRARY_HINT = ("Your function calls a library's attention (`scaled_dot_product_attention` or a multi-head attention "
                 "layer). The TO-DO asks you to write {what} yourself, from matrix products{mask} and a softmax.")
 CROSS_HINTS = {
+    "softmax_wrong_axis:implicit": "Your softmax was given no dim. For 3-D scores, a batch of sentences, torch then "
+    "takes dim 0, the batch, and normalises each score across the sentences (for one sentence's 2-D scores it takes "
+    "the last axis, which is why it looked right there). Say which axis: dim=-1, the keys.",
+    "projection_reused:keys_from_query": "Your keys are made with w_query (`x_enc @ w_query`). Each of the three "
+    "has its own matrix: keys are the source tokens times w_key.",
     "softmax_wrong_axis:dim1": "Your softmax runs over axis 1: the keys' axis of one sentence's (n_q, n_k) scores, "
     "but with a batch axis in front, (batch, n_q, n_k), axis 1 is the decoder's tokens. Normalise over the last "
     "axis, the keys, whatever comes before it: dim=-1.",
