@@ -464,22 +464,30 @@ def _allclose(a: np.ndarray, b: np.ndarray, rtol: float, atol: Any) -> bool:
         return bool((ok | (a == b) | (np.isnan(a) & np.isnan(b))).all())
 
 
-# per exercise, the two outputs (the reference "" or a variant's key) that last could not be told apart on a draw:
-# the next draw tries that pair first (a draw that fails, fails mostly there; the outcome is the same, sooner)
-_CLASHED: dict[str, tuple[str, str]] = {}
+# per exercise, the pairs of outputs (the reference "" or a variant's key) that last could not be told apart on a
+# draw, the latest first: the next draw tries those pairs first (a draw that fails, fails mostly on one of a few pairs,
+# which depend on its sizes: √d_k cut to a whole number equals √d_k where d_k is 4, and 1 where it is 3; the outcome
+# is the same, sooner)
+_CLASHED: dict[str, list[tuple[str, str]]] = {}
+_CLASHES_KEPT = 8
 _SEPARATE_ERRORS = (ArithmeticError, ValueError, IndexError, KeyError, TypeError)
 
 
 def _clashes_again(ex: Exercise, inputs: Mapping[str, Any], rtol: float, atol: float) -> bool:
-    """Are the two outputs that last clashed on a draw of this exercise alike on these inputs too?"""
-    pair = _CLASHED.get(ex.id)
-    if pair is None:
-        return False
-    try:
-        a, b = (_flat(ex.expected(inputs) if key == "" else ex.variant(key, inputs), ex.answers) for key in pair)
-    except _SEPARATE_ERRORS:
-        return False
-    return a[0] is not None and a[0] == b[0] and _close_to_any(b[1], [a[1]], rtol, atol)
+    """Are two outputs that lately clashed on a draw of this exercise alike on these inputs too?"""
+    for pair in list(_CLASHED.get(ex.id, ())):
+        try:
+            a, b = (_flat(ex.expected(inputs) if key == "" else ex.variant(key, inputs), ex.answers) for key in pair)
+        except _SEPARATE_ERRORS:
+            continue
+        if a[0] is not None and a[0] == b[0] and _close_to_any(b[1], [a[1]], rtol, atol):
+            return True
+    return False
+
+
+def _remember_clash(ex: Exercise, pair: tuple[str, str]) -> None:
+    pairs = [pair, *(p for p in _CLASHED.get(ex.id, ()) if p != pair)]
+    _CLASHED[ex.id] = pairs[:_CLASHES_KEPT]
 
 
 def separates(ex: Exercise, inputs: Mapping[str, Any]) -> bool:
@@ -515,7 +523,7 @@ def separates(ex: Exercise, inputs: Mapping[str, Any]) -> bool:
         if others and _close_to_any(flat, [f for f, _ in others], rtol, atol):
             alike = next((k for f, k in others if _close_to_any(flat, [f], rtol, atol)), None)
             if alike is not None:
-                _CLASHED[ex.id] = (alike, code)
+                _remember_clash(ex, (alike, code))
             return False
         seen.setdefault(shapes, []).append((code_of(code), flat, code))
     return True

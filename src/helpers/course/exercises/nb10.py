@@ -240,6 +240,12 @@ def _layer_variant(**how):
     return lambda **names: _layer(**{n: names[n] for n in ATTENTION_READS}, **how)
 
 
+def _projections_transposed(**names):
+    """The layer with every projection used as x @ w.T (`F.linear(x, w)`, nn.Linear's convention)."""
+    return _layer(**{n: np.swapaxes(np.asarray(names[n]), -1, -2) if n in ("w_query", "w_key", "w_value", "w_out")
+                     else names[n] for n in ATTENTION_READS})
+
+
 ATTENTION_MISTAKES = {
     "dropout_in_eval": _layer_variant(in_eval="train"),
     "missing_dropout": _layer_variant(in_train="none"),
@@ -263,6 +269,7 @@ ATTENTION_MISTAKES = {
     "heads_merged_without_transpose": _layer_variant(wrong_merge=True),
     "missing_output_projection": _layer_variant(project=False),
     "output_projection_transposed": _layer_variant(out_transposed=True),
+    "projections_transposed": _projections_transposed,
     # the scores dropped (in training mode), then masked and the softmax taken
     "dropout_before_softmax": _layer_variant(in_train="scores"),
 }
