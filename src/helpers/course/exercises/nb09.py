@@ -187,6 +187,8 @@ CROSS_MISTAKES = {
     "softmax_wrong_axis:dim1": lambda **i: _cross(**i, axis=1 if np.ndim(i["x_dec"]) == 3 else -1),
     # no dim given (`F.softmax(scores)`): torch takes dim 0 for 3-D scores, the batch, and the last for 2-D ones
     "softmax_wrong_axis:implicit": lambda **i: _cross(**i, axis=0 if np.ndim(i["x_dec"]) == 3 else -1),
+    # dim=0 itself: the batch of a batch's scores, the decoder tokens' of one sentence's
+    "softmax_wrong_axis:dim0": lambda **i: _cross(**i, axis=0),
     "no_softmax": lambda **i: _cross(**i, weights=False),
     # the keys made with w_query (a line copied from the queries')
     "projection_reused:keys_from_query": lambda **i: _cross(**i, keys_from_query=True),
@@ -1160,6 +1162,9 @@ SCALE_HINT = ("Your scores were not divided by √d_k. Divide them by the square
 LIBRARY_HINT = ("Your function calls a library's attention (`scaled_dot_product_attention` or a multi-head attention "
                 "layer). The TO-DO asks you to write {what} yourself, from matrix products{mask} and a softmax.")
 CROSS_HINTS = {
+    "softmax_wrong_axis:dim0": "Your softmax runs over dim 0: with a batch axis in front, (batch, n_q, n_k), that is "
+    "the batch, and each score is normalised across the sentences (for one sentence's (n_q, n_k) scores, the "
+    "decoder's tokens). Normalise over the last axis, the keys: dim=-1.",
     "softmax_wrong_axis:implicit": "Your softmax was given no dim. For 3-D scores, a batch of sentences, torch then "
     "takes dim 0, the batch, and normalises each score across the sentences (for one sentence's 2-D scores it takes "
     "the last axis, which is why it looked right there). Say which axis: dim=-1, the keys.",
