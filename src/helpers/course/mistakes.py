@@ -39,6 +39,10 @@ _ROWS = [
      "This step uses the raw dot products. Leave out the division by √d_k here."),
     ("transposed_scores", "K·Qᵀ instead of Q·Kᵀ",
      "You computed keys @ queries.T. Row i of the scores belongs to query i: use queries @ keys.T."),
+    ("symmetrised_scores", "scores made symmetric",
+     "Your scores are symmetric: score (i, j) equals score (j, i), as the average of queries @ keys.T and its "
+     "transpose gives, or one triangle computed and mirrored. The example's scores happen to be symmetric, but the "
+     "score of query i with key j, q_i · k_j, is not q_j · k_i in general: use queries @ keys.T as it is."),
     ("softmax_wrong_axis", "softmax over the wrong axis",
      "Your softmax normalised each column. Each query's row must sum to 1: use dim=-1 / axis=-1."),
     ("global_softmax", "softmax over the whole matrix",

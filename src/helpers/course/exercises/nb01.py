@@ -613,7 +613,16 @@ SCORES_MISTAKES = {
     "elementwise_product": lambda queries, keys, **_: {"attn_scores": queries * keys},
     "transposed_first_operand": lambda queries, keys, **_: {"attn_scores": queries.T @ keys},
     "keys_not_transposed": lambda queries, keys, **_: {"attn_scores": queries @ keys},
+    # made symmetric, as the example's scores are: averaged with the transpose, or one triangle mirrored
+    "symmetrised_scores": lambda queries, keys, **_: {"attn_scores": (queries @ keys.T + keys @ queries.T) / 2},
+    "symmetrised_scores:upper": lambda queries, keys, **_: {"attn_scores": _mirrored(queries @ keys.T)},
+    "symmetrised_scores:lower": lambda queries, keys, **_: {"attn_scores": _mirrored((queries @ keys.T).T).T},
 }
+
+
+def _mirrored(s: np.ndarray) -> np.ndarray:
+    """The upper triangle of ``s`` (the diagonal with it) mirrored onto the lower one."""
+    return np.triu(s) + np.triu(s, 1).T
 
 
 def _weights(fn):
