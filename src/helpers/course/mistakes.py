@@ -1088,6 +1088,10 @@ _PROCESS_ROWS = [
     ("gradient_divided_by_batch", "the gradient divided by the batch size",
      "Your steps are smaller than the learning rate says: the gradient is divided by the batch size (the loss "
      "divided by it before backward(), say). answer_loss is already a mean: call backward() on it as it is."),
+    ("gradient_times_batch", "the gradient multiplied by the batch size",
+     "Your steps are larger than the learning rate says: the gradient is multiplied by the batch size (the loss "
+     "multiplied by it before backward(), a summed loss). answer_loss is already the mean over the batch: call "
+     "backward() on it as it is."),
     ("accuracy_as_percent", "the accuracy as a percentage",
      "Your accuracy is 100 times the fraction of right guesses: a percentage. The step asks for the fraction, "
      "between 0 and 1: leave out the × 100 (a print can still show it as a percentage, with `:.1%`)."),

@@ -908,6 +908,8 @@ def _table_losses(probe_table, probe_tokens, probe_lr, how="right", loss="right"
             table = table - 2 * probe_lr * grad
         elif how == "per_batch":  # (loss / batch).backward()
             table = table - probe_lr * grad / tokens.shape[0]
+        elif how == "times_batch":  # (loss * batch).backward()
+            table = table - probe_lr * grad * tokens.shape[0]
         elif how == "accumulate":
             stored = stored + grad
             table = table - probe_lr * stored
@@ -939,6 +941,7 @@ TRAIN_MISTAKES = {
     "loss_after_update": _train_variant("after"),
     "update_doubled": _train_variant("doubled"),
     "gradient_divided_by_batch": _train_variant("per_batch"),
+    "gradient_times_batch": _train_variant("times_batch"),
     # a right step that trains on a wrong answer_loss (10.loss): the step is named by the loss's mistake
     **{code: _train_variant(loss=code) for code in LOSS_VARIANTS if code != "right"},
 }
