@@ -373,7 +373,8 @@ def _cached(q, k, v, *, mask="offset", how="inf", scale=True, axis=-1, offset=No
     t = n_k - m if offset is None else m if offset == "m" else int(offset)
     i, j = np.arange(m)[:, None], np.arange(n_k)[None, :]
     allowed = {"offset": j <= t + i, "from_zero": j <= i, "off_by_one": j < t + i, "sees_next": j <= t + i + 1,
-               "none": np.ones((m, n_k), bool), "inverted": j > t + i, "by_value": j <= t + i}[mask]
+               "none": np.ones((m, n_k), bool), "inverted": j > t + i, "by_value": j <= t + i,
+               "upper": (j < t) | (j >= t + i)}[mask]
     scores = _scores(q, k, scale)
     if mask == "by_value":  # the future zeroed (tril) and then every score equal to 0 hidden: a real 0 as well
         allowed = allowed & (scores != 0)
@@ -391,6 +392,8 @@ CACHED_MISTAKES = {
     "missing_causal_mask": lambda **i: _cached(**i, mask="none"),
     # the allowed triangle handed to masked_fill: what each query may see is hidden, the future shown
     "causal_mask_inverted": lambda **i: _cached(**i, mask="inverted"),
+    # the cache seen, and the new queries' own block as its upper triangle (`triu` where `tril` belongs)
+    "mask_wrong_triangle": lambda **i: _cached(**i, mask="upper"),
     "mask_with_zero": lambda **i: _cached(**i, how="zero"),
     "mask_after_softmax": lambda **i: _cached(**i, how="after"),
     "missing_scale": lambda **i: _cached(**i, scale=False),
@@ -1209,6 +1212,10 @@ TF_PADDED_HINTS = {
     "encoder token. Keep only the padding test in your tf.where condition.",
 }
 CACHED_HINTS = {
+    "mask_wrong_triangle": "Your mask shows the cache but takes the upper triangle of the new queries' own block "
+    "(`triu` where `tril` belongs): new query i then sees its own key and the later new ones, the future, and not the "
+    "earlier new ones. New query i sits at position t + i: it sees the whole cache and new keys 0 … i, the lower "
+    "triangle.",
     "not_as_asked:library_attention": LIBRARY_HINT.format(what="it", mask=", the mask of the new queries") + " "
     "Finding that mask is the step (the library's own mask for it comes right after).",
     "not_as_asked:not_with": "Your function takes the mask from the library ({names}): finding which cached keys each "
