@@ -285,6 +285,8 @@ PADDED_MISTAKES = {
     # with their scores left in the softmax (weight · 0): the hint names both
     "mask_after_softmax": lambda **i: _padded(**i, how="after"),
     "missing_scale": lambda **i: _padded(**i, scale=False),
+    # √d_k typed in as 2, the notebook's √4 (the random trials' keys are 2 to 5 wide)
+    "fixed_scale": lambda **i: _padded(**i, scale=2.0),
     "softmax_wrong_axis": lambda **i: _padded(**i, axis=-2),
     "padding_mask_one_length": lambda **i: _padded(**i, padding="shortest"),
 }
