@@ -111,7 +111,7 @@ VECTORISED_MISTAKES = {
 }
 
 
-def _running(scores, start=-np.inf, rescale=True, update_max=True, shift=True):
+def _running(scores, start=-np.inf, rescale=True, update_max=True, shift=True, total_type=float):
     """(m, total): the largest score and the sum of exp(score − m), so that softmax(s) = exp(s − m) / total,
     with switches for the catalogued mistakes. The right one runs online, keeping two numbers (so that
     the sample answer passes the memory probe too); for a wrong one the stream is read once (np.fromiter
@@ -122,15 +122,17 @@ def _running(scores, start=-np.inf, rescale=True, update_max=True, shift=True):
     - ``rescale=False``: each term measured against the running maximum of its own time, never rescaled;
     - ``update_max=False``: m frozen at the first score, total = Σ exp(s − s₀);
     - ``shift=False``: total = Σ exp(s), the maximum tracked but not used.
+
+    ``total_type``: the type the right one keeps its total in (``np.float32``: every term and rescaling rounded to it).
     """
     if start == -np.inf and rescale and update_max and shift:  # the right one: online, as the step asks
-        m, total = -math.inf, 0.0
+        m, total = -math.inf, total_type(0.0)
         for x in scores:
             x = float(x)
             if x > m:
-                total, m = total * math.exp(m - x), x
-            total += math.exp(x - m)
-        return np.array([m, total])
+                total, m = total * total_type(math.exp(m - x)), x
+            total += total_type(math.exp(x - m))
+        return np.array([m, float(total)])
     s = np.fromiter((float(x) for x in scores), dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         if not shift:
@@ -551,13 +553,8 @@ def _float32_total(answer, inputs) -> bool:
     scores = np.asarray(inputs["scores"], dtype=np.float64)
     if m != scores.max():
         return False
-    run, top = np.float32(0.0), -np.inf
-    for s in scores:
-        new = max(top, s)
-        run = run * np.float32(np.exp(top - new)) + np.float32(np.exp(s - new))
-        top = new
-    right = _running(scores)[1]
-    return bool(np.isclose(total, float(run), rtol=1e-6, atol=0.0) and not np.isclose(total, right, rtol=4e-6))
+    run, right = _running(scores, total_type=np.float32)[1], _running(scores)[1]
+    return bool(np.isclose(total, run, rtol=1e-6, atol=0.0) and not np.isclose(total, right, rtol=4e-6))
 
 
 def long_stream(rng):
