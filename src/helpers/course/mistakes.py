@@ -127,6 +127,12 @@ _ROWS = [
      "Your softmax raises 2 to the scores (`2 ** s`, `np.exp2`, `tf.pow(2.0, s)`) instead of e: that is the softmax "
      "of the scores times ln 2 ≈ 0.69, flatter than the right one. Use the exponential (np.exp, torch.exp, tf.exp), "
      "or the library's softmax."),
+    ("logsumexp_rounding", "a softmax as exp(s − logsumexp(s)) in float32, on large scores",
+     "Your softmax is exp(s − logsumexp(s)): right in exact arithmetic, and it never overflows. But in float32 the "
+     "log-sum-exp of large scores is rounded to the spacing of numbers that large (1/128 near 70 000), and that one "
+     "rounding moves every weight of the row by the same factor, up to a few percent. Subtract each row's maximum "
+     "first and exponentiate the differences, which are exact (the library's softmax does that), or call the "
+     "library's softmax."),
     ("global_max_rounding", "one maximum for the whole matrix subtracted before a softmax",
      "You subtracted one maximum for the whole matrix before the softmax. In exact arithmetic that changes nothing "
      "(the softmax subtracts each row's own maximum anyway), but in float32 a score minus a much larger maximum is "

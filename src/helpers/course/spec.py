@@ -1405,7 +1405,8 @@ def _double_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     if ex.kind != "function" or not isinstance(dtype, str) or dtype in ("float64", "double"):
         return None
     if ex.framework == "tensorflow":
-        how = ("a `tf.cast(…, tf.float32)`, or NumPy's float32 wrapped in a tensor", "`tf.cast(d, q.dtype)`")
+        how = ("a `tf.cast(…, tf.float32)`, NumPy's float32 wrapped in a tensor, or a Keras layer, which computes in "
+               "its own dtype policy's float32", "`tf.cast(d, q.dtype)`")
     else:
         how = ("a `.float()`, a `dtype=torch.float32`, or a tensor made in the default dtype (`torch.zeros(n, d)`) and "
                "filled", "`torch.zeros_like(…)` or `dtype=q.dtype`")
@@ -3296,6 +3297,10 @@ def _slack(ex: Exercise, code: str, inputs: Mapping[str, Any], wrong: Arrays) ->
             return None
         with np.errstate(invalid="ignore", over="ignore"):
             out[n] = np.nan_to_num(np.abs(moved[n].astype(float) - wrong[n].astype(float)), nan=0.0, posinf=0.0)
+        if out[n].ndim >= 1 and out[n].shape[-1] > 0:
+            # each entry, the largest of its row: the noise is one fixed pattern, and where it happens to be small
+            # at an entry, a rounding error elsewhere in the row (which moves the whole row of a softmax) is not
+            out[n] = np.maximum(out[n], out[n].max(axis=-1, keepdims=True))
     return out
 
 
@@ -3752,8 +3757,19 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
                        " Write every size with its own size name (n, d_model, d_k, d_v): another size's name that "
                        "is equal in this example, a size read off a tensor of the notebook, or digits typed in are "
                        "right only for the example's sizes." + note)
-    if fail0 is None and (sized := _sizes_problem(ex, plan, got0, trials[1:], note, record)):
+    if fail0 is None and (sized := _sizes_problem(ex, plan, got0, trials[1:], note, record)
+                          or _length_of_example(ex, plan, fails, note)):
         return sized
+    if fail0 is None and (unnamed := [n for n in record.get("reads_unused") or () if n in world0]) \
+            and (instead := record.get("upstream_named")):
+        # right here, wrong on other inputs, and the cell never names what the step starts from, but other names of
+        # the notebook that hold the same numbers here (another step's answer): the replay hands it other inputs
+        names, others = (", ".join(f"`{n}`" for n in group) for group in (unnamed, instead))
+        return _fail(ex, "not_computed_with",
+                     f"Right on this notebook's numbers, but not on other inputs: your cell never uses {names}, what "
+                     f"this step starts from; it computes from {others} instead, which "
+                     f"{'holds' if len(instead) == 1 else 'hold'} the same numbers only in this notebook. Compute it "
+                     f"from {names}.", note)
     if ex.module and isinstance(world0.get(ex.module), Mapping):  # the replays hand the cell other modules
         first = first.replace(" on other inputs", " on another module (other widths, one of its matrices frozen, "
                                                   "one more trainable matrix, in a submodule and in float64, that "
@@ -4212,6 +4228,34 @@ def _sizes_problem(ex: Exercise, plan: Plan, got0: Arrays, trials: Sequence[tupl
     return None
 
 
+def _length_of_example(ex: Exercise, plan: Plan, fails: Sequence[str | None], note: str = "") -> Outcome | None:
+    """Right on the example and on every other input whose axis ``k`` of an input has the example's length along it
+    (two at least), wrong on every one where it has another: the code counts on that length (a slice `[:4]` in a sum,
+    a loop over `range(4)`), though its answers have the right shapes."""
+    right = [i + 1 for i, f in enumerate(fails) if not f]
+    wrong = [i + 1 for i, f in enumerate(fails) if f]
+    if len(right) < 2 or not wrong or ex.kind != "value":
+        return None
+    notebook = plan.inputs[0]
+    for name in ex.reads:
+        given = notebook.get(name)
+        if not isinstance(given, np.ndarray):
+            continue
+        shapes = {i: np.shape(v) for i in right + wrong
+                  if isinstance(v := plan.inputs[i].get(name), np.ndarray) and v.ndim == given.ndim}
+        for k, length in enumerate(given.shape):
+            along = {i: shape[k] for i, shape in shapes.items()}
+            if all(along.get(i) == length for i in right) and all(along.get(i) not in (None, length) for i in wrong):
+                others = ", ".join(dict.fromkeys(str(along[i]) for i in wrong))
+                return _fail(ex, "example_sizes_only",
+                             f"Right on this notebook's numbers and on every other input where `{name}` has {length} "
+                             f"along axis {k}, as in the example, but wrong where it has {others}: somewhere your "
+                             f"code counts on that length ({length}): a slice or a loop made for it (`[:{length}]`, "
+                             f"`range({length})`), a number typed in, or a size taken from something that equals it "
+                             "only here. Take every size from the shapes of the inputs.", note)
+    return None
+
+
 def _keeps_length(ex: Exercise, name: str, axis: int, length: int,
                   trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> bool:
     """On every trial where axis ``axis`` of the right ``name`` is not ``length`` long (the example's), the answer's
@@ -4374,6 +4418,10 @@ def loud_future(inputs: dict[str, Any]) -> dict[str, Any]:
     exactly, in float32 too. Masked before the softmax (−∞), the loud key gets weight 0; a softmax over every key
     gives it all the weight, the visible keys underflow to 0, and zeroing the future afterwards and renormalising
     divides 0 by 0 (NaN) in that row: see :func:`future_masked_late`."""
+    return _future_louder_by(inputs, LOUD_FUTURE)
+
+
+def _future_louder_by(inputs: dict[str, Any], level: float) -> dict[str, Any]:
     q, k = np.array(inputs["q"], dtype=float), np.array(inputs["k"], dtype=float)
     t = k.shape[-2] - q.shape[-2]
     if q.shape[-2] < 2:
@@ -4382,11 +4430,32 @@ def loud_future(inputs: dict[str, Any]) -> dict[str, Any]:
     q[..., 0, 0] = 1.0
     q[..., 1:, 0] = 0.0
     k[..., t + 1, :] = k[..., t, :]
-    k[..., t + 1, 0] += LOUD_FUTURE * np.sqrt(q.shape[-1])
+    k[..., t + 1, 0] += level * np.sqrt(q.shape[-1])
+    return {**inputs, "q": q, "k": k}
+
+
+def far_louder_future(inputs: dict[str, Any]) -> dict[str, Any]:
+    """An edge trial like :func:`loud_future`'s, for the second new query (which sees two keys or more), its next key
+    2²⁰ (about a million) above its own. A softmax shifted
+    by a maximum taken over every key, hidden ones too, before the mask, then the library's softmax (which shifts by
+    the visible maximum again): nothing overflows or turns NaN, but float32 rounds each visible score minus that
+    maximum to the spacing of numbers near a million (1/16), and the row's weights move by percents. Masked first,
+    the hidden key changes nothing."""
+    q, k = np.array(inputs["q"], dtype=float), np.array(inputs["k"], dtype=float)
+    t = k.shape[-2] - q.shape[-2]
+    if q.shape[-2] < 3:
+        return dict(inputs)
+    # the second new query (it sees two keys at least: its own and the one before) along the first axis alone
+    q[..., 1, :] = 0.0
+    q[..., 1, 0] = 1.0
+    q[..., [0, *range(2, q.shape[-2])], 0] = 0.0
+    k[..., t + 2, :] = k[..., t + 1, :]
+    k[..., t + 2, 0] += 2.0**20 * np.sqrt(q.shape[-1])
     return {**inputs, "q": q, "k": k}
 
 
 loud_future.loud_scores = True  # (see make_plan's "loud_trials")
+far_louder_future.loud_scores = True
 
 
 def future_masked_late(reference: Callable[..., Any]) -> Callable[[Arrays, Mapping[str, Any]], bool]:
@@ -4491,6 +4560,76 @@ def far_below_x(x: str = "x", w_query: str = "w_query", w_key: str = "w_key",
 
     edge.of_first_trial = True
     return edge
+
+
+def decades_x(x: str = "x", w_query: str = "w_query", w_key: str = "w_key",
+              n: int = 14) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """An edge trial made from the first random trial of a self-attention of ``x``: ``n`` tokens, 1, 2, … ``n`` times
+    its first token, and the query weights scaled so that the first row's scaled scores step down by ln 10 from key to
+    key: its weights are 1, 0.1, 0.01, … down to 1e-13 (an exact ladder, whatever the draw; the other rows are
+    steeper). A threshold that sets the small weights to 0 (below 1e-6, 1e-8) changes that row by far more than the
+    tolerance; the largest score, n² ln 10 (451 for 14), stays below exp's limit in float64."""
+    def edge(first: dict[str, Any]) -> dict[str, Any]:
+        xa, wq = np.asarray(first[x], dtype=float), np.asarray(first[w_query], dtype=float)
+        if xa.ndim != 2:
+            return first
+        tokens = np.arange(1.0, n + 1.0)[:, None] * xa[:1]
+        g = float(projected_scores(xa[:1], wq, first[w_key])[0, 0])
+        if not np.isfinite(g) or abs(g) < 1e-6:
+            return first
+        return {**first, x: tokens, w_query: wq * (np.log(10.0) / g)}
+
+    edge.of_first_trial = True
+    return edge
+
+
+def faint_loud_value(q: str = "q", k: str = "k", v: str = "v") -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """An edge trial made from the first random trial: the first query weighs the second key about 1e-8 (its scaled
+    score 18.4 below the first key's; every other key 120 below), and that key's value is 10⁸ along the first axis
+    (0 elsewhere), so the faint weight adds about 1 to the first output, far above float32's rounding; the other
+    queries do not see the keys' first entry, and weigh the loud value as they would any other. A threshold that
+    sets weights below 1e-7 (or any above 1e-8) to 0 drops it; a right softmax keeps it."""
+    def edge(first: dict[str, Any]) -> dict[str, Any]:
+        qa, ka, va = (np.array(first[n], dtype=float) for n in (q, k, v))
+        if qa.ndim != 2 or ka.shape[-2] < 2 or qa.shape[-1] < 1:
+            return first
+        d = qa.shape[-1]
+        qa[:, 0] = 0.0  # (the other queries blind to the keys' first entry: they weigh the keys as drawn)
+        qa[0] = 0.0
+        qa[0, 0] = np.sqrt(d)  # its scaled score with key j: k[j, 0]
+        ka[:, 0] = -100.0
+        ka[0, 0], ka[1, 0] = 20.0, 20.0 - np.log(1e8)
+        va[1] = 0.0  # the loud value along the first axis alone: no other output entry sums it away to near 0
+        va[1, 0] = 1e8
+        return {**first, q: qa, k: ka, v: va}
+
+    edge.of_first_trial = True
+    return edge
+
+
+def weights_zeroed_sign(weights: Callable[..., np.ndarray], values: Callable[..., np.ndarray], rtol: float = 1e-4,
+                        atol: float = 1e-5) -> Callable[[Arrays, Mapping[str, Any]], bool]:
+    """A sign of ``small_values_zeroed`` for an attention's output: the answer is ``weights(**inputs)`` with the
+    entries below a threshold (1e-2 … 1e-12) set to 0 (each row divided by its new sum, or not), times
+    ``values(**inputs)``, and not the right output."""
+    def sign(answer: Arrays, inputs: Mapping[str, Any]) -> bool:
+        if len(answer) != 1:
+            return False
+        (got,) = (np.asarray(a, dtype=np.float64) for a in answer.values())
+        w = np.asarray(weights(**inputs), dtype=np.float64)
+        vals = np.asarray(values(**inputs), dtype=np.float64)
+        right = w @ vals
+        if got.shape != right.shape or not np.isfinite(got).all() or np.allclose(got, right, rtol=rtol, atol=atol):
+            return False
+        with np.errstate(invalid="ignore", divide="ignore"):  # (a row wholly below the threshold: 0 / 0)
+            for t in 10.0 ** -np.arange(2, 13):
+                kept = np.where(w < t, 0.0, w)
+                if any(np.allclose(got, c @ vals, rtol=rtol, atol=atol)
+                       for c in (kept, kept / kept.sum(axis=-1, keepdims=True))):
+                    return True
+        return False
+
+    return sign
 
 
 def long_batch(first: dict[str, Any], n_q: int, n_k: int, tag: int,
@@ -4716,6 +4855,43 @@ def global_rounding_sign(reference: Callable[..., Any],
             return False
         off = float(np.max(np.abs(got - want), initial=0.0))
         return off > 0 and float(np.max(np.abs(got - alt), initial=0.0)) <= 0.25 * off
+
+    return sign
+
+
+def logsumexp_sign(reference: Callable[..., Any], scores: Callable[..., np.ndarray],
+                   axis: Callable[..., int] | int = -1) -> Callable[[Arrays, Mapping[str, Any]], bool]:
+    """A sign of ``logsumexp_rounding``: a softmax as exp(s − logsumexp(s)) in float32, whose log-sum-exp is rounded
+    to float32's spacing near it. Every wrong row (along the softmax's ``axis``; a function of the inputs, or a
+    number) is the right row times one factor, whose logarithm is within two of float32's steps of that row's
+    log-sum-exp (``scores(**inputs)`` the scores the softmax is taken of), and that step is 2⁻¹³ or more (a
+    log-sum-exp of 1 024 or more: no other rounding of a right float32 softmax comes near it); every other row is
+    right."""
+    def sign(answer: Arrays, inputs: Mapping[str, Any]) -> bool:
+        if (pair := _answer_and_reference(answer, reference, inputs)) is None:
+            return False
+        got, want = pair
+        s = np.asarray(scores(**inputs), dtype=np.float64)
+        if got.shape != want.shape or got.shape != s.shape or got.ndim < 1 or not np.isfinite(got).all() \
+                or not np.isfinite(want).all() or not np.isfinite(s).all():
+            return False
+        k = int(axis(**inputs) if callable(axis) else axis)
+        got, want, s = (np.moveaxis(a, k, -1).reshape(-1, a.shape[k]) for a in (got, want, s))
+        wrong = ~np.isclose(got, want, rtol=1e-4, atol=1e-6).all(axis=-1)
+        if not wrong.any():
+            return False
+        with np.errstate(divide="ignore", invalid="ignore"):
+            top = s.max(axis=-1)
+            lse = top + np.log(np.exp(s - top[:, None]).sum(axis=-1))
+            for i in np.flatnonzero(wrong):
+                keep = want[i] > 1e-6  # the factor, read where the right weights are not tiny
+                if not keep.any() or (got[i][~keep] > 1e-5).any():
+                    return False
+                ratio = np.log(got[i][keep] / want[i][keep])
+                step = float(np.spacing(np.float32(abs(lse[i]))))
+                if step < 2.0 ** -13 or np.ptp(ratio) > 1e-4 + 1e-3 * step or np.abs(ratio).max() > 2.0 * step:
+                    return False
+        return True
 
     return sign
 

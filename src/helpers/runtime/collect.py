@@ -278,7 +278,13 @@ def student_frame_line(exc: BaseException) -> str:
     f = frames[-1]
     if f.line and f.line.strip().startswith("raise "):
         return ""  # a deliberate `raise` (often of code the notebook gives): its message says it all
-    return f" (line {f.lineno}: `{f.line.strip()}`)" if f.line else f" (line {f.lineno})"
+    where = f"line {f.lineno}: `{f.line.strip()}`" if f.line else f"line {f.lineno}"
+    if len(frames) > 1 and f.name != "<module>" and frames[-2].name != f.name:
+        # inside another function of the notebook's (one the notebook gives, say), called from the student's: both
+        caller = frames[-2]
+        call = f": `{caller.line.strip()}`" if caller.line else ""
+        where += f", in `{f.name}`, called from line {caller.lineno}{call}"
+    return f" ({where})"
 
 
 def _raising_line_binds(exc: BaseException, source: str | None) -> list[str]:

@@ -26,7 +26,15 @@ from ..reference import (
     sum_normalise,
 )
 from ..roles import ROLES, mix_ups
-from ..spec import Exercise, global_rounding_sign, global_shift_sign, overflow_sign, register, upstream_of
+from ..spec import (
+    Exercise,
+    global_rounding_sign,
+    global_shift_sign,
+    logsumexp_sign,
+    overflow_sign,
+    register,
+    upstream_of,
+)
 
 NOTEBOOK = "01_illustrated_self_attention"
 SEED = "000_6403dcf444e40cb5.txt"  # every number it prints must appear in the stored outputs
@@ -900,7 +908,8 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
               signs={"unstable_softmax": overflow_sign(ref_softmax, scores_of, 88.0),
                      "global_max_subtraction": global_shift_sign(ref_softmax, scores_of, 87.0),
                      "global_max_rounding": global_rounding_sign(
-                         ref_softmax, lambda attn_scores, **_: global_shift_float32(attn_scores))},
+                         ref_softmax, lambda attn_scores, **_: global_shift_float32(attn_scores)),
+                     "logsumexp_rounding": logsumexp_sign(ref_softmax, scores_of)},
               **own),
         # numbers with seven decimals too: values sent through float16 show (the other replays' halves are exact in it)
         # and small numbers: outputs set to 0 below a threshold show

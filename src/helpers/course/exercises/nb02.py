@@ -352,6 +352,21 @@ def negative_sum(first: dict) -> dict:
 
 negative_sum.of_first_trial = True
 
+
+def tiny_sum(first: dict) -> dict:
+    """An edge trial from the first random one: its scores on a grid of sixteenths, the last one set so that they add
+    up to exactly 2⁻¹⁴ (about 6e-5), every partial sum exact in float32 whatever the order. The right weights are
+    the scores times 2¹⁴; a small number added to the sum "for safety" (1e-6) moves every weight by about 2 %."""
+    s = np.round(np.asarray(first["attn_scores_2"], dtype=float) * 16.0) / 16.0
+    s = np.clip(s, -200.0, 200.0)
+    if s.size < 2:
+        return first
+    s[-1] = 2.0**-14 - float(s[:-1].sum())
+    return {**first, "attn_scores_2": s}
+
+
+tiny_sum.of_first_trial = True
+
 NEAR_LIMIT = 85.0  # exp(85) still fits in float32 (up to about 88.7): only a clamp shows here (PAST_LIMIT: overflow)
 
 
@@ -968,7 +983,8 @@ PART_1 = [
            }),
     _value("02.weights_2_sum", "Weights by dividing by the sum", ("attn_weights_2_sum",),
            _one("attn_weights_2_sum", lambda attn_scores_2, **_: sum_normalise(attn_scores_2)),
-           reads=("attn_scores_2",), dtype="float32", edge=(small_scores, negative_sum),
+           # and scores that add up to 2⁻¹⁴: a small number added to the sum shows
+           reads=("attn_scores_2",), dtype="float32", edge=(small_scores, negative_sum, tiny_sum),
            mistakes={"softmax_instead_of_sum": _one("attn_weights_2_sum",
                                                     lambda attn_scores_2, **_: softmax(attn_scores_2)),
                      "abs_sum_normalisation": _one("attn_weights_2_sum", lambda attn_scores_2, **_:

@@ -39,6 +39,7 @@ from ..spec import (
     Exercise,
     global_rounding_sign,
     global_shift_sign,
+    logsumexp_sign,
     loud_token,
     more_rows,
     one_row,
@@ -908,7 +909,9 @@ register(
                  apart_rows),  # and rows 2²⁰ apart: one maximum of the whole matrix subtracted first shows
            signs={"unstable_softmax": overflow_sign(ref_softmax_along, nb01.scores_of, 88.0),
                   "global_max_subtraction": global_shift_sign(ref_softmax_along, nb01.scores_of, 87.0),
-                  "global_max_rounding": global_rounding_sign(ref_softmax_along, _global_shift_along)}),
+                  "global_max_rounding": global_rounding_sign(ref_softmax_along, _global_shift_along),
+                  "logsumexp_rounding": logsumexp_sign(ref_softmax_along, nb01.scores_of,
+                                                       lambda softmax_axis, **_: int(softmax_axis))}),
     _predict_shape("predict_weighted", "Prediction: the shape of the weighted values", "weighted_shape",
                    ref_weighted_shape, PREDICT_WEIGHTED_MISTAKES),
     _value("weighted_values", "The weighted values, by broadcasting", ("weighted_values",), ref_weighted_values,

@@ -51,6 +51,7 @@ from ..reference import (
 from ..roles import ROLES, mix_ups
 from ..spec import (
     Exercise,
+    faint_loud_value,
     global_rounding_sign,
     global_shift_sign,
     large_scores,
@@ -63,6 +64,7 @@ from ..spec import (
     sum_overflow_hint,
     sum_overflow_sign,
     upstream_of,
+    weights_zeroed_sign,
     zero_row,
 )
 from . import nb01
@@ -461,6 +463,8 @@ WEIGHTS_MISTAKES = {
         "attn_weights": softmax(_f(attn_scores) / np.sqrt(np.shape(values)[-1]))},
     # √4 typed in, or √n (keys.shape[0], the number of words: 4 in every world)
     "fixed_scale": lambda attn_scores, **_: {"attn_weights": softmax(_f(attn_scores) / 2.0)},
+    # √n, the number of words (keys.shape[0]): √4 = 2 on a sentence of 4 words, told apart on one of 6
+    "fixed_scale:n": lambda attn_scores, keys, **_: {"attn_weights": softmax(_f(attn_scores) / np.sqrt(len(keys)))},
     # √d_model: x.shape[1], or the rows of w_key
     "scale_by_d_model": lambda attn_scores, x, **_: {
         "attn_weights": softmax(_f(attn_scores) / np.sqrt(np.shape(x)[-1]))},
@@ -905,6 +909,8 @@ WEIGHTS_HINTS = {
     "first axis, which counts the words: n = 4, like d_k here), or a square root cut to a whole number by int() "
     "(int(√5) is 2 as well). d_k is the width of a key, the last axis of `keys`: tf.shape(keys)[-1], and its "
     "square root stays a float.",
+    "fixed_scale:n": "You divided by √n, the square root of keys.shape[0]: the first axis, which counts the words "
+    "(4 here, like d_k). d_k is the width of a key, the last axis of `keys`: tf.shape(keys)[-1].",
     "scale_by_d_model": "You divided by √d_model, the width of x (or the rows of w_key). The scores are dot "
     "products of queries and keys, so divide by √d_k, the width of a key: the last axis of `keys`. Here both "
     "are 4; in general they differ.",
@@ -1185,9 +1191,20 @@ def six_words(inputs: dict) -> dict:
 
 def six_words_np(inputs: dict) -> dict:
     """An edge replay of the NumPy step with a sentence of 6 words (the two new ones as :func:`_levels` makes them):
-    sums over the example's 4 keys (`e[:, :4]`) show."""
+    sums over the example's 4 keys (`e[:, :4]`) show. The fifth word repeats the features of the word whose key tops
+    the first row without a spread (c_i = 0), so that its key weighs as much as the top one there: at least a fifth of
+    that row (random new words may weigh next to nothing). And the words' first feature (BIG) reaches the values'
+    first entry here, 1 for 1: every output's first entry is then about BIG, so a wrong sum shows even when the random
+    features' values are all 0 (a world 3 features wide can draw them so)."""
     x = _six_words(inputs["x_np"], levels=True)
-    out = _numpy_world_of(inputs, x, inputs["w_query_np"], inputs["w_key_np"], inputs["w_value_np"])
+    wq, wk = np.asarray(inputs["w_query_np"], dtype=np.float64), np.asarray(inputs["w_key_np"], dtype=np.float64)
+    wv = np.array(inputs["w_value_np"], dtype=np.float64)
+    soft = np.flatnonzero(x[:4, 1] == 0)
+    if soft.size and x.shape[-1] > 2:
+        top = int(np.argmax((x[soft[0]] @ wq) @ (x[:4] @ wk).T))
+        x[4, 2:] = x[top, 2:]
+    wv[0, 0] = 1.0
+    out = _numpy_world_of(inputs, x, wq, wk, wv)
     return out | _tensorflow_results_of(inputs, len(x), x)  # (of 6 words as well)
 
 
@@ -1728,7 +1745,11 @@ def _exercises() -> list[Exercise]:
             reference=ref_scaled_attention,
             native=native_scaled_attention,
             mistakes=FN_MISTAKES,
-            hints={**FN_HINTS, "unstable_softmax:sum": sum_overflow_hint("float32")},
+            hints={**FN_HINTS, "unstable_softmax:sum": sum_overflow_hint("float32"),
+                   "small_values_zeroed": "Your function sets the small attention weights to 0 (below a threshold, "
+                   "after the softmax). A weight of 1e-8 on a value of 10⁸ adds 1 to the output, and it is gone; the "
+                   "rows no longer sum to 1 either, and the zeroed weights get no gradient. Keep every weight the "
+                   "softmax gives: a small weight is still a weight."},
             notebook=NOTEBOOK,
             framework="tensorflow",
             dtype="float32",
@@ -1742,8 +1763,11 @@ def _exercises() -> list[Exercise]:
                   first_query_far_below, zero_in_first_key, long_words,  # and 100 words: tiles of 64 show
                   second_key_loudest, second_key_past_int32,  # and 200 000 on key 1: 0.999 of the maximum, or
                   # `s[:, ::2]`'s, shows; and 3·10⁹: a maximum cast to int32 shows
-                  large_scores(top=88.4, second=1.0)),  # and two scores of 88.4: each exp fits float32, the sum not
-            signs={"unstable_softmax": overflow_sign(ref_scaled_attention, _qk_scores, 88.0),  # float32
+                  large_scores(top=88.4, second=1.0),  # and two scores of 88.4: each exp fits float32, the sum not
+                  faint_loud_value()),  # and a weight of 1e-8 on a value of 10⁸: weights set to 0 below 1e-7 show
+            signs={"small_values_zeroed": weights_zeroed_sign(lambda q, k, v: softmax(scaled_scores(q, k)),
+                                                             lambda q, k, v: v),
+                   "unstable_softmax": overflow_sign(ref_scaled_attention, _qk_scores, 88.0),  # float32
                    "unstable_softmax:sum": sum_overflow_sign(ref_scaled_attention, _qk_scores, "float32"),
                    "global_max_subtraction": global_shift_sign(ref_scaled_attention, _qk_scores, 87.0),
                    "global_max_rounding": global_rounding_sign(

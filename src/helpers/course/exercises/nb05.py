@@ -33,6 +33,7 @@ from ..reference import (
 from ..roles import mix_ups
 from ..spec import (
     Exercise,
+    decades_x,
     far_below_x,
     large_scores,
     loud_token,
@@ -561,6 +562,27 @@ def _xw_scores(x, w_query, w_key, **_):
     return projected_scores(x, w_query, w_key)
 
 
+def _attention_weights_zeroed(answer, inputs) -> bool:
+    """A sign of ``small_values_zeroed`` for the whole self-attention: the answer is the output of the weights whose
+    entries below a threshold (1e-2 … 1e-12) are set to 0 after the softmax, with or without each row divided by its
+    new sum; and it differs from the right one (by more than rounding)."""
+    x = np.asarray(inputs["x"], dtype=np.float64)
+    if (got := np.asarray(next(iter(answer.values())), dtype=np.float64)).ndim != 2 or x.ndim != 2:
+        return False
+    weights = softmax(_xw_scores(**inputs))
+    values = x @ np.asarray(inputs["w_value"], dtype=np.float64)
+    right = weights @ values
+    if got.shape != right.shape or np.allclose(got, right, rtol=1e-10, atol=1e-13):
+        return False
+    for t in 10.0 ** -np.arange(2, 13):
+        kept = np.where(weights < t, 0.0, weights)
+        with np.errstate(invalid="ignore", divide="ignore"):  # (a row wholly below the threshold: 0 / 0)
+            if any(np.allclose(got, w @ values, rtol=1e-9, atol=1e-13)
+                   for w in (kept, kept / kept.sum(axis=-1, keepdims=True))):
+                return True
+    return False
+
+
 def _sqrt_width(x):
     return float(np.sqrt(x.shape[-1]))
 
@@ -585,6 +607,8 @@ WEIGHTS_MISTAKES = {
     # √4 whatever the keys: √n (the 4 tokens, k.shape[0], len(tokens)) or a 2 typed in, which a sentence of 4
     # tokens cannot tell apart
     "fixed_scale": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key, scale=2.0),
+    # √n, the number of tokens (k.shape[0], len(x)): told apart from √4 where a replay has another number of them
+    "fixed_scale:n": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key, scale=float(np.sqrt(len(x)))),
     # a softmax written out again in the cell: the row sums or the row maxima without keepdims, or one sum for all
     "missing_keepdim": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key, normalise=_sum_no_keepdim),
     "max_without_keepdim": lambda x, w_query, w_key, **_: _weights_from(x, w_query, w_key,
@@ -951,6 +975,9 @@ register(
                   "fixed_scale": "You divided by 2 whatever the keys: √4, the square root of the number of tokens "
                   "(k.shape[0], len(tokens)), or a 2 typed in. The scaling is about the width of one key: divide by "
                   "√d_k, with d_k = k.shape[-1] (3 here).",
+                  "fixed_scale:n": "You divided by √n, the square root of the number of tokens (k.shape[0], "
+                  "len(tokens): 4 here). The scaling is about the width of one key: divide by √d_k, with d_k = "
+                  "k.shape[-1] (3 here), the last axis of the keys.",
                   "missing_keepdim": "Your row sums lost their axis: a (4,) vector, which NumPy lines up with the "
                   "columns, so entry (i, j) was divided by the sum of row j. Keep the axis (keepdims=True), or "
                   "rather call your `softmax` of Part 4, as the step asks."}),
@@ -972,11 +999,14 @@ register(
               zero_row("x"), far_below_x(), more_rows("x", 100), loud_token(n=600), repeated_row("x"),
               # and a row's two largest scores alike just below exp's limit (their sum past it: a softmax written out
               # gives 0s there, no NaN); and a row from −1 600 to 1 600 (a shift by its middle overflows)
-              large_scores(x="x", top=709.4, second=1.0), large_scores(x="x", top=1600.0, second=-1.0)),
+              large_scores(x="x", top=709.4, second=1.0), large_scores(x="x", top=1600.0, second=-1.0),
+              # and a row of weights 1, 0.1, … 1e-13 (whatever the draw): a threshold on the small ones shows
+              decades_x()),
         # and a token of zeros (masked as padding, it shows); and 100 tokens: a local window, or tiles of 64 keys not
         # rescaled, show; and 600 tokens, the last one loud: tiles of 512 keys not rescaled show whatever the draw
         signs={"unstable_softmax": overflow_sign(ref_self_attention, _xw_scores, 709.0),  # float64
-               "unstable_softmax:sum": sum_overflow_sign(ref_self_attention, _xw_scores, "float64")},
+               "unstable_softmax:sum": sum_overflow_sign(ref_self_attention, _xw_scores, "float64"),
+               "small_values_zeroed": _attention_weights_zeroed},
         # float64 all the way: the outputs are right to far more than 1e-6, so weights below 1e-6 set to 0 inside,
         # or a constant added to every exponential, show on every draw
         rtol=1e-8, atol=1e-12,
@@ -985,6 +1015,10 @@ register(
         depends_on=("05.softmax",),
         hints={
             "unstable_softmax:sum": sum_overflow_hint("float64"),
+            "small_values_zeroed": "Your function sets the small attention weights to 0 (below a threshold, after "
+            "the softmax): a query's faint weight on a key no longer counts, and on a row of weights from 1 down to "
+            "1e-13 the outputs move by far more than double precision allows. Keep every weight the softmax gives: "
+            "a small weight is still a weight.",
             "unstable_softmax": "On some rows your function returns NaN, the very bug Part 4 fixed: np.exp of a "
             "score more than 709 above what you subtracted overflows to inf (inf / inf is NaN), and if what you "
             "subtract lies far above a row's scores (0, or a maximum clamped at 0, on a row far below 0), every "

@@ -23,6 +23,7 @@ from ..spec import (
     Exercise,
     Probe,
     batch_of_one,
+    far_louder_future,
     future_masked_late,
     long_batch,
     loud_future,
@@ -614,8 +615,28 @@ def _only(answer):
     return value
 
 
+def _shifted_by_hidden(answer, inputs) -> bool:
+    """A sign of ``global_max_rounding`` in causal attention: the answer is wrong only in rows whose hidden keys score
+    2¹⁸ or more above every key the query sees (:func:`spec.far_louder_future`'s trial), where a maximum taken over
+    every key and subtracted before the mask leaves float32 only sixteenths of the visible scores; at least one such
+    row is wrong, and every other row is right."""
+    (got,) = (np.asarray(a, dtype=np.float64) for a in answer.values())
+    want = ref_causal(**inputs)
+    if got.shape != want.shape or not np.isfinite(got).all():
+        return False
+    q, k = np.asarray(inputs["q"], dtype=np.float64), np.asarray(inputs["k"], dtype=np.float64)
+    s = causal_scores(q, k)
+    seen = np.tril(np.ones(s.shape[-2:], dtype=bool), k.shape[-2] - q.shape[-2])
+    with np.errstate(invalid="ignore"):
+        gap = np.where(seen, -np.inf, s).max(axis=-1) - np.where(seen, s, -np.inf).max(axis=-1)
+    wrong = ~np.isclose(got, want, rtol=1e-4, atol=1e-5).all(axis=-1)
+    loud = gap >= 2.0**18
+    return bool(wrong.any() and not (wrong & ~loud).any())
+
+
 CAUSAL_SIGNS = {"mask_by_value": _masked_by_value, "unstable_softmax": _unshifted,
-                "mask_fill_too_small": _causal_fill_leaks, "future_masked_late": future_masked_late(ref_causal)}
+                "mask_fill_too_small": _causal_fill_leaks, "future_masked_late": future_masked_late(ref_causal),
+                "global_max_rounding": _shifted_by_hidden}
 
 
 def _causal_scaled(inputs, scale):
@@ -1229,6 +1250,10 @@ def _causal_hints(framework: str) -> dict:
         f"row. The keys' axis is the last one: {axis}=-1. ({axis}=1 is the keys' axis of (seq, seq) scores only; "
         "with a batch axis in front, (batch, seq, seq), it is the queries'.)",
         "missing_scale": SCALE_HINT,
+        "global_max_rounding": "You subtracted each row's maximum over every key, the hidden future ones too, before "
+        "the mask. Nothing overflows, but when a hidden key scores far above the visible ones (here about a million "
+        "above), float32 rounds each visible score minus that maximum to the spacing of numbers that large, and the "
+        "weights move by percents. Mask first: the softmax then subtracts the maximum of what the query sees.",
         "mask_wrong_triangle": "You hid the past instead of the future. Query i may look at keys j ≤ i: hide the "
         "positions above the diagonal, keep the lower triangle"
         + (" (torch.triu(…, diagonal=1) is the part to hide)." if torch_ else "."),
@@ -1303,8 +1328,9 @@ def _exercises() -> list[Exercise]:
               # larger: a weight of 1e-9 left on the future shows
               # and scores of about 1e-6 (the queries times 2⁻²⁰): a fill relative to the scores (−100 · max |s|)
               # is then about 0, and the hidden keys get weight
+              # and a hidden key 2²⁰ above the visible one: a maximum over every key, subtracted before the mask, rounds
               "edge": (causal_edge, far_below, loud_future, long_sequence, loud_pair, loud_past, many_sentences,
-                       loud_last_value, first_far, QUIET_QUERIES), "signs": CAUSAL_SIGNS,
+                       loud_last_value, first_far, QUIET_QUERIES, far_louder_future), "signs": CAUSAL_SIGNS,
               "explains": scale_explains(CAUSAL_OTHER_SCALE)}
     mha = {"inputs": mha_inputs, "reference": ref_mha, "mistakes": MHA_MISTAKES, "atol": 1e-5,
            "edge": loud_head,  # one head's scores 150, the others' a few units: a max over the heads shows

@@ -471,12 +471,13 @@ def long_sentence(inputs: dict) -> dict:
 
 
 def very_long_sentence(first: dict) -> dict:
-    """An edge trial from the first random one: a sentence of 300 tokens, as wide, and a table of 304 positions:
-    positions kept in int8 or uint8 (which wrap at 128 and 256, and then read rows from the table's end) show. From a
-    generator seeded by the first trial's width."""
+    """An edge trial from the first random one: a sentence of 2 100 tokens, as wide, and a table of 2 104 positions:
+    positions kept in int8 or uint8 (which wrap at 128 and 256, and then read rows from the table's end), or counted
+    in float16 or bfloat16 (whole numbers exact only up to 2 048 and 256) show. From a generator seeded by the first
+    trial's width."""
     d = np.shape(first["x"])[-1]
     rng = np.random.default_rng([d, 300])
-    return {**first, "x": rng.normal(size=(300, d)), "table": rng.normal(size=(304, d))}
+    return {**first, "x": rng.normal(size=(2100, d)), "table": rng.normal(size=(2104, d))}
 
 
 very_long_sentence.of_first_trial = True
@@ -495,7 +496,42 @@ LEARNED_MISTAKES = {
     "embeddings_scaled": lambda x, table: x * np.sqrt(x.shape[-1]) + table[: x.shape[-2]],
     "positions_reversed": lambda x, table: x + table[: x.shape[-2]][::-1],
 }
+def _bfloat16(a: np.ndarray) -> np.ndarray:
+    """float32 numbers rounded to bfloat16 (to nearest, ties to even: 8 bits of mantissa), back as float32."""
+    bits = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def _positions_narrowed(answer, inputs) -> bool:
+    """A sign of ``wrong_dtype:positions`` for the learned table: the answer is the token vectors plus the rows of
+    positions that went through float16 or bfloat16 (whole numbers exact only up to 2 048 and 256), or int8 or
+    uint8 (which wrap at 128 and 256: a negative row counts from the table's end), and not the right answer."""
+    (got,) = (np.asarray(a, dtype=np.float64) for a in answer.values())
+    x, table = np.asarray(inputs["x"], dtype=np.float64), np.asarray(inputs["table"], dtype=np.float64)
+    n = x.shape[-2]
+    right = x + table[:n]
+    if got.shape != right.shape or np.allclose(got, right, rtol=1e-4, atol=1e-5):
+        return False
+    count = np.arange(n, dtype=np.float64)
+    forms = [count.astype(np.int8), count.astype(np.uint8)]
+    for narrow, top in ((lambda a: a.astype(np.float16).astype(np.float64), 2048),
+                        (lambda a: _bfloat16(a).astype(np.float64), 256)):
+        # the count rounded; one counted from 1 (a running sum of ones, rounded as it goes), then 1 taken off in that
+        # type; and a running sum kept in that type, which sticks where adding 1 rounds away
+        forms += [narrow(count), narrow(narrow(count + 1) - 1), np.minimum(count, top - 1)]
+    for rows in (np.asarray(f).astype(np.int64) for f in forms):
+        if rows.min() >= -len(table) and rows.max() < len(table) \
+                and np.allclose(got, x + table[rows], rtol=1e-4, atol=1e-5):
+            return True
+    return False
+
+
 LEARNED_HINTS = {
+    "wrong_dtype:positions": "Your positions went through a narrow type on the way: float16 holds whole numbers "
+    "exactly only up to 2 048 (bfloat16 only up to 256), and int8 or uint8 wrap at 128 or 256, so from there on "
+    "tokens read the wrong rows of the table. Count positions with integers of full width (`torch.arange(n)`, "
+    "int64).",
     "positions_reversed": "Your positions run backwards: the first token got row n − 1 of the table. Token t takes "
     "row t: the first n rows, in order.",
     "embeddings_scaled": "You multiplied the token vectors by √d_model before adding the positions (as the original "
@@ -672,6 +708,14 @@ ROPE_ATTENTION_MISTAKES = {
         rope(queries, positions), rope(keys, positions), values, order="kq"),
     "softmax_wrong_axis": lambda queries, keys, values, positions, **_: _rope_attention_with(
         rope(queries, positions), rope(keys, positions), values, axis=0),
+    # positions counted from 1: each token turned one step too far (the scores, which depend on offsets, unchanged)
+    "positions_from_one": lambda queries, keys, values, positions, **_: _rope_attention_with(
+        rope(queries, np.asarray(positions) + 1), rope(keys, np.asarray(positions) + 1), values),
+    # the weights mix the keys (as they are, or turned) instead of the values
+    "swapped_projections": lambda queries, keys, values, positions, **_: _rope_attention_with(
+        rope(queries, positions), rope(keys, positions), keys),
+    "swapped_projections:turned": lambda queries, keys, values, positions, **_: _rope_attention_with(
+        rope(queries, positions), rope(keys, positions), rope(keys, positions)),
 }
 
 
@@ -748,6 +792,7 @@ def _exercises() -> list[Exercise]:
             inputs=learned_inputs, reference=ref_learned, mistakes=LEARNED_MISTAKES, hints=LEARNED_HINTS,
             # and a token whose vector is all zeros (it still has a position: a table added only to the others shows)
             dtype="float32", edge=(long_sentence, very_long_sentence, zero_row("x"), square_table),
+            signs={"wrong_dtype:positions": _positions_narrowed},
             keeps_grad=True,  # the table is trained: its gradient must reach it (no .detach())
             **fn,
         ),
@@ -771,7 +816,13 @@ def _exercises() -> list[Exercise]:
             explains=scale_explains(ROPE_OTHER_SCALE),
             # "written yourself as in part 1": the library's fused function is what the cell compares with
             how={"library_attention": False},
-            hints={"not_as_asked:library_attention": "Your cell calls a library's attention "
+            hints={"positions_from_one": "Your queries and keys are turned as if the first token stood at "
+                   "position 1. The first token is at position 0, where RoPE turns nothing. (Your outputs come out "
+                   "right all the same: the scores depend only on how far apart two positions are.)",
+                   "swapped_projections": "Your weights mix the keys, not the values: each output is a weighted "
+                   "sum of the values (`weights @ values`). The rotation turns the queries and keys only; the values "
+                   "stay as they are.",
+                   "not_as_asked:library_attention": "Your cell calls a library's attention "
                    "(`scaled_dot_product_attention`). This step asks you to write the attention on the rotated "
                    "queries and keys yourself, as in part 1 (scores, softmax, weighted values): the library's "
                    "version is what the cell compares yours with."},
