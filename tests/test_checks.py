@@ -220,6 +220,18 @@ def test_a_cell_that_recomputes_an_earlier_step_is_still_right():
     assert judge(ex, ns, cell=cell).status == "pass"
 
 
+@pytest.mark.parametrize("factor, code", [("(1 - 1e-4)", "stray_factor"), ("(1 + 3e-5)", "stray_factor"),
+                                          ("1", None)])
+def test_a_right_answer_times_a_stray_constant_is_named_though_within_tolerance(factor, code):
+    torch = pytest.importorskip("torch")
+    ex = spec.get("01.softmax")
+    ns = answer_namespace(ex, None, "torch") | {"torch": torch}
+    cell = f"attn_weights = torch.softmax(attn_scores, dim=-1) * {factor}"
+    exec(cell, ns)
+    outcome = judge(ex, ns, cell=cell)
+    assert (outcome.status, outcome.diagnosis) == (("fail", code) if code else ("pass", None)), outcome.message
+
+
 def test_changing_an_input_in_place_is_named():
     torch = pytest.importorskip("torch")
     ex = spec.get("01.softmax")

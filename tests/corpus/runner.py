@@ -277,6 +277,9 @@ def run_notebook(notebook: str, attempts: list[Attempt], timeout: int = 300) -> 
                     | deleted_names(source)
                 if "mutates_input" in str(a.diagnosis):  # changed in place: whatever it names
                     stray |= mentioned_names(source)
+                if code == "mutates_input":  # and the variables the check says were changed (a function's argument
+                    # changed in place changes the notebook's variable handed to it: `keep_draw` for `keep`)
+                    stray |= set(re.findall(r"`(\w+)`", message))
                 elif written := sorted(inplace_targets(before + "\n" + source)):
                     # what it wrote into in place (`x[1].zero_()`, `w += …`), where that is an array or a tensor of
                     # the notebook's (a model is trained by later cells, which restoring its defining cell skips)

@@ -487,9 +487,16 @@ _ROWS = [
      "Every new token gets position 0: its position embedding is counted within the one-token input instead of "
      "within the whole sequence. Token t is at position t (the number of tokens already in the cache)."),
     ("cache_missing_kv_factor", "the cache counted without its values (no factor 2)",
-     "The cache holds two tensors per layer, the keys and the values: multiply by 2."),
+     "Your count is half the cache: it holds two tensors per layer, the keys and the values, so the count needs a "
+     "factor 2 (left out, or divided away again)."),
     ("cache_missing_layers", "the cache of one layer only",
      "Every layer keeps its own keys and values: multiply by the number of layers."),
+    ("cache_missing_heads", "the cache of one head only",
+     "Every head keeps its own keys and values, each d_head numbers wide: multiply by the number of heads (a "
+     "token's key in all heads together is num_heads · d_head = d_model numbers)."),
+    ("cache_heads_twice", "the heads counted twice",
+     "Your count has the heads in it twice: num_heads · d_head is already a token's whole width, d_model. Multiply "
+     "d_head by num_heads, or use d_model, not both."),
     ("cache_counted_in_numbers", "the cache counted in numbers, not bytes",
      "You counted the numbers in the cache, not their bytes: multiply by the bytes of one number (4 in float32, "
      "2 in float16)."),
@@ -648,6 +655,11 @@ _ROWS = [
      "output that uses them."),
     # --- notebook 05 (fix)
     # scale_by_d_v: catalogued under notebook 04 (the same misconception)
+    ("sum_unshifted", "each row's maximum subtracted in the numerator, not in the sum",
+     "You subtracted each row's maximum before exp() in the numerator, but the sum you divide by adds the "
+     "exponentials of the raw scores: every weight comes out multiplied by exp(−max), so the rows no longer sum to "
+     "1, and that sum overflows (weights 0) or underflows to 0 (weights inf) wherever exp of the raw scores does. "
+     "Compute e = exp(s − max) once and divide it by its own row sum."),
     ("shifted_by_min", "each row's minimum subtracted instead of its maximum",
      "You subtracted each row's minimum. Any number per row cancels in the softmax, but only the maximum keeps "
      "exp() safe: after subtracting the minimum, a row whose scores span more than about 709 still overflows to "
@@ -818,6 +830,9 @@ _PROPERTY_ROWS = [
      "Your count adds a parameter twice when two submodules share it (tied weights): counting over each module's "
      "own parameters, or over every name, meets it once per name. `module.parameters()` yields each parameter "
      "once."),
+    ("stray_factor", "the right numbers times a constant",
+     "Your numbers are the right ones times one constant, on every input: a small difference, but a factor that no "
+     "right computation has (a leftover `* (1 - 1e-4)`, an epsilon folded into a scale). Find it and take it out."),
     ("example_sizes_only", "right only for the example's sizes",
      "Your code gives the right numbers on the notebook's example but not on inputs of other sizes: somewhere it "
      "relies on the example's sizes. Typical causes: a number typed in (a size, a count, an index), a slice, a loop "
@@ -935,8 +950,9 @@ _PROCESS_ROWS = [
      "with the same keep give different outputs. Use the draw it is given, on the attention weights; make one "
      "of your own only when keep is None."),
     ("dropout_draw_shared", "one dropout draw shared by the whole batch (or by the heads, or the queries)",
-     "Your own dropout draw (keep=None) is the same for every sequence of the batch: a draw of shape (1, …) "
-     "broadcast over the batch axis, or one number for everything. Each attention weight of each sequence needs "
+     "Your own dropout draw (keep=None) is the same for every sequence of the batch: a draw smaller than the "
+     "weights (of shape (1, …), one number per key, or one for everything) broadcast over the batch axis, and "
+     "perhaps over the heads and queries too. Each attention weight of each sequence needs "
      "its own draw: draw the keep-mask with the full shape of the weights (torch.rand_like(attn_weights))."),
     ("reseeded_each_call", "the random generator seeded at every call",
      "Your code sets the random seed (torch.manual_seed, or a generator seeded on the spot) every time it runs, "

@@ -62,6 +62,16 @@ def exp_float32(x: Any) -> np.ndarray:
         return np.where(x > 88.7228, np.inf, np.where(x < -103.972, 0.0, np.exp(np.minimum(x, 88.7228))))
 
 
+def sum_unshifted(scores: np.ndarray, float32: bool = False) -> np.ndarray:
+    """Each row's maximum subtracted in the numerator only: exp(s − m) / Σ exp(s), the right weights times exp(−m),
+    and the sum overflows (weights 0) or underflows (inf) where the raw scores' exponentials do (float32's range
+    with ``float32``)."""
+    s = np.asarray(scores, dtype=np.float64)
+    exp = exp_float32 if float32 else np.exp
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        return exp(s - s.max(axis=-1, keepdims=True)) / exp(s).sum(axis=-1, keepdims=True)
+
+
 def max_without_keepdim(scores: np.ndarray) -> np.ndarray:
     """The row maxima kept as an (n,) vector, which lines up with the columns: entry (i, j) shifted by the
     maximum of row j, which the row sums (with their axis) do not cancel (the exact numbers, as a softmax of the

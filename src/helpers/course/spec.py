@@ -250,7 +250,8 @@ class Exercise:
         if self.kind not in ("value", "function"):
             raise ValueError(f"{self.id}: kind must be 'value' or 'function'")
         unknown = ({code_of(m) for m in (*self.mistakes, *self.signs)} | {h.split(":")[0] for h in self.hints}
-                   | set(self.raises.values()) | {b.code for b in self.budgets} | set(self.explains)) - set(MISTAKES)
+                   | set(self.raises.values()) | {code_of(b.code) for b in self.budgets}
+                   | set(self.explains)) - set(MISTAKES)
         if unknown:
             raise ValueError(f"{self.id}: unknown mistake codes {sorted(unknown)}")
         if self.kind == "function" and len(self.answers) != 1:
@@ -1437,6 +1438,12 @@ def _dtype_carried(ex: Exercise, facts: Mapping[str, Any], name: str, dtype: str
 _HALF_PRECISION = {"bfloat16": (1e-1, 5e-2), "float16": (2e-2, 1e-2)}  # rtol, atol of a result computed in it
 
 
+def _past_half(inputs: Mapping[str, Any]) -> bool:
+    """Does some float array of these inputs hold a number beyond float16's largest (65 504)?"""
+    return any(isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.size and float(np.nanmax(np.abs(v))) > 65504
+               for v in inputs.values())
+
+
 def _low_precision_problem(ex: Exercise, record: Mapping[str, Any],
                            trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> Outcome | None:
     """A wrong answer that is the right one to the precision of a half-precision float (float16, bfloat16) it has
@@ -1455,6 +1462,8 @@ def _low_precision_problem(ex: Exercise, record: Mapping[str, Any],
     rtol, atol = _HALF_PRECISION[half]
     if half == "float16" and len(finite := _finite_trials(trials)) >= 2:
         trials = finite  # (float16 overflows past 65 504: inf, and NaN after it, where a trial's scores reach that)
+    if half == "float16" and len(held := [(got, inputs) for got, inputs in trials if not _past_half(inputs)]) >= 2:
+        trials = held  # (and a trial whose inputs float16 cannot hold, a value of 10⁸, says nothing of its digits)
     for got, inputs in trials:
         try:
             want = ex.expected(inputs)
@@ -3593,6 +3602,13 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
         except Exception:
             local = None
         if local is not None and _compare(ex, got0, local) is None:
+            # right numbers from the student's own inputs, but what the code is besides its numbers (its gradients,
+            # its parameters, how many rows it projects) is judged as for an answer right on the notebook's inputs
+            for problem in (_module_problem(ex, record), _forward_params_problem(ex, record),
+                            _parameters_problem(ex, record), _grad_problem(ex, record),
+                            _budget_problem(ex, plan, record), _module_probe_problem(ex, plan, record)):
+                if problem is not None:
+                    return dataclasses.replace(problem, message=problem.message + _upstream_note(ex, wrong_up))
             owners = [f"`{n}`" + (f" ({o.id})" if (o := producer(ex, n)) else "") for n in wrong_up]
             return Outcome(
                 ex.id, "carried", ex.points, ex.points,
@@ -3760,16 +3776,6 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
     if fail0 is None and (sized := _sizes_problem(ex, plan, got0, trials[1:], note, record)
                           or _length_of_example(ex, plan, fails, note)):
         return sized
-    if fail0 is None and (unnamed := [n for n in record.get("reads_unused") or () if n in world0]) \
-            and (instead := record.get("upstream_named")):
-        # right here, wrong on other inputs, and the cell never names what the step starts from, but other names of
-        # the notebook that hold the same numbers here (another step's answer): the replay hands it other inputs
-        names, others = (", ".join(f"`{n}`" for n in group) for group in (unnamed, instead))
-        return _fail(ex, "not_computed_with",
-                     f"Right on this notebook's numbers, but not on other inputs: your cell never uses {names}, what "
-                     f"this step starts from; it computes from {others} instead, which "
-                     f"{'holds' if len(instead) == 1 else 'hold'} the same numbers only in this notebook. Compute it "
-                     f"from {names}.", note)
     if ex.module and isinstance(world0.get(ex.module), Mapping):  # the replays hand the cell other modules
         first = first.replace(" on other inputs", " on another module (other widths, one of its matrices frozen, "
                                                   "one more trainable matrix, in a submodule and in float64, that "
@@ -4022,6 +4028,8 @@ def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
     with warnings.catch_warnings():  # the check's own arithmetic (a mean of a row of NaN, say) prints nothing
         warnings.simplefilter("ignore")
         outcome = _evaluate(ex, plan, record)
+        if outcome.status == "pass" and (factor := _stray_factor(ex, plan, record)):
+            return factor
     if outcome.status != "fail" or ex.framework not in ("torch", None):
         return outcome
     if record.get("default_dtype") and not record.get("default_dtype_own"):
@@ -4043,6 +4051,51 @@ def evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
             "since keeps track of them. Turn them back on with `torch.set_grad_enabled(True)`, then run this cell "
             "again.)"))
     return outcome
+
+
+def _stray_factor(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome | None:
+    """An answer within the tolerance that is, on every trial, the right one times the same constant c, with
+    |c − 1| ≥ 2e-5: on three trials or more nine in ten of the entries' ratios lie within a quarter of |c − 1| of c
+    (rounding scatters a right float32 answer's ratios around 1; it does not move them all by one factor), and on no
+    trial does the ratios' median stray from c by more than a fifth of |c − 1|. (Ratios only where the right entry
+    is above a thousandth of its trial's largest: near 0, rounding moves a ratio far.)"""
+    if ex.predicts or (ex.dtype is not None and not ex.dtype.startswith("float")):
+        return None
+    answers = record.get("answers") or []
+    medians, tight = [], 0
+    for got, inputs in zip(answers, plan.inputs):
+        try:
+            want = ex.expected(inputs)
+            pairs = [(np.asarray(got[n], dtype=np.float64), np.asarray(want[n], dtype=np.float64))
+                     for n in ex.answers]
+        except Exception:  # noqa: BLE001 — an answer that is not numbers: nothing to measure
+            return None
+        ratios = []
+        for g, w in pairs:
+            if g.shape != w.shape or not (np.isfinite(g).all() and np.isfinite(w).all()) or not w.size \
+                    or not all(np.asarray(got[n]).dtype.kind == "f" for n in ex.answers):
+                return None
+            big = np.abs(w) > 1e-3 * float(np.abs(w).max()) if np.abs(w).max() > 0 else np.zeros(w.shape, bool)
+            ratios.append(g[big] / w[big])
+        r = np.concatenate(ratios) if ratios else np.empty(0)
+        if r.size < 2:
+            continue
+        medians.append((float(np.median(r)), r))
+    if len(medians) < 3:
+        return None
+    c = float(np.median([m for m, _ in medians]))
+    off = abs(c - 1.0)
+    if off < 2e-5:
+        return None
+    for m, r in medians:
+        if abs(m - c) > 0.2 * off:
+            return None
+        tight += bool(np.quantile(np.abs(r - c), 0.9) <= 0.25 * off)
+    if tight < 3:
+        return None
+    return _fail(ex, "stray_factor", f"Your numbers are the right ones times {c:.7g}, on every input: a small "
+                                     "difference, but no right computation has that factor (a leftover "
+                                     "`* (1 - 1e-4)`, a constant typed in slightly off). Find it and take it out.")
 
 
 def _evaluate(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outcome:
@@ -4460,23 +4513,26 @@ far_louder_future.loud_scores = True
 
 def future_masked_late(reference: Callable[..., Any]) -> Callable[[Arrays, Mapping[str, Any]], bool]:
     """The sign of a causal softmax taken over every key, the future zeroed after it and each row renormalised (or
-    the maximum taken over every key before the exponentials): on :func:`loud_future`'s trial, the first query's row
-    is NaN (0/0), every other row right."""
+    the maximum taken over every key before the exponentials): on a trial where a hidden key scores far above the
+    keys a query sees (:func:`loud_future`'s, :func:`far_louder_future`'s), that query's row is NaN (0/0: every
+    exponential it keeps underflowed), and every row whose hidden keys stay within 80 of what it sees is right."""
     def sign(answer: Arrays, inputs: Mapping[str, Any]) -> bool:
         q, k = np.asarray(inputs["q"], dtype=np.float64), np.asarray(inputs["k"], dtype=np.float64)
-        t = k.shape[-2] - q.shape[-2]
         if q.shape[-2] < 2:
-            return False
-        s = (q[..., 0, :] * (k[..., t + 1, :] - k[..., t, :])).sum(-1) / np.sqrt(q.shape[-1])
-        if not np.all(s > LOUD_FUTURE - 1.0):
             return False
         (got,) = answer.values()
         got = np.asarray(got, dtype=np.float64)
         want = np.asarray(reference(**inputs), dtype=np.float64)
         if got.shape != want.shape:
             return False
-        return bool(np.isnan(got[..., 0, :]).all() and np.allclose(got[..., 1:, :], want[..., 1:, :], rtol=1e-4,
-                                                                     atol=1e-5))
+        scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+        seen = np.tril(np.ones(scores.shape[-2:], dtype=bool), k.shape[-2] - q.shape[-2])
+        gap = np.where(seen, -np.inf, scores).max(axis=-1) - np.where(seen, scores, -np.inf).max(axis=-1)
+        if got.shape[:-1] != gap.shape:
+            return False
+        far, near = gap > 110.0, gap < 80.0
+        return bool(far.any() and np.isnan(got[far]).all()
+                    and np.allclose(got[near], want[near], rtol=1e-4, atol=1e-5))
 
     return sign
 

@@ -124,6 +124,15 @@ def mentioned_names(source: str) -> set[str]:
     return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
 
 
+def attribute_names(source: str) -> set[str]:
+    """Every attribute a cell reaches anywhere in it (``nn.Transformer.generate_square_subsequent_mask(n)`` reaches
+    ``Transformer`` and ``generate_square_subsequent_mask``)."""
+    tree = _parse(source)
+    if tree is None:
+        return set()
+    return {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+
+
 def deleted_names(source: str) -> set[str]:
     """The names a cell deletes at its top level (``del x_seq``; not a ``del`` inside a function, nor of an item or
     an attribute, ``del d[k]``)."""

@@ -48,6 +48,7 @@ from ..convert import AnswerError, NotDone, framework_of, to_array
 from .cells import (
     _parse,
     assigned_names,
+    attribute_names,
     called_names,
     code_features,
     computed_from,
@@ -2824,7 +2825,9 @@ def _function_record(plan: Mapping[str, Any], namespace: Mapping[str, Any], hist
         mentioned = mentioned_names(own)
         record["unused"] = sorted(set(plan.get("computed_with") or ()) - mentioned)
         reached = _packages_reached(fn)
-        record["forbidden"] = sorted(set(plan.get("not_with") or ()) & (mentioned | set(reached)))
+        # a library's helper reached as an attribute counts too (`nn.Transformer.generate_square_subsequent_mask`)
+        record["forbidden"] = sorted(set(plan.get("not_with") or ()) & (mentioned | attribute_names(own)
+                                                                         | set(reached)))
         record["forbidden_via"] = {p: via for p, via in reached.items() if p in record["forbidden"] and via
                                    and p not in mentioned}
     mutated: set[str] = set()

@@ -24,6 +24,7 @@ from ..reference import (
     max_without_keepdim_float32,
     softmax,
     sum_normalise,
+    sum_unshifted,
 )
 from ..roles import ROLES, mix_ups
 from ..spec import (
@@ -610,6 +611,10 @@ def ref_scores(queries, keys, **_):
     return {"attn_scores": queries @ keys.T}
 
 
+NO_SCALE_D_MODEL = ("You divided the scores by √d_model, the square root of the inputs' width. This step uses "
+                    "the raw dot products, with no scaling; and where attention is scaled (later notebooks), it is by "
+                    "√d_k, the width of the keys, not of the inputs.")
+
 SCORES_MISTAKES = {
     "transposed_scores": lambda queries, keys, **_: {"attn_scores": keys @ queries.T},
     "unexpected_scale": lambda queries, keys, **_: {"attn_scores": queries @ keys.T / np.sqrt(keys.shape[-1])},
@@ -617,6 +622,10 @@ SCORES_MISTAKES = {
     # the notebook's d_k, 3, typed in (the replays' keys have other widths)
     "unexpected_scale:typed": lambda queries, keys, **_: {"attn_scores": queries @ keys.T / np.sqrt(3.0)},
     "scale_by_d:typed": lambda queries, keys, **_: {"attn_scores": queries @ keys.T / 3.0},
+    # √d_model, the inputs' width (the notebook's `d_model` where it has one, else x's; 4 in 01 and 03)
+    "unexpected_scale:d_model": lambda queries, keys, d_model=None, x=None, **_: {
+        "attn_scores": queries @ keys.T / np.sqrt(float(d_model if d_model is not None
+                                                        else np.shape(x)[-1] if x is not None else 4))},
     "elementwise_with_transpose": lambda queries, keys, **_: {"attn_scores": queries * keys.T},
     "elementwise_product": lambda queries, keys, **_: {"attn_scores": queries * keys},
     "transposed_first_operand": lambda queries, keys, **_: {"attn_scores": queries.T @ keys},
@@ -649,6 +658,7 @@ SOFTMAX_MISTAKES = {
     "missing_keepdim": _weights(lambda s, **_: _no_keepdim(s)),
     "max_without_keepdim": _weights(lambda s, **_: max_without_keepdim(s)),
     "max_wrong_axis": _weights(lambda s, **_: max_of_columns(s)),
+    "sum_unshifted": _weights(lambda s, **_: sum_unshifted(s, float32=True)),
     # written out (`exp(s - m) / sum`) in float32: overflows where the shifted scores pass 88.7
     "max_without_keepdim:float32": _weights(lambda s, **_: max_without_keepdim_float32(s)),
     "global_softmax": _weights(lambda s, **_: global_softmax(s)),
@@ -757,6 +767,7 @@ def _hints(framework: str) -> dict[str, dict[str, str]]:
         "scores": {
             "elementwise_product": product,
             "unexpected_scale": _NO_SCALE,
+            "unexpected_scale:d_model": NO_SCALE_D_MODEL,
             "scale_by_d": _NO_SCALE_D,
             "transposed_scores": f"Row i of the scores must belong to query i: {qk} (you have keys against "
             "queries). The notebook's own scores happen to be symmetric and hide this; other inputs do not.",

@@ -675,6 +675,7 @@ HINTS = {
     },
     "scores": {
         "unexpected_scale": _NO_SCALE,
+        "unexpected_scale:d_model": nb01.NO_SCALE_D_MODEL,
         "scale_by_d": _NO_SCALE_D,
         "transposed_scores": "Row i of the scores must belong to query i: you have keys against queries. The "
         "example's scores happen to be symmetric and hide this; other inputs do not.",

@@ -28,6 +28,7 @@ from ..reference import (
     sigmoid,
     softmax,
     sum_normalise,
+    sum_unshifted,
     unstable_softmax,
 )
 from ..roles import mix_ups
@@ -518,6 +519,7 @@ SOFTMAX_MISTAKES = {
     "max_wrong_axis": _max_of_columns,
     "shifted_by_min": _shifted_by_min,
     "shifted_by_mean": _shifted_by_mean,
+    "sum_unshifted": lambda scores: sum_unshifted(scores),
     "global_max_subtraction": _global_max,
     "sum_without_axis": one_sum,
     "sum_wrong_axis": _sums_of_columns,

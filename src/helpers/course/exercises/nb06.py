@@ -631,12 +631,48 @@ def _shifted_by_hidden(answer, inputs) -> bool:
         gap = np.where(seen, -np.inf, s).max(axis=-1) - np.where(seen, s, -np.inf).max(axis=-1)
     wrong = ~np.isclose(got, want, rtol=1e-4, atol=1e-5).all(axis=-1)
     loud = gap >= 2.0**18
-    return bool(wrong.any() and not (wrong & ~loud).any())
+    if not wrong.any() or (wrong & ~loud).any():
+        return False
+    # and each wrong row a mix of the values its query sees (a hidden key that leaks in is another mistake)
+    v = np.asarray(inputs["v"], dtype=np.float64)
+    if v.ndim != s.ndim:
+        return False
+    for index in zip(*np.nonzero(wrong)):
+        keys_v = v[index[:-1]][seen[index[-1]]]  # the values of the keys this query sees: (visible keys, d_v)
+        if keys_v.shape[0] > keys_v.shape[1]:
+            return False  # more visible keys than value entries: any row is such a mix
+        mix, *_ = np.linalg.lstsq(keys_v.T, got[index], rcond=None)
+        if np.abs(keys_v.T @ mix - got[index]).max() > 1e-3 * (np.abs(got[index]).max() + 1e-3) \
+                or abs(mix.sum() - 1.0) > 1e-2:
+            return False
+    return True
+
+
+def _hidden_wins(answer, inputs) -> bool:
+    """A sign of ``mask_fill_too_small:added``: the answer is wrong only in rows whose hidden keys score 2¹⁸ or more
+    above every key the query sees, and each of those rows is the value of its loudest hidden key: a finite number
+    added to the hidden scores (−1e4) leaves such a key on top."""
+    (got,) = (np.asarray(a, dtype=np.float64) for a in answer.values())
+    want = ref_causal(**inputs)
+    if got.shape != want.shape or not np.isfinite(got).all():
+        return False
+    q, k = np.asarray(inputs["q"], dtype=np.float64), np.asarray(inputs["k"], dtype=np.float64)
+    v = np.asarray(inputs["v"], dtype=np.float64)
+    s = causal_scores(q, k)
+    seen = np.tril(np.ones(s.shape[-2:], dtype=bool), k.shape[-2] - q.shape[-2])
+    hidden = np.where(seen, -np.inf, s)
+    gap = hidden.max(axis=-1) - np.where(seen, s, -np.inf).max(axis=-1)
+    wrong = ~np.isclose(got, want, rtol=1e-4, atol=1e-5).all(axis=-1)
+    if v.ndim != s.ndim or not wrong.any() or (wrong & (gap < 2.0**18)).any():
+        return False
+    top = np.argmax(hidden, axis=-1)  # (…, queries)
+    leaked = np.take_along_axis(v, top[..., None], axis=-2)  # the loudest hidden key's value, per query
+    return bool(np.allclose(got[wrong], leaked[wrong], rtol=1e-3, atol=1e-4))
 
 
 CAUSAL_SIGNS = {"mask_by_value": _masked_by_value, "unstable_softmax": _unshifted,
                 "mask_fill_too_small": _causal_fill_leaks, "future_masked_late": future_masked_late(ref_causal),
-                "global_max_rounding": _shifted_by_hidden}
+                "global_max_rounding": _shifted_by_hidden, "mask_fill_too_small:added": _hidden_wins}
 
 
 def _causal_scaled(inputs, scale):
@@ -1250,6 +1286,10 @@ def _causal_hints(framework: str) -> dict:
         f"row. The keys' axis is the last one: {axis}=-1. ({axis}=1 is the keys' axis of (seq, seq) scores only; "
         "with a batch axis in front, (batch, seq, seq), it is the queries'.)",
         "missing_scale": SCALE_HINT,
+        "mask_fill_too_small:added": "Your mask adds a finite number to the hidden scores: that moves them down from "
+        "where they are, so a hidden key that scores far above the visible ones (here about a million above) still "
+        "comes out on top, and the query takes nearly all of its value from the future. Replace the hidden scores "
+        "instead (a fill of −∞, or of a number below any score), or add −∞.",
         "global_max_rounding": "You subtracted each row's maximum over every key, the hidden future ones too, before "
         "the mask. Nothing overflows, but when a hidden key scores far above the visible ones (here about a million "
         "above), float32 rounds each visible score minus that maximum to the spacing of numbers that large, and the "

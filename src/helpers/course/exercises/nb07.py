@@ -390,6 +390,7 @@ def _last_tile_dropped(q, k, v, block_size):
 CAUSAL_MISTAKES = {
     "missing_scale": lambda q, k, v, block_size: _causal(q, k, v, block_size, scale=1.0),
     "scale_multiplied": lambda q, k, v, block_size: _causal(q, k, v, block_size, scale=1.0 / np.sqrt(q.shape[-1])),
+    "scale_by_d_v": lambda q, k, v, block_size: _causal(q, k, v, block_size, scale=np.sqrt(np.shape(v)[-1])),
     MISSING_RESCALE: lambda q, k, v, block_size: _blockwise(q, k, v, block_size, allowed=lambda i, j: j <= i,
                                                             rescale_total=False, rescale_acc=False),
     "acc_not_rescaled": lambda q, k, v, block_size: _blockwise(q, k, v, block_size, allowed=lambda i, j: j <= i,

@@ -392,6 +392,9 @@ CACHED_MISTAKES = {
     "cache_mask_off_by_one": lambda **i: _cached(**i, mask="off_by_one"),
     "cache_mask_sees_next": lambda **i: _cached(**i, mask="sees_next"),
     "missing_causal_mask": lambda **i: _cached(**i, mask="none"),
+    # a mask only when nothing is cached (m == n_k), none once keys are cached: the new queries see each other's future
+    "missing_causal_mask:cached": lambda **i: _cached(**i, mask="none" if np.shape(i["k"])[-2] > np.shape(i["q"])[-2]
+                                                      else "offset"),
     # the allowed triangle handed to masked_fill: what each query may see is hidden, the future shown
     "causal_mask_inverted": lambda **i: _cached(**i, mask="inverted"),
     # the cache seen, and the new queries' own block as its upper triangle (`triu` where `tril` belongs)
@@ -876,7 +879,7 @@ DECODE_READS = ("x_seq", "pos_table", "w_query", "w_key", "w_value")
 
 
 def _decode(x_seq, pos_table, w_query, w_key, w_value, *, positions="own", sees="past", empty="nan", scale=True,
-            swap_kv=False, query=None, unplaced=(), **_):
+            swap_kv=False, query=None, unplaced=(), reuse=None, **_):
     """``{"decoded": …}``: token t's output when the tokens are fed one at a time; the keywords make the
     wrong variants (which positions the tokens get, which cached keys each one sees, what a token that
     sees no key gets)."""
@@ -888,6 +891,11 @@ def _decode(x_seq, pos_table, w_query, w_key, w_value, *, positions="own", sees=
         q, k, v = _projected(x_seq, pos_table, w_query, w_key, w_value, pos)
     if swap_kv:
         k, v = v, k
+    if reuse is not None:  # a line copied without changing its matrix: ("value", "w_key") makes the values with w_key
+        role, weight = reuse
+        h = x_seq + pos_table[np.arange(n)]
+        made = h @ {"w_query": w_query, "w_key": w_key, "w_value": w_value}[weight]
+        k, v = (made, v) if role == "key" else (k, made)
     if query == "next":  # the query alone one position late (t + 1)
         q = (x_seq + pos_table[np.arange(n) + 1]) @ w_query
     elif query == "none":  # the query alone without its position
@@ -923,6 +931,8 @@ DECODE_MISTAKES = {
     "positions_not_added:keys": lambda **names: _decode(**names, unplaced=("keys",)),
     "positions_not_added:values": lambda **names: _decode(**names, unplaced=("values",)),
     "swapped_projections": lambda **names: _decode(**names, swap_kv=True),
+    "projection_reused:value_with_key": lambda **names: _decode(**names, reuse=("value", "w_key")),
+    "projection_reused:key_with_query": lambda **names: _decode(**names, reuse=("key", "w_query")),
     "missing_scale": lambda **names: _decode(**names, scale=False),
     # every row NaN in a fresh world, whichever of full_out, queries, keys or values was read
     "copied_answer": lambda full_out, **_: {"decoded": full_out},
@@ -957,6 +967,7 @@ def _one_token_per_step(weight: str):
 DECODE_BUDGETS = (*(RowBudget(w, lambda names: 2 * names["x_seq"].shape[0], "no_cache") for w in ("w_key", "w_value")),
                   *(RowBudget(w, lambda names: names["x_seq"].shape[0] - 1, "projected_ahead", first=True)
                     for w in ("w_key", "w_value")),
+                  RowBudget("w_query", lambda names: names["x_seq"].shape[0] - 1, "projected_ahead:query", first=True),
                   *(RowBudget(w, lambda names: 1, "tokens_in_chunks", sizes=_one_token_per_step(w))
                     for w in ("w_key", "w_value", "w_query")))
 
@@ -993,6 +1004,10 @@ CACHE_BYTES_MISTAKES = {
         2 * num_layers * num_heads * (n + 1) * d_head * bytes_per_number,
     "cache_extra_layer": lambda num_layers, num_heads, n, d_head, bytes_per_number:
         2 * (num_layers + 1) * num_heads * n * d_head * bytes_per_number,
+    "cache_missing_heads": lambda num_layers, num_heads, n, d_head, bytes_per_number:
+        2 * num_layers * n * d_head * bytes_per_number,
+    "cache_heads_twice": lambda num_layers, num_heads, n, d_head, bytes_per_number:
+        2 * num_layers * num_heads * num_heads * n * d_head * bytes_per_number,
     "cache_heads_for_layers": lambda num_layers, num_heads, n, d_head, bytes_per_number:
         2 * num_heads * num_heads * n * d_head * bytes_per_number,
 }
@@ -1214,6 +1229,10 @@ TF_PADDED_HINTS = {
     "encoder token. Keep only the padding test in your tf.where condition.",
 }
 CACHED_HINTS = {
+    "missing_causal_mask:cached": "Your function hides the future only when nothing is cached (as many keys as "
+    "queries); once keys are cached it hides nothing, so each new query sees the new tokens after it too. The mask "
+    "is needed whatever the cache holds: new query i sits at position t + i and sees keys j ≤ t + i, the whole "
+    "cache and the new ones up to itself.",
     "mask_wrong_triangle": "Your mask shows the cache but takes the upper triangle of the new queries' own block "
     "(`triu` where `tril` belongs): new query i then sees its own key and the later new ones, the future, and not the "
     "earlier new ones. New query i sits at position t + i: it sees the whole cache and new keys 0 … i, the lower "
@@ -1233,6 +1252,13 @@ CACHED_HINTS = {
     "weights over the keys must sum to 1: softmax over the last axis (dim=-1).",
 }
 DECODE_HINTS = {
+    "projection_reused:value_with_key": "Your cached values are made with w_key (a line copied from the keys' "
+    "without changing its matrix): each new token's value is (x_seq[t] + pos_table[t]) @ w_value.",
+    "projection_reused:key_with_query": "Your cached keys are made with w_query (a line copied from the query's "
+    "without changing its matrix): each new token's key is (x_seq[t] + pos_table[t]) @ w_key.",
+    "projected_ahead:query": "Your numbers are right, but your loop starts from the queries of the whole sequence, "
+    "projected before any token was fed in: a decoder does not have the later tokens yet. Inside the loop, make "
+    "each token's query from the token that has just arrived, x_seq[t] + pos_table[t], as you do its key and value.",
     "positions_not_added:keys": "Your cached keys are made from the tokens alone, without their position "
     "embeddings (the query has its own): each new token's key must come from the same x + pos row as its query, "
     "(x_seq[t] + pos_table[t]) @ w_key, before it goes into the cache.",
@@ -1352,7 +1378,8 @@ def _exercises() -> list[Exercise]:
                        loud_future, _past_limit("q", _qk, last_row=True), _far_below_first_query, _long_cache,
                        _prefill,  # and nothing cached yet: a mask skipped when t = 0 shows
                        _fill_far(_cached_seen)),  # and −1e6 against the future at 0: a fill of −1e4 shows
-                 not_with=("causal_lower_right", "causal_upper_left", "CausalBias"),  # the mask is the step
+                 not_with=("causal_lower_right", "causal_upper_left", "CausalBias",  # the mask is the step
+                           "generate_square_subsequent_mask"),
                  raised_hints=((r"must match the size of tensor|must be broadcastable|size mismatch|cannot be "
                                 r"multiplied", heads_axis_hint),),
                  explains=scale_explains(CACHED_OTHER_SCALE), **own, **torch_),

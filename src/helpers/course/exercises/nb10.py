@@ -108,7 +108,7 @@ def attention(x, w_query, w_key, w_value, w_out, num_heads, keep=None, p=0.0, *,
         if renormalised:
             weights = weights / weights.sum(axis=-1, keepdims=True)
     if dropout not in ("none", "scores"):
-        weights = {"train": weights * keep / (1 - p), "no_rescale": weights * keep,
+        weights = {"train": weights * keep / (1 - p), "no_rescale": weights * keep, "rescaled": weights / (1 - p),
                    "times_keep": weights * keep * (1 - p), "by_p": weights * keep / p}[dropout]
     v = split_heads(x @ w_value, int(num_heads), wrong_heads)
     merged = merge_heads(weights @ v, wrong_heads or wrong_merge)
@@ -248,6 +248,8 @@ def _projections_transposed(**names):
 
 ATTENTION_MISTAKES = {
     "dropout_in_eval": _layer_variant(in_eval="train"),
+    # the division by (1 − p) outside `if self.training:`: evaluation's weights scaled up, none dropped
+    "dropout_in_eval:rescaled": _layer_variant(in_eval="rescaled"),
     "missing_dropout": _layer_variant(in_train="none"),
     "dropout_mode_inverted": _layer_variant(in_eval="train", in_train="none"),
     "dropout_no_rescale": _layer_variant(in_train="no_rescale"),
@@ -299,6 +301,10 @@ ATTENTION_HINTS = {
     "−∞ in every head, so the weights there are 0/0 = NaN.)",
     "missing_output_projection": "You put the heads side by side but left out the output projection: multiply the "
     "merged heads by self.w_out.",
+    "dropout_in_eval:rescaled": "In evaluation mode your layer drops nothing but still divides the attention "
+    "weights by (1 − p), so every output is 1 / (1 − p) times too large (each row of weights sums to more than 1). "
+    "The division belongs to the dropout: do it inside `if self.training:`, with the draw; after `.eval()` the "
+    "weights stay as the softmax gives them.",
     "dropout_in_eval": "Your layer drops attention weights in evaluation mode too. Apply the draw only when "
     "`self.training` is True; after `.eval()` the weights stay as they are.",
     "missing_dropout": "In training mode your layer leaves the attention weights as they are. When `self.training` "
