@@ -4474,16 +4474,19 @@ def loud_future(inputs: dict[str, Any]) -> dict[str, Any]:
     return _future_louder_by(inputs, LOUD_FUTURE)
 
 
-def _future_louder_by(inputs: dict[str, Any], level: float) -> dict[str, Any]:
+def _future_louder_by(inputs: dict[str, Any], level: float, query: int = 0) -> dict[str, Any]:
+    """New query ``query`` made to look along the first axis alone (the others blind to it), and its next key a copy
+    of its own key ``level``·√d higher on that axis (with fewer than ``query`` + 2 new queries: the inputs as they
+    are)."""
     q, k = np.array(inputs["q"], dtype=float), np.array(inputs["k"], dtype=float)
     t = k.shape[-2] - q.shape[-2]
-    if q.shape[-2] < 2:
+    if q.shape[-2] < query + 2:
         return dict(inputs)
-    q[..., 0, :] = 0.0
-    q[..., 0, 0] = 1.0
-    q[..., 1:, 0] = 0.0
-    k[..., t + 1, :] = k[..., t, :]
-    k[..., t + 1, 0] += level * np.sqrt(q.shape[-1])
+    q[..., query, :] = 0.0
+    q[..., query, 0] = 1.0
+    q[..., [i for i in range(q.shape[-2]) if i != query], 0] = 0.0
+    k[..., t + query + 1, :] = k[..., t + query, :]
+    k[..., t + query + 1, 0] += level * np.sqrt(q.shape[-1])
     return {**inputs, "q": q, "k": k}
 
 
@@ -4494,17 +4497,7 @@ def far_louder_future(inputs: dict[str, Any]) -> dict[str, Any]:
     the visible maximum again): nothing overflows or turns NaN, but float32 rounds each visible score minus that
     maximum to the spacing of numbers near a million (1/16), and the row's weights move by percents. Masked first,
     the hidden key changes nothing."""
-    q, k = np.array(inputs["q"], dtype=float), np.array(inputs["k"], dtype=float)
-    t = k.shape[-2] - q.shape[-2]
-    if q.shape[-2] < 3:
-        return dict(inputs)
-    # the second new query (it sees two keys at least: its own and the one before) along the first axis alone
-    q[..., 1, :] = 0.0
-    q[..., 1, 0] = 1.0
-    q[..., [0, *range(2, q.shape[-2])], 0] = 0.0
-    k[..., t + 2, :] = k[..., t + 1, :]
-    k[..., t + 2, 0] += 2.0**20 * np.sqrt(q.shape[-1])
-    return {**inputs, "q": q, "k": k}
+    return _future_louder_by(inputs, 2.0**20, query=1)  # (the second new query sees two keys at least)
 
 
 loud_future.loud_scores = True  # (see make_plan's "loud_trials")
