@@ -232,6 +232,52 @@ def test_a_right_answer_times_a_stray_constant_is_named_though_within_tolerance(
     assert (outcome.status, outcome.diagnosis) == (("fail", code) if code else ("pass", None)), outcome.message
 
 
+@pytest.mark.parametrize("offset, code", [("1e-9", "stray_offset"), ("1e-7", "stray_offset"), ("0", None)])
+def test_a_right_answer_plus_a_stray_constant_is_named_not_blamed_on_a_clamp(offset, code):
+    torch = pytest.importorskip("torch")
+    ex = spec.get("01.softmax")
+    ns = answer_namespace(ex, None, "torch") | {"torch": torch}
+    cell = f"attn_weights = torch.softmax(attn_scores, dim=-1) + {offset}"
+    exec(cell, ns)
+    outcome = judge(ex, ns, cell=cell)
+    assert (outcome.status, outcome.diagnosis) == (("fail", code) if code else ("pass", None)), outcome.message
+    clamp = "attn_weights = torch.softmax(attn_scores, dim=-1).clamp(min=1e-9)"
+    exec(clamp, ns)
+    assert judge(ex, ns, cell=clamp).diagnosis == "clamped"
+
+
+_FLOAT32_SCALE = """
+def causal_attention(q, k, v):
+    seq = q.shape[-2]
+    scores = q @ k.transpose(-2, -1) / torch.sqrt(torch.tensor(k.shape[-1], dtype=torch.float32))
+    hidden = torch.triu(torch.ones(seq, seq, dtype=torch.bool), diagonal=1)
+    return torch.softmax(scores.masked_fill(hidden, float("-inf")), dim=-1) @ v.to(torch.float32)
+"""
+
+
+def test_a_function_that_raises_on_float64_fails_where_its_todo_asks_for_float64():
+    torch = pytest.importorskip("torch")
+    ex = spec.get("06.causal_attention")
+    ns = answer_namespace(ex, None, "torch") | {"torch": torch}
+    exec(_FLOAT32_SCALE, ns)
+    outcome = judge(ex, ns)
+    assert (outcome.status, outcome.diagnosis) == ("fail", "wrong_dtype"), outcome.message
+    assert "handed float64 inputs it raises" in outcome.message
+
+
+def test_the_notebooks_that_ask_for_float64_are_those_whose_todos_say_so():
+    import nbformat
+
+    from paths import NOTEBOOKS
+
+    said = set()
+    for path in NOTEBOOKS.glob("*.ipynb"):
+        text = " ".join(c.source for c in nbformat.read(path, 4).cells if c.cell_type == "markdown")
+        if "float64 when handed float64" in " ".join(text.split()):
+            said.add(path.stem)
+    assert said == set(spec.FLOAT64_ASKED)
+
+
 def test_changing_an_input_in_place_is_named():
     torch = pytest.importorskip("torch")
     ex = spec.get("01.softmax")

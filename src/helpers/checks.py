@@ -39,6 +39,7 @@ def judge(
     history: History | None = None,
     cell: str | Callable[..., Mapping[str, Any]] | None = None,
     shell: Any = None,
+    _upstream: dict[str, str] | None = None,
 ) -> Outcome:
     """Gather and evaluate one exercise; every problem becomes an :class:`Outcome`.
 
@@ -47,6 +48,18 @@ def judge(
     ``history``. Without either, a value step is judged on the notebook's numbers only.
     """
     rng = rng if rng is not None else _seeded(ex.id)
+    # the verdicts on the earlier functions this step uses, each judged once per check: the step and the functions
+    # it uses may use the same earlier ones (10.trained uses 10.model, which uses 10.attention)
+    upstream = _upstream if _upstream is not None else {}
+
+    def failing(ids: list[str]) -> list[str]:
+        for d in ids:
+            if d not in upstream:
+                upstream[d] = "pending"  # (two functions that call each other: each judged once)
+                upstream[d] = judge(spec.get(d), namespace, rng, history=history, shell=shell,
+                                    _upstream=upstream).status
+        return [d for d in ids if upstream[d] == "fail"]
+
     try:
         plan = spec.make_plan(ex, rng)
     except RuntimeError:  # a rare run of draws that never separates the variants: draw again
@@ -55,8 +68,7 @@ def judge(
     outcome = spec.evaluate(ex, plan, record)
     if outcome.status == "fail" and outcome.diagnosis not in _NOT_CARRIED:
         uses = _functions_used(ex, namespace, history, cell)
-        behind = [d for d in uses
-                  if judge(spec.get(d), namespace, rng, history=history, shell=shell).status == "fail"]
+        behind = failing(uses)
         if behind and _right_with(ex, plan, namespace, history, shell, cell, behind) is True:
             names = " and ".join(f"`{spec.get(d).answers[0]}` ({d})" for d in behind)
             return Outcome(ex.id, "carried", ex.points, ex.points,
@@ -69,8 +81,7 @@ def judge(
     elif outcome.status == "pass" and (uses := _functions_used(ex, namespace, history, cell)):
         # right, with earlier functions of the student's: if one of them is wrong, is this step right only because
         # it undoes that mistake (a transpose around a softmax that normalises columns)?
-        behind = [d for d in uses
-                  if judge(spec.get(d), namespace, rng, history=history, shell=shell).status == "fail"]
+        behind = failing(uses)
         if behind and _right_with(ex, plan, namespace, history, shell, cell, behind) is False:
             names = " and ".join(f"`{spec.get(d).answers[0]}` ({d})" for d in behind)
             return Outcome(ex.id, "fail", 0, ex.points,
@@ -81,8 +92,7 @@ def judge(
                            "were right.", "compensates_upstream")
     elif outcome.status == "carried" and ex.kind == "value" and ex.depends_on:
         # which of them its module was trained with: the record could not say
-        behind = [d for d in outcome.carried_from
-                  if judge(spec.get(d), namespace, rng, history=history, shell=shell).status == "fail"]
+        behind = failing(list(outcome.carried_from))
         if behind:
             outcome.message += spec.behind_note(ex, behind)
     return outcome

@@ -40,8 +40,9 @@ _ROWS = [
     ("transposed_scores", "K·Qᵀ instead of Q·Kᵀ",
      "You computed keys @ queries.T. Row i of the scores belongs to query i: use queries @ keys.T."),
     ("symmetrised_scores", "scores made symmetric",
-     "Your scores are symmetric: score (i, j) equals score (j, i), as the average of queries @ keys.T and its "
-     "transpose gives, or one triangle computed and mirrored. The example's scores happen to be symmetric, but the "
+     "Your scores are symmetric: score (i, j) equals score (j, i), as the average (or the larger) of "
+     "queries @ keys.T and its transpose gives, or one triangle computed and mirrored. The example's scores happen "
+     "to be symmetric, but the "
      "score of query i with key j, q_i · k_j, is not q_j · k_i in general: use queries @ keys.T as it is."),
     ("softmax_wrong_axis", "softmax over the wrong axis",
      "Your softmax normalised each column. Each query's row must sum to 1: use dim=-1 / axis=-1."),
@@ -217,8 +218,9 @@ _ROWS = [
      "or 3 that is 1, no scaling at all, and for d_k = 8 it is 2 instead of 2.83. Divide by the square root itself: "
      "`d_k ** 0.5` or `math.sqrt(d_k)`."),
     ("power_precedence", "`** 1/2` for a square root",
-     "`s / d_k ** 1/2` is (s / d_k) / 2: Python applies `** 1` first and then divides by 2, so no square "
-     "root is taken. Write d_k ** 0.5 (or np.sqrt(d_k))."),
+     "`d_k ** 1/2` is not √d_k: Python applies `** 1` first and then divides by 2, so no square root is taken "
+     "(`s / d_k ** 1/2` is s / d_k / 2, and `s / (d_k ** 1/2)` is s / (d_k / 2)). Write d_k ** 0.5 (or "
+     "np.sqrt(d_k))."),
     ("sum_without_axis", "one sum over the whole array instead of one per row",
      "You summed without an axis, which adds up every entry into one number. Sum along each row (axis=1 or "
      "axis=-1), one sum per row."),
@@ -833,6 +835,10 @@ _PROPERTY_ROWS = [
     ("stray_factor", "the right numbers times a constant",
      "Your numbers are the right ones times one constant, on every input: a small difference, but a factor that no "
      "right computation has (a leftover `* (1 - 1e-4)`, an epsilon folded into a scale). Find it and take it out."),
+    ("stray_offset", "the right numbers plus a constant",
+     "Your numbers are the right ones plus one small constant, on every entry: too small to see in most of them, but "
+     "not in those that should be near 0 (a leftover `+ 1e-9`, an epsilon added to the result). Find it and take it "
+     "out."),
     ("example_sizes_only", "right only for the example's sizes",
      "Your code gives the right numbers on the notebook's example but not on inputs of other sizes: somewhere it "
      "relies on the example's sizes. Typical causes: a number typed in (a size, a count, an index), a slice, a loop "
@@ -947,8 +953,8 @@ _PROCESS_ROWS = [
     # --- notebooks 06 and 10: how a module draws its dropout, how a step trains
     ("given_draw_ignored", "a draw of its own although the caller gives one",
      "In training mode your code makes a random draw of its own although it is given one (`keep`): two calls "
-     "with the same keep give different outputs. Use the draw it is given, on the attention weights; make one "
-     "of your own only when keep is None."),
+     "with the same keep give different outputs. Use the draw it is given, and no other (no `F.dropout` or "
+     "`nn.Dropout` on top of it), on the attention weights; make one of your own only when keep is None."),
     ("dropout_draw_shared", "one dropout draw shared by the whole batch (or by the heads, or the queries)",
      "Your own dropout draw (keep=None) is the same for every sequence of the batch: a draw smaller than the "
      "weights (of shape (1, …), one number per key, or one for everything) broadcast over the batch axis, and "
@@ -1062,6 +1068,10 @@ _PROCESS_ROWS = [
      "Every sentence of your batch hides the keys from the shortest length on, not from its own: a loop over the "
      "lengths that masks `scores[:, :, L:]` for the whole batch does that. Sentence b hides only its own "
      "padding, the keys j ≥ enc_lengths[b] (scores[b, :, L:] in a loop)."),
+    ("padding_lengths_sorted", "the lengths sorted before the padding mask",
+     "You sorted the lengths before building the mask, so sentence b is masked with another sentence's length "
+     "(right only while the batch already comes longest first). The mask of sentence b must use its own entry of "
+     "the lengths, in the batch's own order: nothing needs sorting here."),
     ("permutation_applied_twice", "the permutation applied twice",
      "Your inputs are reordered twice (x[perm][perm], or perm applied to something already reordered). Once "
      "is the new order: x_shuffled = x[perm]."),

@@ -113,14 +113,14 @@ def scaled_scores_float32(q: np.ndarray, k: np.ndarray) -> np.ndarray:
     return (q32 @ np.swapaxes(k32, -1, -2)) / np.float32(np.sqrt(q32.shape[-1]))
 
 
-def global_shift_float32(scores: np.ndarray) -> np.ndarray:
+def global_shift_float32(scores: np.ndarray, by: str = "max") -> np.ndarray:
     """A library softmax of float32 scores from which one maximum of the whole tensor was subtracted first
     (`softmax(s - s.max())`): right in exact arithmetic, but the difference is rounded to float32's spacing near it,
     so a row whose scores lie far below that maximum loses digits. As float32 computes it (the softmax after it is
     exact: the library subtracts each row's maximum again). ``scores`` as float32 computed them
     (:func:`scaled_scores_float32`): the rounding of the difference depends on their last digits.)"""
     s = np.asarray(scores, dtype=np.float32)
-    shifted = (s - s.max()).astype(np.float64)
+    shifted = (s - (s.max() if by == "max" else s.min())).astype(np.float64)  # (by="min": the smallest score of all)
     e = np.exp(shifted - shifted.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
 

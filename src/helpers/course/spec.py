@@ -1400,11 +1400,30 @@ def _dtype_wrong(asked: str, dtype: str) -> bool:
     return not _is_float(dtype) if asked == "float" else dtype != asked
 
 
+# the notebooks whose TO-DOs say that their functions take float64 too ("float32 here, float64 when handed float64"):
+# there a function that raises on float64 inputs is not what was asked (elsewhere the TO-DO asks for float32 inputs)
+FLOAT64_ASKED = frozenset({"03_hands_on_steps", "06_masks_dropout_multihead", "08_order_and_position",
+                           "09_cross_attention_kv_cache"})
+
+
 def _double_problem(ex: Exercise, record: Mapping[str, Any]) -> Outcome | None:
     """A function of tensors that hands float64 inputs back in a lower precision (see :func:`collect._double_dtype`)."""
     dtype = record.get("double_dtype")
     if ex.kind != "function" or not isinstance(dtype, str) or dtype in ("float64", "double"):
         return None
+    if dtype.startswith("raised: "):
+        if ex.notebook not in FLOAT64_ASKED:
+            return None
+        fixed = ("a `tf.cast(…, tf.float32)`, a `tf.fill`/`tf.ones` or a NumPy array made in float32 (TensorFlow never "
+                 "mixes dtypes)", "`tf.cast(d, q.dtype)`, `tf.fill(shape, tf.constant(-math.inf, q.dtype))`") \
+            if ex.framework == "tensorflow" else \
+            ("a tensor made in the default dtype (`torch.zeros(n, d)`, `torch.ones(…)`) or cast with `.float()`, then "
+             "used in a product with the inputs", "`torch.zeros_like(…)`, `dtype=q.dtype`")
+        return _fail(ex, "wrong_dtype", f"`{ex.answers[0]}(...)` gives the right numbers on float32 inputs, but handed "
+                                        f"float64 inputs it raises ({dtype[len('raised: '):]}). Something in it is "
+                                        f"fixed to float32: {fixed[0]}. Like the library's functions, it should take "
+                                        "any float dtype and return it: make constants and new tensors in the inputs' "
+                                        f"dtype ({fixed[1]}).")
     if ex.framework == "tensorflow":
         how = ("a `tf.cast(…, tf.float32)`, NumPy's float32 wrapped in a tensor, or a Keras layer, which computes in "
                "its own dtype policy's float32", "`tf.cast(d, q.dtype)`")
@@ -1903,7 +1922,8 @@ def _answer_given_again(ex: Exercise, plan: Plan, answers: Sequence[Any],
         for j in range(1, i):
             earlier = answers[j].get(name) if isinstance(answers[j], Mapping) else None
             if isinstance(earlier, np.ndarray) and earlier.shape == g.shape and np.array_equal(earlier, g) \
-                    and _compare(ex, answers[j], ex.expected(plan.inputs[j])) is None:
+                    and _compare(ex, answers[j], ex.expected(plan.inputs[j])) is None \
+                    and not _same_numbers(plan.inputs[i], plan.inputs[j]):
                 return _fail(ex, "stale_value",
                              f"`{name}` gives back an answer it kept from an earlier call: called on other inputs "
                              f"({_describe_inputs(plan.inputs[i])}), it returned exactly what it returned for "
@@ -1912,6 +1932,14 @@ def _answer_given_again(ex: Exercise, plan: Plan, answers: Sequence[Any],
                              "answer from the inputs on every call.")
         return None
     return None
+
+
+def _same_numbers(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Do two trials hold the same float arrays (the same shapes and numbers), differing only in their other inputs
+    (lengths in another order, say)? Then one answer for both is no sign of a cache: a function that reads those
+    other inputs wrongly (lengths sorted first) gives it as well."""
+    floats = [n for n, v in a.items() if isinstance(v, np.ndarray) and v.dtype.kind == "f"]
+    return bool(floats) and all(isinstance(b.get(n), np.ndarray) and np.array_equal(a[n], b[n]) for n in floats)
 
 
 def _overwritten_problem(ex: Exercise, record: Mapping[str, Any], plan: Plan | None = None) -> Outcome | None:
@@ -3094,8 +3122,10 @@ def _rounded_answer(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, An
     if not wrong:
         return None
     grid = 1e-12 if ex.dtype == "float64" else 1e-6  # float32 cannot hold 6 decimals exactly
-    # not 0: whole numbers are more often an integer dtype than a rounding; up to 10 decimals in float64, 6 in float32
-    for k in range(1, 11 if ex.dtype == "float64" else 7):
+    # 0 only where the step asks for floats (elsewhere whole numbers are more often an integer dtype than a rounding:
+    # a float step's integer dtype is told first); up to 10 decimals in float64, 6 in float32
+    first = 0 if ex.dtype in ("float32", "float64") else 1
+    for k in range(first, 11 if ex.dtype == "float64" else 7):
         step = 10.0 ** -k
         rounded: set[str] = set()
         entries, seen = 0, False
@@ -3130,9 +3160,10 @@ def _rounded_answer(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, An
         if rounded:
             which = "Your numbers are" if len(ex.answers) == 1 else \
                 f"Your {', '.join(f'`{n}`' for n in sorted(rounded))} {'holds' if len(rounded) == 1 else 'hold'}"
+            to = f"{k} decimal{'s' if k > 1 else ''}" if k else "whole numbers (`.round()`, `torch.round`)"
             return _fail(ex, "rounded_answer",
-                         f"{which} the right {'ones' if len(ex.answers) == 1 else 'numbers'} rounded to {k} "
-                         f"decimal{'s' if k > 1 else ''}. Keep them at full precision: round only what you print.")
+                         f"{which} the right {'ones' if len(ex.answers) == 1 else 'numbers'} rounded to {to}. Keep "
+                         "them at full precision: round only what you print.")
     return None
 
 
@@ -3187,12 +3218,38 @@ def _clamped_within_tolerance(ex: Exercise, trials: Sequence[tuple[Arrays, Mappi
             # (above 1e-12: far from float32's subnormal numbers, which a right float32 answer does hold)
             if lo > 1e-12 and int((at_lo & (w < lo / 2)).sum()) >= 2 and not (at_lo & (w > lo * (1 + 8 * eps))).any():
                 which = "Your numbers are" if len(ex.answers) == 1 else f"Your `{name}` is"
+                if _offset_by(ex, name, trials, lo):
+                    return _fail(ex, "stray_offset",
+                                 f"{which} the right ones plus {_fmt(lo)}, on every entry: a difference too small "
+                                 "to see in most of them, but where the right numbers are near 0 yours are "
+                                 f"{_fmt(lo)} (weights that should vanish do not, and a row no longer sums to "
+                                 f"exactly 1). No right computation adds that: find the leftover `+ {_fmt(lo)}` (an "
+                                 "epsilon added to the result) and take it out.")
                 return _fail(ex, "clamped",
                              f"{which} right to within rounding, but never go below {_fmt(lo)}, where some of the "
                              f"right ones do: two or more of them sit exactly at {_fmt(lo)}. A clamp or a clip in "
                              "your code (an epsilon floor such as `clamp(min=1e-6)`) holds them there. Take it out: "
                              "the right numbers can be that small.")
     return None
+
+
+def _offset_by(ex: Exercise, name: str, trials: Sequence[tuple[Arrays, Mapping[str, Any]]], c: float) -> bool:
+    """Is ``name`` the right numbers plus ``c`` (`w + 1e-9`), not held up at ``c`` (a clamp)? The two agree where
+    the right numbers are far below c; where they are a little above it (2c to 10⁴c, where float32 rounds them by
+    far less than c), a clamp leaves them as they are and an offset still adds c: nine in ten such entries (five at
+    least, over every trial) are off by c, to within a quarter of it."""
+    moved = []
+    for got, inputs in trials:
+        try:
+            g, w = np.asarray(got[name], float), np.asarray(ex.expected(inputs)[name], float)
+        except Exception:  # noqa: BLE001 — answers that are not numbers, a reference that cannot say
+            return False
+        if g.shape != w.shape or not (np.isfinite(g).all() and np.isfinite(w).all()):
+            continue
+        near = (w > 2 * c) & (w < 1e4 * c)
+        moved.append((g[near] - w[near]) / c)
+    r = np.concatenate(moved) if moved else np.empty(0)
+    return r.size >= 5 and float(np.quantile(np.abs(r - 1.0), 0.9)) <= 0.25
 
 
 def _zeroed_small(ex: Exercise, trials: Sequence[tuple[Arrays, Mapping[str, Any]]]) -> Outcome | None:
@@ -3525,6 +3582,11 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
     fails = [_compare(ex, got, ex.expected(plan.inputs[i]), " on other inputs", product=product,
                       inputs=plan.inputs[i])
              for i, got in enumerate(replays, start=1) if i < len(plan.inputs)]
+    # (an edge whose right answer is not one number: a cell that computes from other names than the step's inputs,
+    # consistent with them in every world but this one, is right there too)
+    fails = [None if f and i in plan.accepts and isinstance(got, Mapping) and len(ex.answers) == 1
+             and _accepted(plan.accepts[i], got.get(ex.answers[0]), plan.inputs[i]) else f
+             for i, (f, got) in enumerate(zip(fails, replays), start=1)]
     replay_error = replay.get("error")
     if (fail0 is not None or any(fails)) and not replay_error and (carried := _cell_carried(ex, plan, record, fail0)):
         return carried
@@ -3619,8 +3681,11 @@ def _evaluate_value(ex: Exercise, plan: Plan, record: Mapping[str, Any]) -> Outc
             )
     if fail0 is not None and (counted := _module_carried(ex, plan, record, got0, code_right)):
         return counted
+    # (an edge trial that accepts the answer says nothing about its mistake: its right answer is not one number)
     trials = [(got0, student_world)] + [(got, plan.inputs[i]) for i, got in enumerate(replays, start=1)
-                                        if i < len(plan.inputs)]
+                                        if i < len(plan.inputs) and not (
+                                            i in plan.accepts and isinstance(got, Mapping) and len(ex.answers) == 1
+                                            and _accepted(plan.accepts[i], got.get(ex.answers[0]), plan.inputs[i]))]
     if set(wrong_up) & set(record.get("mutated") or ()):
         # an input that is wrong because this very cell changed it in place (through a view of it, say): that change
         # is the mistake to fix, not an earlier step

@@ -258,7 +258,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                               "inputs": _names(nan.get("inputs") or [], inputs0 or {""}, "the inputs whose gradient "
                                                                                           "is not finite")}
     if isinstance(raw.get("double_dtype"), str):  # what a function hands back for float64 inputs
-        record["double_dtype"] = _text(raw["double_dtype"], 20)
+        record["double_dtype"] = _text(raw["double_dtype"], 500)
     if ex.keeps_grad and isinstance(raw.get("grad_flag_set"), list):  # inputs whose requires_grad it switched on
         record["grad_flag_set"] = _names(raw["grad_flag_set"], inputs0 or {""}, "the inputs flagged")
     if ex.framework == "torch" and isinstance(raw.get("grad_flag_cleared"), list):  # inputs it froze

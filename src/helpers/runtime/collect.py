@@ -559,8 +559,26 @@ def _replay(code: types.CodeType | Callable[..., Any], namespace: Mapping[str, A
         if callable(code) and not isinstance(code, types.CodeType):
             ns.update(code(**overlay))
         else:
-            exec(code, ns)
+            try:
+                exec(code, ns)
+            except BaseException as exc:
+                with contextlib.suppress(AttributeError, TypeError):  # (an exception that takes no attributes)
+                    exc._helpers_namespace = ns  # what the cell had bound when it raised (see _given_line_raised)
+                raise
     return ns
+
+
+def _given_line_raised(exc: BaseException, source: str | None, given: Sequence[str]) -> bool:
+    """Did the cell raise on a line its TO-DO gives (an `assert` that compares the answer with the library's, a
+    print), after the student's own lines ran? Such a line fails because the answer is wrong (or of another
+    dtype): the answers are judged, not the raise."""
+    if not source or not given:
+        return False
+    lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<your cell>" and f.lineno]
+    if not lines:
+        return False
+    text = source.split("\n")
+    return 0 < lines[0] <= len(text) and text[lines[0] - 1].strip() in given
 
 
 def _replay_trials(record: dict[str, Any], plan: Mapping[str, Any], namespace: Mapping[str, Any],
@@ -587,11 +605,16 @@ def _replay_trials(record: dict[str, Any], plan: Mapping[str, Any], namespace: M
             except BaseException as exc:  # noqa: BLE001 — the student's cell, run again: anything can happen
                 if isinstance(exc, KeyboardInterrupt):
                     raise
-                record["replay"]["error"] = {"trial": i, "message": f"{type(exc).__name__}: {_first_line(exc)}"
-                                                                     f"{student_frame_line(exc)}",
-                                             "binds": _raising_line_binds(exc, source),
-                                             "feeds": _raising_line_feeds(exc, source)}
-                break
+                bound = getattr(exc, "_helpers_namespace", None)
+                if isinstance(exc, Exception) and bound is not None and all(n in bound for n in answers) \
+                        and _given_line_raised(exc, source, plan.get("given") or ()):
+                    ns = bound  # (the answers were computed: the given line that checks them failed on them)
+                else:
+                    record["replay"]["error"] = {"trial": i, "message": f"{type(exc).__name__}: {_first_line(exc)}"
+                                                                         f"{student_frame_line(exc)}",
+                                                 "binds": _raising_line_binds(exc, source),
+                                                 "feeds": _raising_line_feeds(exc, source)}
+                    break
             # in place: the very objects handed to the cell changed (a name the cell binds anew, such as
             # a loop variable or a step of the same cell computed again, is not a change of its input)
             mutated.update(_mutated(before, overlay))
@@ -3180,16 +3203,19 @@ def _grad_flag_cleared(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> lis
 def _double_dtype(fn: Callable[..., Any], inputs: Mapping[str, Any], framework: str | None) -> str | None:
     """Called on ``inputs`` with every float array in float64, the dtype of the float tensor ``fn`` returns (of the
     first float tensor of a tuple), e.g. ``"float32"`` for a result cast with ``.float()`` or made in the default dtype
-    (``torch.zeros(n, d)`` filled in a loop). None when that cannot be told: no float input, a raise (a function may
-    refuse float64: a constant of TensorFlow's float32 beside it), or no float tensor out. torch's generator is left
-    as it was."""
+    (``torch.zeros(n, d)`` filled in a loop); ``"raised: <the error>"`` when float64 inputs make it raise (a constant
+    of TensorFlow's float32, a buffer in torch's default dtype multiplied with them: the TO-DOs ask for a function
+    that takes float64 too). None when that cannot be told: no float input, or no float tensor out. torch's generator
+    is left as it was."""
     if framework not in ("torch", "tensorflow") or not any(
             isinstance(v, np.ndarray) and v.dtype.kind == "f" for v in inputs.values()):
         return None
-    # (a mask of 0s and 1s, a dropout draw, stays as it is: a result cast to its dtype shows)
-    args = [to_framework(v, framework, "float64") if isinstance(v, np.ndarray) and v.dtype.kind == "f"
-            and not (v.size and np.isin(v, (0.0, 1.0)).all()) else to_framework(v, framework)
-            for v in inputs.values()]
+
+    def floats(keep_masks: bool) -> list[Any]:
+        return [to_framework(v, framework, "float64") if isinstance(v, np.ndarray) and v.dtype.kind == "f"
+                and not (keep_masks and v.size and np.isin(v, (0.0, 1.0)).all()) else to_framework(v, framework)
+                for v in inputs.values()]
+
     state = None
     try:
         if framework == "torch":
@@ -3198,9 +3224,13 @@ def _double_dtype(fn: Callable[..., Any], inputs: Mapping[str, Any], framework: 
             state = torch.random.get_rng_state()
         with _quiet(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            out = fn(*args)
-    except Exception:  # noqa: BLE001 — the student's function: it may refuse float64
-        return None
+            try:
+                # a mask of 0s and 1s, a dropout draw, kept as it is first: a result cast to its dtype shows
+                out = fn(*floats(True))
+            except Exception:  # noqa: BLE001 — then everything in float64 (weights of 0s and 1s, as in 03's example)
+                out = fn(*floats(False))
+    except Exception as exc:  # noqa: BLE001 — the student's function: it may refuse float64
+        return f"raised: {type(exc).__name__}: {_first_line(exc)[:200]}{student_frame_line(exc)}"
     finally:
         if state is not None:
             import torch

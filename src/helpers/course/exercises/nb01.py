@@ -630,10 +630,16 @@ SCORES_MISTAKES = {
     "elementwise_product": lambda queries, keys, **_: {"attn_scores": queries * keys},
     "transposed_first_operand": lambda queries, keys, **_: {"attn_scores": queries.T @ keys},
     "keys_not_transposed": lambda queries, keys, **_: {"attn_scores": queries @ keys},
+    # the queries against the values (where they are as wide as the keys)
+    "projection_reused:values_for_keys": lambda queries, values=None, **_: {
+        "attn_scores": queries @ np.asarray(values, dtype=np.float64).T},
     # made symmetric, as the example's scores are: averaged with the transpose, or one triangle mirrored
     "symmetrised_scores": lambda queries, keys, **_: {"attn_scores": (queries @ keys.T + keys @ queries.T) / 2},
     "symmetrised_scores:upper": lambda queries, keys, **_: {"attn_scores": _mirrored(queries @ keys.T)},
     "symmetrised_scores:lower": lambda queries, keys, **_: {"attn_scores": _mirrored((queries @ keys.T).T).T},
+    # the larger of the two scores of each pair (torch.maximum of the scores and their transpose)
+    "symmetrised_scores:max": lambda queries, keys, **_: {"attn_scores": np.maximum(queries @ keys.T,
+                                                                                    keys @ queries.T)},
 }
 
 
@@ -773,6 +779,8 @@ def _hints(framework: str) -> dict[str, dict[str, str]]:
             "queries). The notebook's own scores happen to be symmetric and hide this; other inputs do not.",
             "transposed_first_operand": "You transposed the queries instead of the keys, so your product pairs "
             f"feature columns with feature columns. A score pairs a row of the queries with a row of the keys: {qk}.",
+            "projection_reused:values_for_keys": "Your scores pair the queries with the values. A score says how "
+            f"well a query matches a key; the values only come in after the softmax: {qk}.",
         },
         "softmax": {
             "clamped:scores": CLAMPED_SCORES_HINT,
@@ -791,6 +799,11 @@ def _hints(framework: str) -> dict[str, dict[str, str]]:
             f"axis: {keep_max}.",
             "rounded_weights": "You typed in the original's rounded weights. This step asks for the exact "
             "softmax of attn_scores.",
+            "global_max_rounding:min": "You subtracted the smallest score of the whole matrix before the softmax. In "
+            "exact arithmetic that changes nothing (the softmax subtracts each row's own maximum anyway), but in "
+            "float32 a score far above that minimum is rounded to the spacing of numbers that large, so a row whose "
+            "scores lie far from it loses digits. Leave that subtraction out: the library's softmax is stable on "
+            "its own.",
         },
         "outputs": {
             "elementwise_product": product,
@@ -920,6 +933,8 @@ def _half(prefix: str, framework: str) -> list[Exercise]:
                      "global_max_subtraction": global_shift_sign(ref_softmax, scores_of, 87.0),
                      "global_max_rounding": global_rounding_sign(
                          ref_softmax, lambda attn_scores, **_: global_shift_float32(attn_scores)),
+                     "global_max_rounding:min": global_rounding_sign(
+                         ref_softmax, lambda attn_scores, **_: global_shift_float32(attn_scores, by="min")),
                      "logsumexp_rounding": logsumexp_sign(ref_softmax, scores_of)},
               **own),
         # numbers with seven decimals too: values sent through float16 show (the other replays' halves are exact in it)

@@ -356,12 +356,17 @@ negative_sum.of_first_trial = True
 def tiny_sum(first: dict) -> dict:
     """An edge trial from the first random one: its scores on a grid of sixteenths, the last one set so that they add
     up to exactly 2⁻¹⁴ (about 6e-5), every partial sum exact in float32 whatever the order. The right weights are
-    the scores times 2¹⁴; a small number added to the sum "for safety" (1e-6) moves every weight by about 2 %."""
+    the scores times 2¹⁴; a small number added to the sum "for safety" (1e-6) moves every weight by about 2 %.
+    The largest score is a power of two, above all the others' sizes together, so that scores first divided by it
+    (`s / s.max()`, then by their sum: the same weights) stay exact too."""
     s = np.round(np.asarray(first["attn_scores_2"], dtype=float) * 16.0) / 16.0
-    s = np.clip(s, -200.0, 200.0)
-    if s.size < 2:
+    s = np.clip(s, -8.0, 8.0)
+    if s.size < 3:
         return first
-    s[-1] = 2.0**-14 - float(s[:-1].sum())
+    top = int(np.argmax(s[:-1]))
+    rest = [i for i in range(s.size - 1) if i != top]
+    s[top] = 2.0 ** int(np.ceil(np.log2(np.abs(s[rest]).sum() + 1.0)))
+    s[-1] = 2.0**-14 - float(s[:-1].sum())  # (negative: the power of two above outweighs the rest)
     return {**first, "attn_scores_2": s}
 
 
@@ -633,6 +638,34 @@ def towering_word(first: dict) -> dict:
 
 
 towering_word.of_first_trial = True
+
+
+def lopsided_scores(first: dict) -> dict:
+    """An edge trial from the first random one: its scores made lopsided (an antisymmetric part added, as large as
+    the scores themselves), where x @ x.T always gives symmetric ones. Softmax along the wrong axis and transposed
+    (`softmax(s, dim=0).T`, `softmax(s.T, dim=-1)`), which symmetric scores cannot tell from the right weights,
+    shows. Every other answer is judged on the other trials (see ``accepts``)."""
+    s = np.asarray(first["attn_scores"], dtype=np.float64)
+    rng = np.random.default_rng([int(abs(v) * 1e6) % 2**31 for v in s.ravel()[:8]] + [2])
+    a = rng.normal(size=s.shape)
+    return {**first, "attn_scores": s + (a - a.T) * max(float(s.std()), 1.0)}
+
+
+lopsided_scores.of_first_trial = True
+# this trial is there for the transposed softmax alone, which symmetric scores cannot tell from the right weights:
+# every other answer is judged on the other trials (a cell that starts from x @ x.T rather than attn_scores, right
+# or wrong, gives here what it gives in a world of symmetric scores)
+lopsided_scores.accepts = lambda answer, inputs: not _transposed_softmax({"attn_weights": answer}, inputs)
+
+
+def _transposed_softmax(answer, inputs) -> bool:
+    """A sign of ``transposed_scores``: the softmax of each column, transposed (of lopsided scores: on symmetric
+    ones it is the right answer)."""
+    got = np.asarray(next(iter(answer.values())), dtype=np.float64)
+    s = np.asarray(inputs["attn_scores"], dtype=np.float64)
+    wrong = softmax(s.T)
+    return got.shape == wrong.shape and not np.allclose(s, s.T) and bool(np.allclose(got, wrong, rtol=1e-4,
+                                                                                      atol=1e-6))
 
 
 def zero_word(first: dict) -> dict:
@@ -961,6 +994,7 @@ PART_1 = [
                   "\"journey\", x^(2), is row 1 — the `query` the cell gives you."}),
     _value("02.scores_2_vec", "Scores of the journey query, by one matrix product", ("attn_scores_2_vec",),
            _one("attn_scores_2_vec", lambda x, query, **_: x @ query), reads=("x", "query"),
+           dtype="float32",  # the cell compares it with the loop's float32 scores
            independent=("attn_scores_2",), how={"loop": False}, not_with=("attn_scores_2",),
            mistakes={
                "elementwise_product": _one("attn_scores_2_vec", lambda x, query, **_: x * query),
@@ -988,11 +1022,17 @@ PART_1 = [
            mistakes={"softmax_instead_of_sum": _one("attn_weights_2_sum",
                                                     lambda attn_scores_2, **_: softmax(attn_scores_2)),
                      "abs_sum_normalisation": _one("attn_weights_2_sum", lambda attn_scores_2, **_:
-                                                   attn_scores_2 / np.abs(attn_scores_2).sum())},
+                                                   attn_scores_2 / np.abs(attn_scores_2).sum()),
+                     # the absolute values divided by their sum: every weight positive
+                     "abs_sum_normalisation:both": _one("attn_weights_2_sum", lambda attn_scores_2, **_:
+                                                        np.abs(attn_scores_2) / np.abs(attn_scores_2).sum())},
            hints={"abs_sum_normalisation": "You divided the scores by the sum of their absolute values (an L1 "
                   "norm: what F.normalize(p=1) and .abs().sum() give). Here every score is positive, so the two "
                   "sums agree; with a negative score they do not, and the weights would not sum to 1. Divide by "
-                  "the plain sum of the scores."}),
+                  "the plain sum of the scores.",
+                  "abs_sum_normalisation:both": "You divided the absolute values of the scores by their sum, so "
+                  "a negative score became a positive weight. Here every score is positive and nothing changes; "
+                  "with a negative score it does. Divide the scores themselves by their plain sum."}),
     _value("02.weights_2", "Weights by softmax", ("attn_weights_2",),
            _one("attn_weights_2", lambda attn_scores_2, **_: softmax(attn_scores_2)), reads=("attn_scores_2",),
            # scores up to 85: a clamp shows; up to 190: a softmax that does not subtract the maximum fails
@@ -1084,8 +1124,10 @@ PART_1 = [
            edge=(near_limit_embeddings, past_limit_embeddings, far_past_embeddings,
                  opposite_word, longer_word,  # a shift by each row's largest |score|, or by its diagonal
                  longer_last_word, zero_word,  # and a row maximum that leaves the last key out; scores of 0
-                 towering_word),  # and one score of 2²², the others near 0: one maximum of them all subtracted shows
-           signs={"unstable_softmax": overflow_sign(lambda attn_scores, **_: softmax(attn_scores),
+                 towering_word,  # and one score of 2²², the others near 0: one maximum of them all subtracted shows
+                 lopsided_scores),  # and scores that are not symmetric: a transposed softmax shows
+           signs={"transposed_scores": _transposed_softmax,
+                  "unstable_softmax": overflow_sign(lambda attn_scores, **_: softmax(attn_scores),
                                                     lambda attn_scores, **_: attn_scores, 88.0),
                   "global_max_subtraction": global_shift_sign(lambda attn_scores, **_: softmax(attn_scores),
                                                               lambda attn_scores, **_: attn_scores, 87.0),
@@ -1118,10 +1160,14 @@ PART_1 = [
                "unexpected_scale": _PART_1_UNSCALED,
                "max_without_keepdim": ATTENTION_HINTS["max_without_keepdim"] + " The scores x @ x.T are "
                "symmetric, so the maxima of the columns (dim=0) do the same here.",
+               "transposed_scores": "Your weights are the softmax of each column, transposed (`softmax(s, dim=0).T`, "
+               "or the softmax of `s.T`). The scores x @ x.T are symmetric, so here the numbers agree, but row i "
+               "must be query i's own row of scores made into weights, and scores from queries and keys (next "
+               "section) are not symmetric. Apply the softmax to attn_scores itself, along dim=-1.",
            }),
     _value("02.context_all", "All context vectors", ("outputs",),
            _one("outputs", lambda attn_weights, x, **_: attn_weights @ x),
-           reads=("attn_weights", "x"),
+           reads=("attn_weights", "x"), dtype="float32",  # the cell compares its row 2 with the float32 step 3's
            independent=("context_vec_2_simple",),  # step 3's context vector from another draw: a copied row shows
            # and scores of 190: weights written out again without each row's maximum; and embeddings in the
            # thousands: a clip of the outputs shows

@@ -889,7 +889,9 @@ register(
            edge=(large_numbers, narrow_values, small_numbers, one_token, long_loud),  # one token: a squeeze shows
            framework="torch", mistakes=SCORES_MISTAKES, dtype="float32",
            how={"loop": False, "matmul": True},  # "all the scores at once with one matrix product"
-           hints={"not_as_asked:loop": "Your numbers are right, but your cell goes through the keys (or the "
+           hints={"projection_reused:values_for_keys": "Your scores pair the queries with the values. A score says "
+                  "how well a query matches a key; the values only come in after the softmax: queries @ keys.T.",
+                  "not_as_asked:loop": "Your numbers are right, but your cell goes through the keys (or the "
                   "queries) one at a time, in a loop or a comprehension. This step makes all the scores at once: one "
                   "matrix product of the queries and the transposed keys.",
                   "not_as_asked:matmul": "Your numbers are right, but your cell builds the dot products without a "

@@ -306,6 +306,9 @@ WEIGHTS_1_MISTAKES = {
     # s / d_k ** 1/2 = s / d_k / 2
     "power_precedence": lambda attn_scores_1, key_1, **_: {
         "attn_weights_1": softmax(_flat_scores_1(attn_scores_1) / (2.0 * np.shape(key_1)[-1]))},
+    # s / (d_k ** 1/2) = s / (d_k / 2)
+    "power_precedence:grouped": lambda attn_scores_1, key_1, **_: {
+        "attn_weights_1": softmax(_flat_scores_1(attn_scores_1) / (np.shape(key_1)[-1] / 2.0))},
     # tf.pow(2.0, s): e ** (s ln 2)
     "softmax_base_two": lambda attn_scores_1, key_1, **_: {
         "attn_weights_1": softmax(_flat_scores_1(attn_scores_1) / _sqrt_dk(key_1) * np.log(2.0))},
@@ -426,6 +429,7 @@ WRONG_WEIGHTS = {
     "no_softmax": lambda s, d: s / np.sqrt(d),
     "scale_after_softmax": lambda s, d: softmax(s) / np.sqrt(d),
     "power_precedence": lambda s, d: softmax(s / (2.0 * d)),  # s / d_k ** 1/2 = s / d_k / 2
+    "power_precedence:grouped": lambda s, d: softmax(s / (d / 2.0)),  # s / (d_k ** 1/2) = s / (d_k / 2)
 }
 
 
@@ -554,6 +558,20 @@ def _row_max(s):
     return s.max(axis=-1, keepdims=True)
 
 
+def _np_by_n(answer, inputs) -> bool:
+    """A sign of ``scale_by_n`` in the NumPy cross-check: the scores divided by √n, the number of words (the first
+    axis of the keys), where the example's n and d_k are both 4."""
+    got = np.asarray(next(iter(answer.values())), dtype=np.float64)
+    k = _np_qkv(inputs["x_np"], inputs["w_query_np"], inputs["w_key_np"], inputs["w_value_np"])[1]
+    if k.shape[0] == k.shape[-1]:  # (√n is √d_k here: nothing to tell)
+        return False
+    wrong = _np_scale_variant(lambda x, k: np.sqrt(k.shape[0]))(**inputs)["outputs_np"]
+    right = np.asarray(ref_outputs_np(**inputs)["outputs_np"], dtype=np.float64)
+    if np.allclose(wrong, right, rtol=1e-4, atol=1e-7):  # (weights so sharp that the scale does not matter)
+        return False
+    return got.shape == wrong.shape and bool(np.allclose(got, wrong, rtol=1e-6, atol=1e-9))
+
+
 def _np_scale_variant(scale):
     """The right softmax of the scores divided by ``scale(x_np, k)`` instead of √d_k."""
     def variant(x_np, w_query_np, w_key_np, w_value_np, **_):
@@ -619,7 +637,7 @@ NUMPY_MISTAKES = {
     "shifted_by_mean": _np_softmax_variant(lambda s: np.exp(s - s.mean(axis=-1, keepdims=True)) / np.exp(
         s - s.mean(axis=-1, keepdims=True)).sum(axis=-1, keepdims=True)),
     "sum_without_axis": _np_softmax_variant(one_sum),  # each row's maximum, then one sum for the whole matrix
-    "fixed_scale": _np_scale_variant(lambda x, k: 2.0),  # np.sqrt(4) typed in, or √n (k.shape[0])
+    "fixed_scale": _np_scale_variant(lambda x, k: 2.0),  # np.sqrt(4) typed in
     "scale_by_d_model": _np_scale_variant(lambda x, k: np.sqrt(x.shape[-1])),
     "scale_by_d_v": lambda x_np, w_query_np, w_key_np, w_value_np, **_: {
         "outputs_np": softmax(_np_qkv(x_np, w_query_np, w_key_np, w_value_np)[0] @ _np_qkv(
@@ -697,6 +715,7 @@ FN_MISTAKES = {
     "missing_scale": lambda q, k, v: _attend(q, k, v, scale=1.0),
     "scale_by_d": lambda q, k, v: _attend(q, k, v, scale=float(k.shape[-1])),
     "scale_by_n": lambda q, k, v: _attend(q, k, v, scale=np.sqrt(k.shape[0])),
+    "scale_by_n:queries": lambda q, k, v: _attend(q, k, v, scale=np.sqrt(q.shape[0])),  # the queries' count
     "hard_coded": lambda q, k, v: _attend(q, k, v, scale=2.0),  # √4, this notebook's d_k, typed in
     "transposed_scores": lambda q, k, v: _attend(q, k, v, transpose=True),
     "softmax_wrong_axis": lambda q, k, v: _attend(q, k, v, axis=0),
@@ -711,6 +730,7 @@ FN_MISTAKES = {
     "max_wrong_axis": lambda q, k, v: max_of_columns(q @ k.T / np.sqrt(k.shape[-1])) @ v,
     "sum_without_axis": lambda q, k, v: one_sum(q @ k.T / np.sqrt(k.shape[-1])) @ v,
     "power_precedence": lambda q, k, v: _attend(q, k, v, scale=2.0 * k.shape[-1]),  # k.shape[-1] ** 1 / 2
+    "power_precedence:grouped": lambda q, k, v: _attend(q, k, v, scale=k.shape[-1] / 2.0),  # / (d_k ** 1/2)
     "swapped_projections": lambda q, k, v: softmax(q @ k.T / np.sqrt(k.shape[-1])) @ k,  # the keys mixed
     "keys_reshaped": lambda q, k, v: softmax(q @ k.reshape(k.shape[1], k.shape[0]) / np.sqrt(k.shape[-1])) @ v,
 }
@@ -793,8 +813,9 @@ SCALE_AFTER = ("You divided by √d_k after the softmax, so each row of weights 
 SCALE_AFTER_OUT = ("You divided by √d_k after the softmax (the weights, the values or the result: it comes to the "
                    "same), so each output mixes the values with weights that sum to 1/√d_k instead of 1. Divide the "
                    "scores first, then take the softmax of the result.")
-PRECEDENCE = ("`scores / d_k ** 1/2` is (scores / d_k) / 2: Python raises d_k to the power 1 first and then "
-              "divides by 2, so no square root is taken. Write d_k ** 0.5 (or tf.math.sqrt of d_k as a float).")
+PRECEDENCE = ("`d_k ** 1/2` is not √d_k: Python raises d_k to the power 1 first and then divides by 2, so no square "
+              "root is taken (`scores / d_k ** 1/2` is scores / d_k / 2, and `scores / (d_k ** 1/2)` is "
+              "scores / (d_k / 2)). Write d_k ** 0.5 (or tf.math.sqrt of d_k as a float).")
 SCORES_1_HINTS = {
     "elementwise_product": "You multiplied query_1 and the keys entry by entry, so each score is 4 numbers. A "
     "score is one dot product: the sum of those products, a (1, 1) matrix product of query_1 with the "
@@ -1000,6 +1021,8 @@ NUMPY_HINTS = {
     "first axis, which counts the words: 4, like d_k here), a width read off another array than these keys "
     "(Part 2's TensorFlow `keys`, say), or a square root cut to a whole number by int(). d_k is the width of a key: "
     "k.shape[-1], and its square root stays a float.",
+    "scale_by_n": "You divided by √n, the square root of k.shape[0]: the first axis, which counts the words (4, "
+    "like d_k, in the example). d_k is the width of a key: k.shape[-1], the last axis.",
     "scale_by_d_model": "You divided by √d_model, the width of x_np (or the rows of w_key_np). Divide by √d_k, "
     "the width of a key: the last axis of the keys (or of w_key_np). Here both are 4; in general they differ.",
     "scale_by_d_v": "You divided by √d_v, the width of the values (v.shape[1], or w_value_np's). Divide by √d_k, "
@@ -1029,8 +1052,10 @@ FN_HINTS = {
     "missing_scale": "Your function does not divide the scores by √d_k. d_k is the size of the last axis of "
     "`k`: tf.shape(k)[-1], cast to float before the square root.",
     "scale_by_d": "Your function divides by d_k itself. Divide by its square root.",
-    "scale_by_n": "Your function divides by √n, the square root of the number of keys (the first axis of `k`). "
-    "d_k is the last axis of `k`.",
+    "scale_by_n": "Your function divides by √n, the square root of the number of tokens (the first axis of `k`, "
+    "or of `q`). d_k is the last axis of `k`.",
+    "scale_by_n:queries": "Your function divides by the square root of the number of queries (the first axis of "
+    "`q`). The scale is √d_k, the width of a key: the last axis of `k`.",
     "hard_coded": "Your function divides by a fixed 2 (√4, this notebook's d_k). For keys of another width "
     "that is wrong: take d_k from the last axis of `k`.",
     "transposed_scores": "Your weights come out transposed (row i belongs to key i): the scores computed as k qᵀ, "
@@ -1735,7 +1760,9 @@ def _exercises() -> list[Exercise]:
               dtype="float64", widths=True, levels=True,
               edge=(wider_spread, widest_last, far_below, far_above, six_words_np, twin_near_limit_np),
               signs={"unstable_softmax": overflow_sign(ref_outputs_np, _np_scaled_scores, 709.0),  # float64
-                     "unstable_softmax:sum": sum_overflow_sign(ref_outputs_np, _np_scaled_scores, "float64")}),
+                     "unstable_softmax:sum": sum_overflow_sign(ref_outputs_np, _np_scaled_scores, "float64"),
+                     # √n (k.shape[0]): the example's 4 words, like its d_k; only six_words_np has another n
+                     "scale_by_n": _np_by_n}),
         Exercise(
             "04.scaled_attention",
             title="scaled_attention(q, k, v)",

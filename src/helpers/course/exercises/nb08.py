@@ -719,6 +719,20 @@ ROPE_ATTENTION_MISTAKES = {
 }
 
 
+def narrow_heads(first: dict) -> dict:
+    """An edge trial from the first random one: projections narrower than the model (queries and keys 4 wide, values
+    6 wide, while d_model stays 8; the other trials' projections are square): a scale by √d_model, or by a typed-in
+    √8, which equals √d_k everywhere else, shows."""
+    x = np.asarray(first["x"], dtype=np.float64)
+    rng = np.random.default_rng([int(abs(v) * 1e6) % 2**31 for v in x.ravel()[:8]] + [48])
+    wq, wk = rng.normal(size=(2, x.shape[-1], 4)) / np.sqrt(x.shape[-1])
+    wv = rng.normal(size=(x.shape[-1], 6)) / np.sqrt(x.shape[-1])
+    return {**first, "w_query": wq, "w_key": wk, "w_value": wv, "queries": x @ wq, "keys": x @ wk, "values": x @ wv}
+
+
+narrow_heads.of_first_trial = True
+
+
 # scores divided by the square root of another size than d_k: which one (scale_by_other_size)
 ROPE_OTHER_SCALE = other_scale(
     lambda i, scale: _rope_attention_with(rope(i["queries"], i["positions"]), rope(i["keys"], i["positions"]),
@@ -767,6 +781,7 @@ def _exercises() -> list[Exercise]:
             inputs=upstream_of(world, "x_shuffled", independent=("outputs",)),
             reference=ref_shuffled, reads=("x", "w_query", "w_key", "w_value", "perm"),
             mistakes=SHUFFLED_MISTAKES, hints=SHUFFLED_HINTS, framework="torch", how={"indexed_result": False},
+            dtype="float32",  # the cell compares its outputs with the float32 outputs of the sentence in order
         ),
         Exercise(
             "08.sinusoidal", title="The sinusoidal encoding", answers=("sinusoidal_encoding",),
@@ -812,7 +827,7 @@ def _exercises() -> list[Exercise]:
             "08.rope_attention", notebook=NOTEBOOK, title="Attention with rotated queries and keys",
             answers=("q_rot", "k_rot", "outputs_rope"), inputs=upstream_of(world, "q_rot"),
             reference=ref_rope_attention, reads=("queries", "keys", "values", "positions"),
-            mistakes=ROPE_ATTENTION_MISTAKES, atol=1e-5, framework="torch",
+            mistakes=ROPE_ATTENTION_MISTAKES, atol=1e-5, framework="torch", edge=narrow_heads,
             explains=scale_explains(ROPE_OTHER_SCALE),
             # "written yourself as in part 1": the library's fused function is what the cell compares with
             how={"library_attention": False},

@@ -289,6 +289,10 @@ PADDED_MISTAKES = {
     "fixed_scale": lambda **i: _padded(**i, scale=2.0),
     "softmax_wrong_axis": lambda **i: _padded(**i, axis=-2),
     "padding_mask_one_length": lambda **i: _padded(**i, padding="shortest"),
+    # the lengths sorted first, longest first (a habit from packing padded sequences): another sentence's length
+    "padding_lengths_sorted": lambda q, k, v, enc_lengths: _padded(q, k, v, np.sort(np.asarray(enc_lengths))[::-1]),
+    # the weights applied to the keys instead of the values (where they are as wide)
+    "swapped_projections": lambda q, k, v, enc_lengths: _padded(q, k, k, enc_lengths),
 }
 
 
@@ -1205,6 +1209,8 @@ CROSS_HINTS = {
     "from x_enc @ w_value, and the weights multiply the values.",
 }
 PADDED_HINTS = {
+    "swapped_projections": "Your weights mix the keys, not the values: each output is a weighted sum of the "
+    "values (`weights @ v`). The keys only decide the weights.",
     "not_as_asked:library_attention": LIBRARY_HINT.format(what="it", mask=", the padding mask"),
     "missing_scale": SCALE_HINT,
     "missing_padding_mask": "The encoder's padded keys are not hidden, so the decoder's tokens attend to <pad>. "
@@ -1218,6 +1224,8 @@ PADDED_HINTS = {
     "than 1. Hide the padded keys' scores (−∞) before the softmax.",
 }
 TF_PADDED_HINTS = {
+    "swapped_projections": "Your weights mix the keys, not the values: each output is a weighted sum of the "
+    "values (`weights @ v`). The keys only decide the weights.",
     **PADDED_HINTS,
     "not_as_asked:library_attention": "Your function calls a library's attention (`dot_product_attention`, "
     "`MultiHeadAttention` or `scaled_dot_product_attention`). The TO-DO asks you to write the TensorFlow twin "

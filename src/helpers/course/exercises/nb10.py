@@ -21,6 +21,8 @@ count those.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..mistakes import MISTAKES
@@ -64,9 +66,15 @@ def merge_heads(x, wrong=False):
     return x.transpose(0, 2, 1, 3).reshape(b, s, h * dh)
 
 
-def _lower(n):
-    """(n, n): True where key j ≤ query i (what a causal query may see)."""
-    return np.tril(np.ones((n, n), dtype=bool))
+@functools.lru_cache(maxsize=64)
+def _allowed(n: int, causal: str) -> np.ndarray:
+    """(n, n): True where a query (row) may see a key (column): ``lower`` the causal mask, key j ≤ query i; the
+    others are its wrong variants (made once per size: read-only)."""
+    lower = np.tril(np.ones((n, n), dtype=bool))
+    out = {"lower": lower, "none": np.ones((n, n), bool), "upper": lower.T.copy(), "inverted": ~lower,
+           "strict": np.tril(lower, -1)}[causal]
+    out.flags.writeable = False
+    return out
 
 
 def _weights(x, w_query, w_key, num_heads, *, causal="lower", scale="head", how="inf", wrong_heads=False, axis=-1,
@@ -82,8 +90,7 @@ def _weights(x, w_query, w_key, num_heads, *, causal="lower", scale="head", how=
     elif scale == "precedence":  # `d_head ** -1/2` is (d_head ** -1) / 2: the scores over 2 d_head
         scores = scores / (2.0 * q.shape[-1])
     n = x.shape[-2]
-    allowed = {"lower": _lower(n), "none": np.ones((n, n), bool), "upper": _lower(n).T,
-               "inverted": ~_lower(n), "strict": np.tril(np.ones((n, n), bool), -1)}[causal]
+    allowed = _allowed(int(n), causal)
     if how == "inf":
         with np.errstate(invalid="ignore"):  # a row with nothing allowed is 0/0: NaN, as in PyTorch
             return softmax(np.where(allowed, scores, -np.inf), axis=axis)
