@@ -182,8 +182,43 @@ def power_precedence(attend: Callable[[Mapping[str, Any], Any], Any],
     return explain
 
 
+def truncated_root(attend: Callable[[Mapping[str, Any], Any], Any],
+                   width: Callable[[Mapping[str, Any]], int | None] = _key_width,
+                   d_k: str = "d_k") -> Callable[..., str | None]:
+    """An explain for ``scale_truncated``: √d_k cut to a whole number (`math.isqrt(d_k)`, `int(d_k ** 0.5)`), which
+    is no scale at all where d_k is 2 or 3 and right where it is a square. Named when every wrong trial matches it
+    and the wrong trials' cut roots take two values or more, one of them above 1 (one number on every trial is a
+    number typed in, or another size's root, which the other explains name)."""
+    from .spec import _as_named, _close
+
+    def explain(ex, trials, record=None) -> str | None:
+        cuts = set()
+        for got, inputs in trials:
+            want = ex.expected(inputs)
+            if _close(got, want, ex.answers, ex.rtol, ex.atol):
+                continue
+            size = width(inputs)
+            if size is None:
+                return None
+            cut = float(np.floor(np.sqrt(size)))
+            with np.errstate(all="ignore"):
+                out = _as_named(ex, attend(inputs, cut))
+            if not _close(got, out, ex.answers, ex.rtol * LOOSER, ex.atol * LOOSER):
+                return None
+            cuts.add(cut)
+        if len(cuts) < 2 or max(cuts) <= 1:
+            return None
+        return (f"Your scores are divided by √{d_k} cut to a whole number (`math.isqrt({d_k})`, `int({d_k} ** 0.5)`): "
+                f"that is √{d_k} only when {d_k} is a square (4, 9, …), 1 (no scale at all) when it is 2 or 3, and 2 "
+                f"instead of 2.83 when it is 8. Divide by the square root itself: `math.sqrt({d_k})` or "
+                f"`{d_k} ** 0.5`.")
+
+    return explain
+
+
 def scale_explains(other: Callable[..., str | None], width: Callable[[Mapping[str, Any]], int | None] = _key_width,
                    d_k: str = "d_k") -> dict[str, Callable[..., str | None]]:
-    """A step's explains for the scale: ``other`` (an :func:`other_scale`) and the ``** 1/2`` of the same step
-    (``width``, ``d_k``: see :func:`power_precedence`)."""
-    return {"scale_by_other_size": other, "power_precedence": power_precedence(other.attend, width, d_k)}
+    """A step's explains for the scale: ``other`` (an :func:`other_scale`), the ``** 1/2`` and the √ cut to a whole
+    number of the same step (``width``, ``d_k``: see :func:`power_precedence`)."""
+    return {"scale_by_other_size": other, "power_precedence": power_precedence(other.attend, width, d_k),
+            "scale_truncated": truncated_root(other.attend, width, d_k)}

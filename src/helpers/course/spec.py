@@ -2448,6 +2448,15 @@ def _module_grad_problem(ex: Exercise, entry: Any) -> Outcome | None:
                                          "outside `no_grad` and detach nothing.")
     if entry["keeps_grad"] and not cut:
         return None
+    if not entry["keeps_grad"] and entry.get("eval_only"):
+        return _fail(ex, "gradient_cut", f"In training mode the gradient of `{ex.module}`'s output reaches every "
+                                         "weight, but in evaluation mode the output is cut off from them: a branch "
+                                         "that runs only there (`if not self.training:`, `… if self.training else "
+                                         "out.detach()`) detaches it or computes under `torch.no_grad()`. A module "
+                                         "in evaluation mode still passes gradients back (to fine-tune with dropout "
+                                         "off, or to see which inputs an output depends on); leave gradients to the "
+                                         "caller (`torch.no_grad()` around the call) and detach nothing inside "
+                                         "forward.")
     whom = "its weights" if not entry["keeps_grad"] else ", ".join(f"`{n}`" for n in cut)
     return _fail(ex, "gradient_cut", f"The output of `{ex.module}` is cut off from {whom}: a `.detach()`, "
                                      "`torch.no_grad()` or a trip through NumPy (or a Python list) inside its forward, "

@@ -435,6 +435,7 @@ def decode_record(raw: Any, ex: Exercise, plan: Plan) -> dict[str, Any]:
                     **({"inplace_error": _text(entry["inplace_error"], 300)} if entry.get("inplace_error") else {}),
                     **({"reused_graph": _text(entry["reused_graph"], 300)} if entry.get("reused_graph") else {}),
                     **({"input_cut": True} if entry.get("input_cut") is True else {}),
+                    **({"eval_only": True} if entry.get("eval_only") is True else {}),
                     **({"class_state": _text(entry["class_state"], 300)} if isinstance(entry.get("class_state"), str)
                        else {}),
                     # only the module's own parameters can be named

@@ -1856,9 +1856,11 @@ def _module_grad(module: Any, probe: Mapping[str, Any], make: Mapping[str, Any] 
             result = module(*args)
             if not isinstance(result, torch.Tensor):
                 return {}
-            if not result.requires_grad:
-                return {"keeps_grad": False, "cut": []}
             named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+            if not result.requires_grad:
+                # cut in evaluation mode only (a `.detach()` in a branch for it), when training reaches every weight
+                only = bool(named) and _backward_in_training(module, args, named) == {"partial": []}
+                return {"keeps_grad": False, "cut": [], **({"eval_only": True} if only else {})}
             try:
                 grads = torch.autograd.grad(result.float().sum(), [p for _, p in named], allow_unused=True)
             except RuntimeError as exc:  # an in-place change of a tensor autograd saved: backward cannot run

@@ -350,8 +350,10 @@ def apart_arrays(inputs: dict) -> tuple[np.ndarray, ...]:
         wk[0], wk[1:, 0] = 0.0, 0.0
         wk[0, 0] = 1.0
         s = (x @ wq) @ (x @ wk).T
-        shifted = s[1] - s.max()
-        if (shifted.astype(np.float32) != shifted).any() and 1.0 <= np.ptp(s[1]) <= 30.0:
+        # (and the upper row minus the smallest score of all as well: one minimum subtracted rounds that row)
+        shifted, raised = s[1] - s.max(), s[0] - s.min()
+        if (shifted.astype(np.float32) != shifted).any() and (raised.astype(np.float32) != raised).any() \
+                and 1.0 <= np.ptp(s[1]) <= 30.0:
             break
     return x, wq, wk, fresh_numbers(rng, (4, int(rng.choice([4, 5]))), top=2.0), _rounded_rows(rng, n)
 

@@ -232,6 +232,7 @@ FIXED_VALUE_MISTAKES = {
     "elementwise_product": lambda fixed_weights, values, **_: {"fixed_value": fixed_weights * values},
     "transposed_scores": lambda fixed_weights, values, **_: {"fixed_value": fixed_weights.T @ values},
     "values_times_weights": lambda fixed_weights, values, **_: {"fixed_value": values @ fixed_weights},
+    "values_transposed": lambda fixed_weights, values, **_: {"fixed_value": fixed_weights @ values.T},  # (square)
     # the original's value divided by its row sums, an (n,) vector lined up with the columns
     "missing_keepdim": lambda attention_value, row_sums, **_: {"fixed_value": attention_value / row_sums},
 }

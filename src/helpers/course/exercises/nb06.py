@@ -670,20 +670,9 @@ def _hidden_wins(answer, inputs) -> bool:
     return bool(np.allclose(got[wrong], leaked[wrong], rtol=1e-3, atol=1e-4))
 
 
-def _scale_truncated(answer, inputs) -> bool:
-    """A sign of ``scale_truncated``: the scores divided by √d_k cut to a whole number (`math.isqrt(d)`). It is a
-    sign, not a variant: where d_k is 2 or 3 it is no scale at all, and where it is 4 the right one, so draws that
-    keep it apart from both would be rare; a trial where d_k is none of these tells it."""
-    q, k, v = (np.asarray(inputs[n], dtype=np.float64) for n in ("q", "k", "v"))
-    got = np.asarray(_only(answer), dtype=np.float64)
-    wrong = _attend(causal_scores(q, k, scale=False) / np.floor(np.sqrt(k.shape[-1])), _lower(q.shape[-2]), v)
-    return got.shape == wrong.shape and bool(np.allclose(got, wrong, rtol=1e-4, atol=1e-5))
-
-
 CAUSAL_SIGNS = {"mask_by_value": _masked_by_value, "unstable_softmax": _unshifted,
                 "mask_fill_too_small": _causal_fill_leaks, "future_masked_late": future_masked_late(ref_causal),
-                "global_max_rounding": _shifted_by_hidden, "mask_fill_too_small:added": _hidden_wins,
-                "scale_truncated": _scale_truncated}
+                "global_max_rounding": _shifted_by_hidden, "mask_fill_too_small:added": _hidden_wins}
 
 
 def _causal_scaled(inputs, scale):
