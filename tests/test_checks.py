@@ -220,30 +220,28 @@ def test_a_cell_that_recomputes_an_earlier_step_is_still_right():
     assert judge(ex, ns, cell=cell).status == "pass"
 
 
-@pytest.mark.parametrize("factor, code", [("(1 - 1e-4)", "stray_factor"), ("(1 + 3e-5)", "stray_factor"),
-                                          ("1", None)])
-def test_a_right_answer_times_a_stray_constant_is_named_though_within_tolerance(factor, code):
+def _softmax_cell_outcome(cell):
+    """01.softmax judged on ``cell`` (a line that binds attn_weights), and the namespace it ran in."""
     torch = pytest.importorskip("torch")
     ex = spec.get("01.softmax")
     ns = answer_namespace(ex, None, "torch") | {"torch": torch}
-    cell = f"attn_weights = torch.softmax(attn_scores, dim=-1) * {factor}"
     exec(cell, ns)
-    outcome = judge(ex, ns, cell=cell)
+    return judge(ex, ns, cell=cell)
+
+
+@pytest.mark.parametrize("factor, code", [("(1 - 1e-4)", "stray_factor"), ("(1 + 3e-5)", "stray_factor"),
+                                          ("1", None)])
+def test_a_right_answer_times_a_stray_constant_is_named_though_within_tolerance(factor, code):
+    outcome = _softmax_cell_outcome(f"attn_weights = torch.softmax(attn_scores, dim=-1) * {factor}")
     assert (outcome.status, outcome.diagnosis) == (("fail", code) if code else ("pass", None)), outcome.message
 
 
 @pytest.mark.parametrize("offset, code", [("1e-9", "stray_offset"), ("1e-7", "stray_offset"), ("0", None)])
 def test_a_right_answer_plus_a_stray_constant_is_named_not_blamed_on_a_clamp(offset, code):
-    torch = pytest.importorskip("torch")
-    ex = spec.get("01.softmax")
-    ns = answer_namespace(ex, None, "torch") | {"torch": torch}
-    cell = f"attn_weights = torch.softmax(attn_scores, dim=-1) + {offset}"
-    exec(cell, ns)
-    outcome = judge(ex, ns, cell=cell)
+    outcome = _softmax_cell_outcome(f"attn_weights = torch.softmax(attn_scores, dim=-1) + {offset}")
     assert (outcome.status, outcome.diagnosis) == (("fail", code) if code else ("pass", None)), outcome.message
-    clamp = "attn_weights = torch.softmax(attn_scores, dim=-1).clamp(min=1e-9)"
-    exec(clamp, ns)
-    assert judge(ex, ns, cell=clamp).diagnosis == "clamped"
+    clamped = _softmax_cell_outcome("attn_weights = torch.softmax(attn_scores, dim=-1).clamp(min=1e-9)")
+    assert clamped.diagnosis == "clamped"
 
 
 _FLOAT32_SCALE = """
